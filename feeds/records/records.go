@@ -1,0 +1,131 @@
+// Package records turns one VM, with its owner, its compute node's state and
+// the data center's networks, into the DNS records RFD 1 gives it: instance
+// and service names, A/AAAA/TXT/SRV/CNAME in the forward zones, PTR in the
+// reverse zones, and the listing decision with the reasons behind it.
+//
+// It is pure: no I/O, no clock, no state between calls. The same input always
+// gives the same records in the same order, so the updater can diff them.
+package records
+
+import (
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/feeds/sdc"
+)
+
+// TTLs of generated records (reference §1.7).
+const (
+	TTL = 30 // every data record: A, AAAA, TXT, SRV, PTR, CNAME
+)
+
+// Config is the part of cns's configuration that shapes names.
+type Config struct {
+	// Zones are the forward zones in configuration order. Names are lower
+	// case, without the trailing dot.
+	Zones []Zone
+	// UseAlias and UseLogin add the alias and login name variants.
+	UseAlias bool
+	UseLogin bool
+}
+
+// Zone is one forward zone and the networks whose addresses it publishes.
+type Zone struct {
+	Name string
+	// Networks holds network and network pool UUIDs, or "*": the zone then
+	// takes every NIC that no explicitly listed zone takes.
+	Networks []string
+}
+
+// World is what the data center knows besides the VM itself.
+type World struct {
+	// Networks by UUID. A NIC whose network is not here is placed by the
+	// zones' "*" rule but gets no network-name variants.
+	Networks map[string]*sdc.Network
+	// Pools maps a network UUID to the UUIDs of the pools that contain it.
+	Pools map[string][]string
+}
+
+// Input is one VM and its context.
+type Input struct {
+	VM *sdc.VM
+	// Owner is the VM owner's UFDS account. It must not be nil: a VM whose
+	// owner cannot be looked up is not recomputed at all (its records stay).
+	Owner *sdc.User
+	// CNDown is the CN-down decision for the VM's server (feeds make it).
+	CNDown bool
+	// HeldServices names services the VM stays listed in although its
+	// triton.cns.status says down: the self-removal hysteresis has not let it
+	// go yet. Hard removals ignore it.
+	HeldServices []string
+}
+
+// Reason is one of the reference implementation's "why" flags, kept with
+// the same spelling so operators' runbooks still apply.
+type Reason string
+
+const (
+	ReasonInvalidTag      Reason = "invalid_tag"       // triton.cns.services did not parse or failed validation
+	ReasonInstEnFlag      Reason = "inst_en_flag"      // triton.cns.status is not "up": out of services
+	ReasonCNDown          Reason = "cn_down"           // compute node down: out of services
+	ReasonVMDown          Reason = "vm_down"           // VM not running: out of services
+	ReasonUserEnFlag      Reason = "user_en_flag"      // owner has not opted in (triton_cns_enabled)
+	ReasonUserNotApproved Reason = "user_not_approved" // owner not approved_for_provisioning
+	ReasonPTR             Reason = "ptr"               // triton.cns.reverse_ptr re-enabled instance names
+	ReasonAdmin           Reason = "admin"             // admin-owned VM with services: always listed
+	ReasonPoseidon        Reason = "poseidon"          // poseidon-owned VM with services: always listed
+	ReasonInstEnTag       Reason = "inst_en_tag"       // triton.cns.disable tag set
+	ReasonDestroyed       Reason = "destroyed"         // destroyed or failed
+	ReasonHeld            Reason = "held"              // status down, kept listed by the hysteresis
+)
+
+// Service is one entry of the triton.cns.services tag (or a role tag).
+type Service struct {
+	Name  string
+	Ports []Port
+}
+
+// Port is one port of a service, with the SRV priority and weight the tag
+// asked for (defaults 0 and 10).
+type Port struct {
+	Port     uint16
+	Priority uint16
+	Weight   uint16
+}
+
+// Record is one generated resource record and the zone it belongs to.
+type Record struct {
+	// Zone is the forward zone or the reverse zone (e.g. 3.2.1.in-addr.arpa)
+	// the record lives in, lower case without the trailing dot.
+	Zone string
+	// RR has a lower-case, fully qualified owner name.
+	RR dns.RR
+	// Pref orders competing PTR records for one address: the lowest wins,
+	// then the shortest target, then the lexically smallest. A
+	// triton.cns.reverse_ptr target has Pref 0, a generated one Pref 1.
+	Pref uint8
+}
+
+// Result is everything cns decides about one VM.
+type Result struct {
+	ListInstance bool
+	ListServices bool
+	// Reasons are the flags behind the decision, in the order they applied.
+	Reasons []Reason
+	// Services parsed from the tags (even when not listed).
+	Services []Service
+	// Names are the FQDNs (without trailing dot) whose TXT record carries
+	// the VM's UUID: its instance names and listed service names. This is
+	// what GET /vm/:uuid and CloudAPI's dns_names show.
+	Names []string
+	// Records in a deterministic order.
+	Records []Record
+	// Problems explain input that was ignored or rejected (a bad tag, a
+	// label that cleaned to nothing, an unknown address), for logs and
+	// cnsadm vm.
+	Problems []string
+}
+
+// Compute decides the listing of in.VM and generates its records.
+func Compute(cfg *Config, w *World, in Input) Result {
+	panic("not implemented")
+}
