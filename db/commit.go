@@ -1,0 +1,590 @@
+package db
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	bolt "go.etcd.io/bbolt"
+)
+
+// ChangeSet is one batch of changes from the updater, applied atomically.
+type ChangeSet struct {
+	// Zones, when set, replaces the stored zone configuration: zones that
+	// left it are removed, apex changes (NS, SOA fields) get a new serial.
+	Zones *ZoneConfig
+	// VMs are the VMs whose records or facts changed.
+	VMs []VMChange
+	// Cause is a short human summary ("file feed: 3 VMs changed") stored in
+	// the journal of every zone the change set touches.
+	Cause string
+}
+
+// VMChange replaces everything one VM contributes.
+type VMChange struct {
+	UUID string
+	// Delete forgets the VM: its records and facts go.
+	Delete bool
+	// Meta is the updater's opaque description of the VM (facts, listing
+	// reasons), returned by VM.
+	Meta []byte
+	// Records are all the records the VM contributes now.
+	Records []Record
+}
+
+// Record is one record a VM contributes to a zone.
+type Record struct {
+	Zone string // lower case, no trailing dot
+	RR   dns.RR
+	// Pref orders competing singleton records (PTR, CNAME) at one name:
+	// the lowest wins, then the shortest, then the lexically smallest.
+	Pref uint8
+}
+
+// Committed is what one commit changed, for the serving side.
+type Committed struct {
+	Zones []ZoneUpdate
+	// Problems are records or zones the commit skipped or cut, each a
+	// sentence for the log.
+	Problems []string
+}
+
+// ZoneUpdate is one zone's new version.
+type ZoneUpdate struct {
+	Zone    string // lower case, no trailing dot
+	Wire    []byte // zone name in wire format
+	Serial  uint32
+	Removed bool // the zone is gone; the other fields are empty
+	Apex    Apex
+	// Names are the owner names whose records changed, with the records
+	// they now have (empty: the name is gone).
+	Names []NameUpdate
+	// Entry is the journal entry of this version (nil for a new zone).
+	Entry *JournalEntry
+}
+
+// NameUpdate is the new published state of one owner name.
+type NameUpdate struct {
+	Owner []byte // absolute wire name, lower case
+	RRs   RRs
+}
+
+// Commit applies cs in one transaction and, once it is durable, tells the
+// OnCommit hooks. Records that cannot be stored (outside their zone, in no
+// configured zone, unencodable) are skipped and reported, never fatal.
+func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
+	if d.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	var out *Committed
+	err := d.bolt.Update(func(tx *bolt.Tx) error {
+		c, err := newCommit(tx, d, cs.Cause)
+		if err != nil {
+			return err
+		}
+		if cs.Zones != nil {
+			if err := c.setZoneConfig(cs.Zones); err != nil {
+				return err
+			}
+		}
+		for i := range cs.VMs {
+			if err := c.applyVM(&cs.VMs[i]); err != nil {
+				return err
+			}
+		}
+		out, err = c.finish()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	hooks := slices.Clone(d.hooks)
+	d.mu.Unlock()
+	for _, h := range hooks {
+		h(out)
+	}
+	return out, nil
+}
+
+// commit is the state of one Commit inside its transaction.
+type commit struct {
+	d     *DB
+	tx    *bolt.Tx
+	now   time.Time
+	cause string
+	cfg   ZoneConfig
+	zones map[string]*zoneWork
+	names map[string]*nameWork // by zone + "\x00" + key
+	probs []string
+}
+
+// zoneWork collects one zone's changes.
+type zoneWork struct {
+	name     string
+	wire     []byte
+	apex     Apex
+	meta     zoneMeta
+	exists   bool // stored before this commit
+	bucket   *bolt.Bucket
+	apexDiff bool
+	deleted  []JournalRR
+	added    []JournalRR
+	names    []NameUpdate
+	remove   bool
+}
+
+// nameWork is one owner name whose candidates change.
+type nameWork struct {
+	zone  *zoneWork
+	key   []byte
+	owner []byte
+	orig  []byte // stored candidates
+	cands []candidate
+}
+
+func newCommit(tx *bolt.Tx, d *DB, cause string) (*commit, error) {
+	c := &commit{d: d, tx: tx, now: d.now(), cause: cause, zones: map[string]*zoneWork{}, names: map[string]*nameWork{}}
+	cfg, err := readZoneConfig(tx)
+	if err != nil {
+		return nil, err
+	}
+	c.cfg = cfg
+	return c, nil
+}
+
+func readZoneConfig(tx *bolt.Tx) (ZoneConfig, error) {
+	v := tx.Bucket(bucketConfig).Get(keyZoneConfig)
+	if v == nil {
+		return ZoneConfig{Forward: map[string]Apex{}}, nil
+	}
+	return decodeZoneConfig(v)
+}
+
+// zone returns the work record of zone, loading or creating it. It returns
+// nil when the zone is not configured.
+func (c *commit) zone(name string) (*zoneWork, error) {
+	if z, ok := c.zones[name]; ok {
+		return z, nil
+	}
+	apex, ok := c.cfg.apexFor(name)
+	if !ok {
+		return nil, nil
+	}
+	wire, err := ZoneWire(name)
+	if err != nil {
+		return nil, err
+	}
+	z := &zoneWork{name: name, wire: wire, apex: apex}
+	if b := c.tx.Bucket(bucketZones).Bucket([]byte(name)); b != nil {
+		m, err := decodeZoneMeta(b.Get(keyZoneMeta))
+		if err != nil {
+			return nil, fmt.Errorf("zone %s: %w", name, err)
+		}
+		z.meta, z.exists, z.bucket = m, true, b
+		z.apexDiff = !m.Apex.equal(&apex)
+	}
+	c.zones[name] = z
+	return z, nil
+}
+
+// setZoneConfig stores cfg and marks every zone whose apex changed or that
+// left the configuration.
+func (c *commit) setZoneConfig(cfg *ZoneConfig) error {
+	c.cfg = ZoneConfig{Forward: maps.Clone(cfg.Forward), Reverse: cfg.Reverse}
+	if c.cfg.Forward == nil {
+		c.cfg.Forward = map[string]Apex{}
+	}
+	if err := c.tx.Bucket(bucketConfig).Put(keyZoneConfig, c.cfg.encode()); err != nil {
+		return err
+	}
+	// Every configured forward zone exists, even before it has records.
+	for _, name := range slices.Sorted(maps.Keys(c.cfg.Forward)) {
+		if _, err := c.zone(name); err != nil {
+			return err
+		}
+	}
+	// Stored zones: apex changes and removals.
+	return c.tx.Bucket(bucketZones).ForEachBucket(func(k []byte) error {
+		name := string(k)
+		z, err := c.zone(name)
+		if err != nil {
+			return err
+		}
+		if z != nil {
+			return nil
+		}
+		b := c.tx.Bucket(bucketZones).Bucket(k)
+		m, err := decodeZoneMeta(b.Get(keyZoneMeta))
+		if err != nil {
+			return fmt.Errorf("zone %s: %w", name, err)
+		}
+		c.zones[name] = &zoneWork{name: name, remove: true, exists: true, bucket: b, meta: m}
+		return nil
+	})
+}
+
+// applyVM replaces the candidates vc.UUID contributes.
+func (c *commit) applyVM(vc *VMChange) error {
+	id, err := parseUUID(vc.UUID)
+	if err != nil {
+		return err
+	}
+	vms := c.tx.Bucket(bucketVMs)
+	vmKey := []byte(formatUUID(id))
+	var oldNames []vmName
+	oldRaw := vms.Get(vmKey)
+	if oldRaw != nil {
+		old, err := decodeVMEntry(oldRaw)
+		if err != nil {
+			return fmt.Errorf("vm %s: %w", vc.UUID, err)
+		}
+		oldNames = old.names
+	}
+
+	// Group the new records by name.
+	type group struct {
+		zone *zoneWork
+		key  []byte
+		own  []byte
+		rrs  []candidate
+	}
+	groups := map[string]*group{}
+	var order []string
+	if !vc.Delete {
+		for _, r := range vc.Records {
+			z, err := c.zone(r.Zone)
+			if err != nil {
+				return err
+			}
+			if z == nil || z.remove {
+				c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
+				continue
+			}
+			owner, err := wireName(r.RR.Header().Name)
+			if err != nil {
+				c.problem("vm %s: %v", vc.UUID, err)
+				continue
+			}
+			key, ok := relativeKey(owner, z.wire)
+			if !ok {
+				c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
+				continue
+			}
+			rr, err := encodeRR(r.RR)
+			if err != nil {
+				c.problem("vm %s: %v", vc.UUID, err)
+				continue
+			}
+			gk := z.name + "\x00" + string(key)
+			g := groups[gk]
+			if g == nil {
+				g = &group{zone: z, key: key, own: owner}
+				groups[gk] = g
+				order = append(order, gk)
+			}
+			g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, rr: rr})
+		}
+	}
+
+	// Names the VM fed before: drop its candidates there.
+	for _, on := range oldNames {
+		z, err := c.zone(on.zone)
+		if err != nil {
+			return err
+		}
+		if z == nil || z.remove {
+			continue // the zone went away with its records
+		}
+		nw, err := c.name(z, on.key, nil)
+		if err != nil {
+			return err
+		}
+		nw.cands = slices.DeleteFunc(nw.cands, func(x candidate) bool { return x.vm == id })
+	}
+	// Names it feeds now.
+	newNames := make([]vmName, 0, len(order))
+	for _, gk := range order {
+		g := groups[gk]
+		nw, err := c.name(g.zone, g.key, g.own)
+		if err != nil {
+			return err
+		}
+		nw.cands = slices.DeleteFunc(nw.cands, func(x candidate) bool { return x.vm == id })
+		nw.cands = append(nw.cands, g.rrs...)
+		newNames = append(newNames, vmName{zone: g.zone.name, key: g.key})
+	}
+
+	if vc.Delete {
+		if oldRaw != nil {
+			return vms.Delete(vmKey)
+		}
+		return nil
+	}
+	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode()
+	if bytes.Equal(entry, oldRaw) {
+		return nil
+	}
+	return vms.Put(vmKey, entry)
+}
+
+// name returns the work record of one owner name, loading its stored
+// candidates on first use.
+func (c *commit) name(z *zoneWork, key, owner []byte) (*nameWork, error) {
+	nk := z.name + "\x00" + string(key)
+	if nw, ok := c.names[nk]; ok {
+		return nw, nil
+	}
+	if owner == nil {
+		owner = keyToWire(key, z.wire)
+	}
+	nw := &nameWork{zone: z, key: slices.Clone(key), owner: owner}
+	if z.bucket != nil {
+		if v := z.bucket.Bucket(bucketNames).Get(key); v != nil {
+			nw.orig = slices.Clone(v)
+			cands, err := decodeCandidates(nw.orig)
+			if err != nil {
+				return nil, fmt.Errorf("zone %s name %s: %w", z.name, WireToString(owner), err)
+			}
+			nw.cands = cands
+		}
+	}
+	c.names[nk] = nw
+	return nw, nil
+}
+
+// finish writes the changed names, then gives every changed zone its new
+// serial and journal entry.
+func (c *commit) finish() (*Committed, error) {
+	out := &Committed{}
+	// Names, in a stable order so journals are deterministic.
+	for _, nk := range slices.Sorted(maps.Keys(c.names)) {
+		nw := c.names[nk]
+		if err := c.finishName(nw); err != nil {
+			return nil, err
+		}
+	}
+	zones := c.tx.Bucket(bucketZones)
+	tomb := c.tx.Bucket(bucketTombstones)
+	for _, name := range slices.Sorted(maps.Keys(c.zones)) {
+		z := c.zones[name]
+		if z.remove || (isReverseZone(name) && z.exists && z.meta.Names == 0 && len(z.added) == 0 && len(z.deleted) > 0) {
+			if err := tomb.Put([]byte(name), u32bytes(z.meta.Serial)); err != nil {
+				return nil, err
+			}
+			if err := zones.DeleteBucket([]byte(name)); err != nil {
+				return nil, err
+			}
+			out.Zones = append(out.Zones, ZoneUpdate{Zone: name, Wire: z.wire, Removed: true})
+			continue
+		}
+		if z.exists && !z.apexDiff && len(z.added) == 0 && len(z.deleted) == 0 {
+			continue
+		}
+		if !z.exists && isReverseZone(name) && len(z.added) == 0 {
+			continue // a reverse zone is created by its first record
+		}
+		u, err := c.finishZone(z, zones, tomb)
+		if err != nil {
+			return nil, err
+		}
+		out.Zones = append(out.Zones, u)
+	}
+	out.Problems = c.probs
+	return out, nil
+}
+
+// finishName stores one name's candidates and records what it publishes
+// differently now.
+func (c *commit) finishName(nw *nameWork) error {
+	z := nw.zone
+	sortCandidates(nw.cands)
+	enc := encodeCandidates(nw.cands)
+	if bytes.Equal(enc, nw.orig) {
+		return nil
+	}
+	if err := c.ensureBucket(z); err != nil {
+		return err
+	}
+	names := z.bucket.Bucket(bucketNames)
+	if len(nw.cands) == 0 {
+		if err := names.Delete(nw.key); err != nil {
+			return err
+		}
+	} else if err := names.Put(nw.key, enc); err != nil {
+		return err
+	}
+	origCands, err := decodeCandidates(nw.orig)
+	if err != nil {
+		return err
+	}
+	before, _ := c.d.policy.publish(origCands)
+	after, cuts := c.d.policy.publish(nw.cands)
+	for _, cut := range cuts {
+		c.problem("%s %s: %d records, served %d (max_rrset)", WireToString(nw.owner), dns.TypeToString[cut.Type], cut.Total, cut.Kept)
+	}
+	if bytes.Equal(before, after) {
+		return nil
+	}
+	del, add := diffRRs(before, after)
+	for _, rr := range del {
+		z.deleted = append(z.deleted, JournalRR{Owner: nw.owner, RR: rr})
+	}
+	for _, rr := range add {
+		z.added = append(z.added, JournalRR{Owner: nw.owner, RR: rr})
+	}
+	z.meta.Records = uint32(int(z.meta.Records) + len(add) - len(del))
+	switch {
+	case len(before) == 0 && len(after) > 0:
+		z.meta.Names++
+	case len(before) > 0 && len(after) == 0:
+		z.meta.Names--
+	}
+	z.names = append(z.names, NameUpdate{Owner: nw.owner, RRs: after})
+	return nil
+}
+
+// ensureBucket creates the zone's bucket when it is first written.
+func (c *commit) ensureBucket(z *zoneWork) error {
+	if z.bucket != nil {
+		return nil
+	}
+	b, err := c.tx.Bucket(bucketZones).CreateBucket([]byte(z.name))
+	if err != nil {
+		return fmt.Errorf("create zone %s: %w", z.name, err)
+	}
+	if _, err := b.CreateBucket(bucketNames); err != nil {
+		return err
+	}
+	if _, err := b.CreateBucket(bucketJournal); err != nil {
+		return err
+	}
+	z.bucket = b
+	return nil
+}
+
+// finishZone gives a changed zone its next serial and journal entry.
+func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, error) {
+	if err := c.ensureBucket(z); err != nil {
+		return ZoneUpdate{}, err
+	}
+	last, have := z.meta.Serial, z.exists
+	if !have {
+		if t := tomb.Get([]byte(z.name)); len(t) == 4 {
+			last, have = beU32(t), true
+		}
+	}
+	serial := nextSerial(last, have, c.now)
+	prevApex := z.meta.Apex
+	if z.apexDiff {
+		oldNS, err := prevApex.nsRRs(z.name)
+		if err != nil {
+			return ZoneUpdate{}, err
+		}
+		newNS, err := z.apex.nsRRs(z.name)
+		if err != nil {
+			return ZoneUpdate{}, err
+		}
+		del, add := diffRRs(oldNS, newNS)
+		for _, rr := range del {
+			z.deleted = append(z.deleted, JournalRR{Owner: z.wire, RR: rr})
+		}
+		for _, rr := range add {
+			z.added = append(z.added, JournalRR{Owner: z.wire, RR: rr})
+		}
+	}
+	u := ZoneUpdate{Zone: z.name, Wire: z.wire, Serial: serial, Apex: z.apex, Names: z.names}
+	if z.exists {
+		soaFrom, err := encodeRR(prevApex.SOA(z.name, z.meta.Serial))
+		if err != nil {
+			return ZoneUpdate{}, err
+		}
+		soaTo, err := encodeRR(z.apex.SOA(z.name, serial))
+		if err != nil {
+			return ZoneUpdate{}, err
+		}
+		e := &JournalEntry{From: z.meta.Serial, To: serial, Time: c.now, Cause: c.cause,
+			SOAFrom: soaFrom, SOATo: soaTo, Deleted: z.deleted, Added: z.added}
+		v := e.encode(z.wire)
+		if err := z.bucket.Bucket(bucketJournal).Put(u64key(z.meta.NextSeq), v); err != nil {
+			return ZoneUpdate{}, err
+		}
+		z.meta.NextSeq++
+		z.meta.JEntries++
+		z.meta.JBytes += uint64(len(v))
+		if err := trimJournal(z.bucket.Bucket(bucketJournal), &z.meta, c.d.journal, c.now); err != nil {
+			return ZoneUpdate{}, err
+		}
+		u.Entry = e
+	}
+	z.meta.Serial = serial
+	z.meta.LastChange = c.now
+	z.meta.Apex = z.apex
+	if err := z.bucket.Put(keyZoneMeta, z.meta.encode()); err != nil {
+		return ZoneUpdate{}, err
+	}
+	return u, nil
+}
+
+func (c *commit) problem(format string, args ...any) {
+	c.probs = append(c.probs, fmt.Sprintf(format, args...))
+}
+
+// vmEntry is what the store keeps per VM.
+type vmEntry struct {
+	meta  []byte
+	names []vmName
+}
+
+// vmName is one name a VM contributes to.
+type vmName struct {
+	zone string
+	key  []byte
+}
+
+func (v *vmEntry) encode() []byte {
+	e := &enc{}
+	e.u8(1)
+	e.bytes32(v.meta)
+	e.u32(uint32(len(v.names)))
+	for _, n := range v.names {
+		e.str(n.zone)
+		e.bytes16(n.key)
+	}
+	return e.b
+}
+
+func decodeVMEntry(b []byte) (vmEntry, error) {
+	d := &dec{b: b}
+	d.version(1, "vm entry")
+	v := vmEntry{meta: d.bytes32()}
+	n := int(d.u32())
+	for i := 0; i < n && d.err == nil; i++ {
+		v.names = append(v.names, vmName{zone: d.str(), key: d.bytes16()})
+	}
+	return v, d.done("vm entry")
+}
+
+// parseUUID turns a textual UUID into its 16 bytes.
+func parseUUID(s string) ([16]byte, error) {
+	var id [16]byte
+	h := strings.ReplaceAll(s, "-", "")
+	if len(s) != 36 || len(h) != 32 {
+		return id, fmt.Errorf("vm uuid %q is not a UUID", s)
+	}
+	if _, err := hex.Decode(id[:], []byte(h)); err != nil {
+		return id, fmt.Errorf("vm uuid %q is not a UUID", s)
+	}
+	return id, nil
+}
+
+// formatUUID is the inverse of parseUUID, in lower case.
+func formatUUID(id [16]byte) string {
+	h := hex.EncodeToString(id[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}

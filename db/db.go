@@ -1,0 +1,221 @@
+// Package db is cns's store: one bbolt file holding every zone's records,
+// serial and journal, the per-VM contributions those records come from,
+// and the state that must survive a restart. It is the only package that
+// imports bbolt.
+//
+// Layout (schema version 1):
+//
+//	meta/schema               uint32 schema version
+//	config/zones              ZoneConfig: the apex of every zone
+//	zones/<zone>/meta         zoneMeta: serial, counters, served apex
+//	zones/<zone>/names/<key>  candidates: each VM's records at that name
+//	zones/<zone>/journal/<seq> JournalEntry, seq increasing
+//	tombstones/<zone>         last serial of a zone that was removed
+//	vms/<uuid>                the VM's opaque facts and the names it feeds
+//
+// One change set is one bbolt transaction: records, serials and journal
+// entries land together or not at all.
+package db
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// SchemaVersion is the layout this code reads and writes.
+const SchemaVersion = 1
+
+// DefaultMaxRRset keeps every RRset below BIND's max-records-per-type
+// (100 since 9.18.28), with room to spare.
+const DefaultMaxRRset = 90
+
+var (
+	// ErrLocked means another process (normally a running cns serve) holds
+	// the file.
+	ErrLocked = errors.New("db file is locked by another process (a running cns serve?); get a consistent copy with `cns adm backup` and inspect that")
+	// ErrNotCNS means the file is a bbolt file without cns's layout.
+	ErrNotCNS = errors.New("not a cns db (no schema version)")
+	// ErrReadOnly is returned by Commit on a db opened read-only.
+	ErrReadOnly = errors.New("db is open read-only")
+)
+
+var (
+	bucketMeta       = []byte("meta")
+	bucketConfig     = []byte("config")
+	bucketZones      = []byte("zones")
+	bucketTombstones = []byte("tombstones")
+	bucketVMs        = []byte("vms")
+	keySchema        = []byte("schema")
+	keyZoneConfig    = []byte("zones")
+	keyZoneMeta      = []byte("meta")
+	bucketNames      = []byte("names")
+	bucketJournal    = []byte("journal")
+)
+
+// Options tune a DB. The zero value is usable.
+type Options struct {
+	// Journal bounds every zone's journal (default DefaultJournalLimits).
+	Journal *JournalLimits
+	// MaxRRset caps the records of one type at one name (default
+	// DefaultMaxRRset; negative: no cap).
+	MaxRRset int
+	// Now is the clock serials and journal ages come from (default time.Now).
+	Now func() time.Time
+	// ReadOnly opens the file without write access and without blocking a
+	// writer's lock for longer than LockTimeout.
+	ReadOnly bool
+	// LockTimeout is how long Open waits for another process's lock
+	// (default 1 s read-write, 100 ms read-only).
+	LockTimeout time.Duration
+	// NoSync skips fsync on commit: only for tests and benchmarks.
+	NoSync bool
+}
+
+// DB is an open store.
+type DB struct {
+	bolt    *bolt.DB
+	path    string
+	opts    Options
+	journal JournalLimits
+	policy  publishPolicy
+	now     func() time.Time
+
+	mu    sync.Mutex
+	hooks []func(*Committed)
+}
+
+// Open opens or creates the store at path. A new file gets the current
+// schema; an existing file must carry it. Open never rewrites a file it
+// cannot read.
+func Open(path string, opts Options) (*DB, error) {
+	timeout := opts.LockTimeout
+	if timeout == 0 {
+		timeout = time.Second
+		if opts.ReadOnly {
+			timeout = 100 * time.Millisecond
+		}
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("open db %s: %w", path, err)
+		}
+	}
+	bdb, err := openBolt(path, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("open db %s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("open db %s: %w", path, err)
+	}
+	d := &DB{bolt: bdb, path: path, opts: opts, now: opts.Now}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	d.journal = DefaultJournalLimits
+	if opts.Journal != nil {
+		d.journal = *opts.Journal
+	}
+	d.policy.maxRRset = DefaultMaxRRset
+	if opts.MaxRRset > 0 {
+		d.policy.maxRRset = opts.MaxRRset
+	} else if opts.MaxRRset < 0 {
+		d.policy.maxRRset = 0
+	}
+	if err := d.checkSchema(); err != nil {
+		bdb.Close()
+		return nil, fmt.Errorf("open db %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// openBolt opens the file, turning the panics bbolt raises on some corrupt
+// files into errors.
+func openBolt(path string, o *bolt.Options) (b *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("corrupt file: %v", r)
+		}
+	}()
+	return bolt.Open(path, 0o600, o)
+}
+
+// checkSchema creates the layout in an empty file and verifies it in any
+// other. It never modifies a file that already holds data.
+func (d *DB) checkSchema() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt file: %v", r)
+		}
+	}()
+	empty := true
+	err = d.bolt.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+	})
+	if err != nil {
+		return err
+	}
+	if empty {
+		if d.opts.ReadOnly {
+			return ErrNotCNS
+		}
+		return d.bolt.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucket(bucketMeta)
+			if err != nil {
+				return err
+			}
+			for _, b := range [][]byte{bucketConfig, bucketZones, bucketTombstones, bucketVMs} {
+				if _, err := tx.CreateBucket(b); err != nil {
+					return err
+				}
+			}
+			return meta.Put(keySchema, u32bytes(SchemaVersion))
+		})
+	}
+	return d.bolt.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return ErrNotCNS
+		}
+		v := meta.Get(keySchema)
+		if len(v) != 4 {
+			return ErrNotCNS
+		}
+		if got := beU32(v); got != SchemaVersion {
+			return fmt.Errorf("schema version %d, this cns reads version %d", got, SchemaVersion)
+		}
+		for _, b := range [][]byte{bucketConfig, bucketZones, bucketTombstones, bucketVMs} {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("schema version %d but bucket %q is missing", SchemaVersion, b)
+			}
+		}
+		return nil
+	})
+}
+
+// Close closes the file.
+func (d *DB) Close() error { return d.bolt.Close() }
+
+// Path returns the file's path.
+func (d *DB) Path() string { return d.path }
+
+// OnCommit registers fn to run after every successful Commit, in commit
+// order, before Commit returns. fn must not call Commit.
+func (d *DB) OnCommit(fn func(*Committed)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hooks = append(d.hooks, fn)
+}
+
+func u32bytes(v uint32) []byte {
+	return []byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
+}
+
+func beU32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}

@@ -1,0 +1,106 @@
+package db
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Names inside the store are DNS wire names in lower case. A name stored
+// under a zone is keyed by its labels relative to the zone, in reverse
+// order, each length-prefixed: a.b.zone → "\x01b\x01a". So a name's
+// descendants sort directly after it and share its key as a prefix, which
+// is what tells an empty non-terminal from a name that does not exist.
+
+// ZoneWire returns the wire form of a zone name given without the trailing
+// dot ("example.com" → "\x07example\x03com\x00").
+func ZoneWire(zone string) ([]byte, error) {
+	return wireName(dns.Fqdn(zone))
+}
+
+// wireName packs a presentation name into lower-case wire format.
+func wireName(name string) ([]byte, error) {
+	buf := make([]byte, 256)
+	n, err := dns.PackDomainName(dns.Fqdn(name), buf, 0, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("name %q: %w", name, err)
+	}
+	return lowerASCII(buf[:n]), nil
+}
+
+// lowerASCII lower-cases b in place and returns it. Length octets of wire
+// names are below 64, so they are never touched.
+func lowerASCII(b []byte) []byte {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return b
+}
+
+// relativeKey returns the store key of owner (absolute wire name) inside
+// zone (absolute wire name), and false when owner is not strictly below
+// the zone.
+func relativeKey(owner, zone []byte) ([]byte, bool) {
+	if len(owner) <= len(zone) || !bytes.Equal(owner[len(owner)-len(zone):], zone) {
+		return nil, false
+	}
+	rel := owner[:len(owner)-len(zone)]
+	// The suffix must start on a label boundary.
+	var starts []int
+	for i := 0; i < len(rel); {
+		starts = append(starts, i)
+		i += int(rel[i]) + 1
+		if i > len(rel) {
+			return nil, false
+		}
+		if i == len(rel) {
+			break
+		}
+	}
+	key := make([]byte, 0, len(rel))
+	for j := len(starts) - 1; j >= 0; j-- {
+		s := starts[j]
+		key = append(key, rel[s:s+int(rel[s])+1]...)
+	}
+	return key, true
+}
+
+// keyToWire turns a relative key back into an absolute wire name.
+func keyToWire(key, zone []byte) []byte {
+	var starts []int
+	for i := 0; i < len(key); i += int(key[i]) + 1 {
+		starts = append(starts, i)
+	}
+	out := make([]byte, 0, len(key)+len(zone))
+	for j := len(starts) - 1; j >= 0; j-- {
+		s := starts[j]
+		out = append(out, key[s:s+int(key[s])+1]...)
+	}
+	return append(out, zone...)
+}
+
+// relativeWire is the owner's labels below the zone in wire order, without
+// the zone suffix (used in journal entries; empty for the apex).
+func relativeWire(owner, zone []byte) []byte {
+	return owner[:len(owner)-len(zone)]
+}
+
+// WireToString renders a wire name in presentation format with the
+// trailing dot.
+func WireToString(w []byte) string {
+	name, _, err := dns.UnpackDomainName(w, 0)
+	if err != nil {
+		return fmt.Sprintf("<bad name %x>", w)
+	}
+	return name
+}
+
+// isReverseZone reports whether zone (without trailing dot) is a reverse
+// mapping zone.
+func isReverseZone(zone string) bool {
+	return strings.HasSuffix(zone, ".in-addr.arpa") || strings.HasSuffix(zone, ".ip6.arpa")
+}

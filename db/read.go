@@ -1,0 +1,307 @@
+package db
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/miekg/dns"
+	bolt "go.etcd.io/bbolt"
+)
+
+// view runs fn in a read transaction and turns a panic from a corrupt
+// page into an error, so a damaged file fails one read, not the process.
+func (d *DB) view(fn func(tx *bolt.Tx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("db %s: corrupt data: %v", d.path, r)
+		}
+	}()
+	return d.bolt.View(fn)
+}
+
+// ZoneConfig returns the stored zone configuration.
+func (d *DB) ZoneConfig() (ZoneConfig, error) {
+	var c ZoneConfig
+	err := d.view(func(tx *bolt.Tx) error {
+		var err error
+		c, err = readZoneConfig(tx)
+		return err
+	})
+	return c, err
+}
+
+// Zones describes every stored zone, ordered by name.
+func (d *DB) Zones() ([]ZoneInfo, error) {
+	var out []ZoneInfo
+	err := d.view(func(tx *bolt.Tx) error {
+		zones := tx.Bucket(bucketZones)
+		return zones.ForEachBucket(func(k []byte) error {
+			zi, err := zoneInfo(zones.Bucket(k), string(k))
+			if err != nil {
+				return err
+			}
+			out = append(out, zi)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Zone describes one zone; ok is false when it is not stored.
+func (d *DB) Zone(name string) (zi ZoneInfo, ok bool, err error) {
+	err = d.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketZones).Bucket([]byte(name))
+		if b == nil {
+			return nil
+		}
+		ok = true
+		zi, err = zoneInfo(b, name)
+		return err
+	})
+	return zi, ok, err
+}
+
+func zoneInfo(b *bolt.Bucket, name string) (ZoneInfo, error) {
+	m, err := decodeZoneMeta(b.Get(keyZoneMeta))
+	if err != nil {
+		return ZoneInfo{}, fmt.Errorf("zone %s: %w", name, err)
+	}
+	zi := ZoneInfo{
+		Name: name, Reverse: isReverseZone(name), Serial: m.Serial, LastChange: m.LastChange,
+		Names: int(m.Names), Records: int(m.Records), Apex: m.Apex,
+		JournalEntries: int(m.JEntries), JournalBytes: int64(m.JBytes),
+	}
+	if k, v := b.Bucket(bucketJournal).Cursor().First(); k != nil {
+		if from, _, _, ok := journalHeader(v); ok {
+			zi.JournalFrom = from
+		}
+	}
+	return zi, nil
+}
+
+// ScanZone calls fn with every owner name of zone that has records, in
+// store order (a parent before its descendants), and what it publishes.
+// owner and rrs are only valid during the call. The apex is not included.
+func (d *DB) ScanZone(zone string, fn func(owner []byte, rrs RRs) error) error {
+	wire, err := ZoneWire(zone)
+	if err != nil {
+		return err
+	}
+	return d.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketZones).Bucket([]byte(zone))
+		if b == nil {
+			return fmt.Errorf("zone %s is not stored", zone)
+		}
+		return b.Bucket(bucketNames).ForEach(func(k, v []byte) error {
+			cands, err := decodeCandidates(v)
+			if err != nil {
+				return fmt.Errorf("zone %s name %s: %w", zone, WireToString(keyToWire(k, wire)), err)
+			}
+			rrs, _ := d.policy.publish(cands)
+			if len(rrs) == 0 {
+				return nil
+			}
+			return fn(keyToWire(k, wire), rrs)
+		})
+	})
+}
+
+// Lookup returns what zone publishes at owner (an absolute, lower-case
+// wire name strictly below the zone apex) and whether names exist below
+// it, which makes an owner without records an empty non-terminal.
+func (d *DB) Lookup(zone string, zoneWire, owner []byte) (rrs RRs, below bool, err error) {
+	key, ok := relativeKey(owner, zoneWire)
+	if !ok {
+		return nil, false, fmt.Errorf("%s is not below zone %s", WireToString(owner), zone)
+	}
+	err = d.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketZones).Bucket([]byte(zone))
+		if b == nil {
+			return nil
+		}
+		c := b.Bucket(bucketNames).Cursor()
+		k, v := c.Seek(key)
+		if k != nil && bytes.Equal(k, key) {
+			cands, err := decodeCandidates(v)
+			if err != nil {
+				return err
+			}
+			rrs, _ = d.policy.publish(cands)
+			rrs = bytes.Clone(rrs)
+			k, _ = c.Next()
+		}
+		below = k != nil && len(k) > len(key) && bytes.HasPrefix(k, key)
+		return nil
+	})
+	return rrs, below, err
+}
+
+// Journal returns the entries that take zone from serial from to its
+// current serial, oldest first. ok is false when the journal does not
+// reach back to from (or from is unknown): the caller sends the whole zone.
+func (d *DB) Journal(zone string, from uint32) (entries []JournalEntry, ok bool, err error) {
+	wire, err := ZoneWire(zone)
+	if err != nil {
+		return nil, false, err
+	}
+	err = d.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketZones).Bucket([]byte(zone))
+		if b == nil {
+			return nil
+		}
+		c := b.Bucket(bucketJournal).Cursor()
+		found := false
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if !found {
+				f, _, _, hok := journalHeader(v)
+				if !hok || f != from {
+					continue
+				}
+				found = true
+			}
+			e, err := decodeJournalEntry(v, wire)
+			if err != nil {
+				return fmt.Errorf("zone %s: %w", zone, err)
+			}
+			entries = append(entries, e)
+		}
+		ok = found
+		return nil
+	})
+	return entries, ok, err
+}
+
+// History returns up to limit journal entries of zone whose To serial is
+// after since (RFC 1982), newest last. limit <= 0 means all.
+func (d *DB) History(zone string, since uint32, limit int) ([]JournalEntry, error) {
+	wire, err := ZoneWire(zone)
+	if err != nil {
+		return nil, err
+	}
+	var out []JournalEntry
+	err = d.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketZones).Bucket([]byte(zone))
+		if b == nil {
+			return fmt.Errorf("zone %s is not stored", zone)
+		}
+		c := b.Bucket(bucketJournal).Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			_, to, _, ok := journalHeader(v)
+			if !ok {
+				return fmt.Errorf("zone %s: journal entry %x is corrupt", zone, k)
+			}
+			if since != 0 && !SerialLess(since, to) {
+				break
+			}
+			e, err := decodeJournalEntry(v, wire)
+			if err != nil {
+				return fmt.Errorf("zone %s: %w", zone, err)
+			}
+			out = append(out, e)
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		return nil
+	})
+	slices.Reverse(out)
+	return out, err
+}
+
+// VMRecord is one name a VM contributes to and the records it gives it.
+type VMRecord struct {
+	Zone  string
+	Owner string // presentation, fully qualified
+	RRs   []dns.RR
+}
+
+// VM is what the store holds about one VM.
+type VM struct {
+	UUID    string
+	Meta    []byte
+	Records []VMRecord
+}
+
+// VM returns the stored VM; ok is false when the store does not know it.
+func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
+	id, err := parseUUID(uuid)
+	if err != nil {
+		return VM{}, false, err
+	}
+	vm.UUID = formatUUID(id)
+	err = d.view(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketVMs).Get([]byte(vm.UUID))
+		if raw == nil {
+			return nil
+		}
+		ok = true
+		e, err := decodeVMEntry(raw)
+		if err != nil {
+			return fmt.Errorf("vm %s: %w", uuid, err)
+		}
+		vm.Meta = bytes.Clone(e.meta)
+		for _, n := range e.names {
+			b := tx.Bucket(bucketZones).Bucket([]byte(n.zone))
+			if b == nil {
+				continue
+			}
+			wire, err := ZoneWire(n.zone)
+			if err != nil {
+				return err
+			}
+			cands, err := decodeCandidates(b.Bucket(bucketNames).Get(n.key))
+			if err != nil {
+				return err
+			}
+			owner := WireToString(keyToWire(n.key, wire))
+			rec := VMRecord{Zone: n.zone, Owner: owner}
+			for _, c := range cands {
+				if c.vm != id {
+					continue
+				}
+				rr, err := decodeRR(keyToWire(n.key, wire), c.rr)
+				if err != nil {
+					return err
+				}
+				rec.RRs = append(rec.RRs, rr)
+			}
+			vm.Records = append(vm.Records, rec)
+		}
+		return nil
+	})
+	return vm, ok, err
+}
+
+// EachVM calls fn with the UUID and meta of every stored VM, in UUID order.
+// meta is only valid during the call.
+func (d *DB) EachVM(fn func(uuid string, meta []byte) error) error {
+	return d.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketVMs).ForEach(func(k, v []byte) error {
+			e, err := decodeVMEntry(v)
+			if err != nil {
+				return fmt.Errorf("vm %s: %w", k, err)
+			}
+			return fn(string(k), e.meta)
+		})
+	})
+}
+
+// Backup writes a consistent copy of the whole file to w and returns its
+// size. Commits wait for it no longer than it takes bbolt to copy pages.
+func (d *DB) Backup(w io.Writer) (int64, error) {
+	var n int64
+	err := d.view(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, err
+}
+
+// forwardZoneNames lists the configured forward zones, sorted.
+func (c *ZoneConfig) forwardZoneNames() []string {
+	return slices.Sorted(maps.Keys(c.Forward))
+}

@@ -1,0 +1,319 @@
+package db
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/miekg/dns"
+)
+
+// RRs is the published record data of one owner name: resource records in
+// wire format without their owner name (TYPE, CLASS, TTL, RDLENGTH, RDATA),
+// sorted by type and RDATA. Names inside RDATA are uncompressed, so a
+// record can be copied into any message as it is.
+type RRs []byte
+
+// rrFixed is the length of TYPE, CLASS, TTL and RDLENGTH.
+const rrFixed = 10
+
+// Each calls fn with every record of r. A truncated record ends the walk.
+func (r RRs) Each(fn func(rr []byte)) {
+	for len(r) >= rrFixed {
+		n := rrFixed + int(binary.BigEndian.Uint16(r[8:10]))
+		if n > len(r) {
+			return
+		}
+		fn(r[:n])
+		r = r[n:]
+	}
+}
+
+// Count returns the number of records.
+func (r RRs) Count() int {
+	n := 0
+	r.Each(func([]byte) { n++ })
+	return n
+}
+
+// RRType returns the TYPE of one record of an RRs.
+func RRType(rr []byte) uint16 { return binary.BigEndian.Uint16(rr[0:2]) }
+
+// RRTTL returns the TTL of one record of an RRs.
+func RRTTL(rr []byte) uint32 { return binary.BigEndian.Uint32(rr[4:8]) }
+
+// RRData returns the RDATA of one record of an RRs.
+func RRData(rr []byte) []byte { return rr[rrFixed:] }
+
+// ToRR decodes the records of r, giving them owner (a presentation name).
+func (r RRs) ToRR(owner string) ([]dns.RR, error) {
+	w, err := wireName(owner)
+	if err != nil {
+		return nil, err
+	}
+	var out []dns.RR
+	var firstErr error
+	r.Each(func(rr []byte) {
+		x, err := decodeRR(w, rr)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return
+		}
+		out = append(out, x)
+	})
+	return out, firstErr
+}
+
+// decodeRR turns an owner wire name and one owner-less record into a dns.RR.
+func decodeRR(owner, rr []byte) (dns.RR, error) {
+	msg := make([]byte, 0, len(owner)+len(rr))
+	msg = append(append(msg, owner...), rr...)
+	x, _, err := dns.UnpackRR(msg, 0)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s record of %s: %w", dns.TypeToString[RRType(rr)], WireToString(owner), err)
+	}
+	return x, nil
+}
+
+// encodeRR packs rr without its owner name, with names in RDATA lower case
+// and uncompressed.
+func encodeRR(rr dns.RR) ([]byte, error) {
+	buf := make([]byte, 512)
+	for {
+		end, err := dns.PackRR(rr, buf, 0, nil, false)
+		if err == dns.ErrBuf && len(buf) < 1<<16 {
+			buf = make([]byte, 2*len(buf))
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", rr.Header().Name, err)
+		}
+		off, err := skipName(buf, 0)
+		if err != nil {
+			return nil, err
+		}
+		out := slices.Clone(buf[off:end])
+		lowerRDataNames(out)
+		return out, nil
+	}
+}
+
+// skipName returns the offset just past the uncompressed wire name at off.
+func skipName(b []byte, off int) (int, error) {
+	for off < len(b) {
+		l := int(b[off])
+		if l == 0 {
+			return off + 1, nil
+		}
+		if l&0xC0 != 0 {
+			return 0, fmt.Errorf("compressed name where none was expected")
+		}
+		off += l + 1
+	}
+	return 0, fmt.Errorf("name runs past the end")
+}
+
+// lowerRDataNames lower-cases the domain names inside the RDATA of the types
+// cns generates that carry names, so equal records compare equal.
+func lowerRDataNames(rr []byte) {
+	rd := rr[rrFixed:]
+	switch RRType(rr) {
+	case dns.TypeCNAME, dns.TypePTR, dns.TypeNS:
+		lowerASCII(rd)
+	case dns.TypeSRV:
+		if len(rd) > 6 {
+			lowerASCII(rd[6:])
+		}
+	}
+}
+
+// candidate is one VM's contribution of one record to a name. The
+// published RRset of a name is derived from all its candidates.
+type candidate struct {
+	vm   [16]byte
+	pref uint8
+	rr   []byte
+}
+
+// candidate encoding: vm[16] pref[1] rr (TYPE CLASS TTL RDLENGTH RDATA).
+const candFixed = 17
+
+func encodeCandidates(cs []candidate) []byte {
+	n := 0
+	for _, c := range cs {
+		n += candFixed + len(c.rr)
+	}
+	out := make([]byte, 0, n)
+	for _, c := range cs {
+		out = append(out, c.vm[:]...)
+		out = append(out, c.pref)
+		out = append(out, c.rr...)
+	}
+	return out
+}
+
+func decodeCandidates(b []byte) ([]candidate, error) {
+	var out []candidate
+	for len(b) > 0 {
+		if len(b) < candFixed+rrFixed {
+			return nil, fmt.Errorf("candidate record truncated (%d bytes left)", len(b))
+		}
+		var c candidate
+		copy(c.vm[:], b[:16])
+		c.pref = b[16]
+		rest := b[candFixed:]
+		n := rrFixed + int(binary.BigEndian.Uint16(rest[8:10]))
+		if n > len(rest) {
+			return nil, fmt.Errorf("candidate record data truncated")
+		}
+		c.rr = rest[:n:n]
+		out = append(out, c)
+		b = rest[n:]
+	}
+	return out, nil
+}
+
+// sortCandidates puts candidates in a canonical order so that equal sets
+// encode to equal bytes.
+func sortCandidates(cs []candidate) {
+	slices.SortFunc(cs, func(a, b candidate) int {
+		if c := bytes.Compare(a.vm[:], b.vm[:]); c != 0 {
+			return c
+		}
+		return compareRR(a.rr, b.rr)
+	})
+}
+
+// compareRR orders records by type, then RDATA, then TTL.
+func compareRR(a, b []byte) int {
+	if c := int(RRType(a)) - int(RRType(b)); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(RRData(a), RRData(b)); c != 0 {
+		return c
+	}
+	return int(int64(RRTTL(a)) - int64(RRTTL(b)))
+}
+
+// publishPolicy turns the candidates of one name into what is served.
+type publishPolicy struct {
+	// maxRRset caps the records of one type at one name (0: no cap).
+	maxRRset int
+}
+
+// publish derives the served RRs of a name from its candidates:
+//   - identical records from several VMs are served once (lowest TTL);
+//   - PTR and CNAME are singletons: the candidate with the lowest Pref, then
+//     the shortest target, then the lexically smallest wins, so one address
+//     has exactly one PTR whatever order VMs arrive in;
+//   - a CNAME next to other data is dropped (it would make the zone invalid);
+//   - an RRset above the cap keeps its first maxRRset records in canonical
+//     order, so every secondary accepts the zone and the cut is stable.
+//
+// It reports the RRsets it cut, as (type, kept, total) triples.
+func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	sorted := slices.Clone(cs)
+	slices.SortFunc(sorted, func(a, b candidate) int {
+		ta, tb := RRType(a.rr), RRType(b.rr)
+		if ta != tb {
+			return int(ta) - int(tb)
+		}
+		if singleton(ta) {
+			if a.pref != b.pref {
+				return int(a.pref) - int(b.pref)
+			}
+			if la, lb := len(a.rr), len(b.rr); la != lb {
+				return la - lb
+			}
+		}
+		return compareRR(a.rr, b.rr)
+	})
+	hasOther := false
+	for _, c := range sorted {
+		if RRType(c.rr) != dns.TypeCNAME {
+			hasOther = true
+			break
+		}
+	}
+	var out []byte
+	var cuts []capped
+	var prev []byte
+	kept, total := 0, 0
+	flush := func(t uint16) {
+		if total > kept {
+			cuts = append(cuts, capped{Type: t, Kept: kept, Total: total})
+		}
+		kept, total = 0, 0
+	}
+	for i, c := range sorted {
+		t := RRType(c.rr)
+		if i > 0 && RRType(sorted[i-1].rr) != t {
+			flush(RRType(sorted[i-1].rr))
+			prev = nil
+		}
+		if t == dns.TypeCNAME && hasOther {
+			continue
+		}
+		if prev != nil && bytes.Equal(RRData(prev), RRData(c.rr)) {
+			continue // same record from another VM; the lowest TTL sorted first
+		}
+		if prev != nil && singleton(t) {
+			continue
+		}
+		total++
+		prev = c.rr
+		if p.maxRRset > 0 && kept >= p.maxRRset {
+			continue
+		}
+		kept++
+		out = append(out, c.rr...)
+	}
+	if len(sorted) > 0 {
+		flush(RRType(sorted[len(sorted)-1].rr))
+	}
+	return out, cuts
+}
+
+// capped describes an RRset that publish cut to the cap.
+type capped struct {
+	Type        uint16
+	Kept, Total int
+}
+
+func singleton(t uint16) bool { return t == dns.TypePTR || t == dns.TypeCNAME }
+
+// diffRRs returns the records only in a and the records only in b. Both
+// are in canonical order.
+func diffRRs(a, b RRs) (onlyA, onlyB [][]byte) {
+	var as, bs [][]byte
+	a.Each(func(rr []byte) { as = append(as, rr) })
+	b.Each(func(rr []byte) { bs = append(bs, rr) })
+	i, j := 0, 0
+	for i < len(as) && j < len(bs) {
+		switch c := compareRR(as[i], bs[j]); {
+		case c == 0 && bytes.Equal(as[i], bs[j]):
+			i++
+			j++
+		case c < 0:
+			onlyA = append(onlyA, as[i])
+			i++
+		case c > 0:
+			onlyB = append(onlyB, bs[j])
+			j++
+		default: // same type and data, other TTL or class
+			onlyA = append(onlyA, as[i])
+			onlyB = append(onlyB, bs[j])
+			i++
+			j++
+		}
+	}
+	onlyA = append(onlyA, as[i:]...)
+	onlyB = append(onlyB, bs[j:]...)
+	return onlyA, onlyB
+}

@@ -1,0 +1,212 @@
+package db
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Apex is what a zone's apex holds besides the serial: the SOA fields and
+// the NS set. It comes from configuration.
+type Apex struct {
+	MName   string // SOA MNAME, fully qualified
+	RName   string // SOA RNAME, fully qualified (hostmaster with @ → .)
+	Refresh uint32
+	Retry   uint32
+	Expire  uint32
+	Minimum uint32
+	SOATTL  uint32
+	// NS are the name servers, fully qualified, in configuration order.
+	NS    []string
+	NSTTL uint32
+}
+
+// SOA builds the zone's SOA record at serial.
+func (a *Apex) SOA(zone string, serial uint32) *dns.SOA {
+	return &dns.SOA{
+		Hdr:     dns.RR_Header{Name: dns.Fqdn(zone), Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: a.SOATTL},
+		Ns:      dns.Fqdn(a.MName),
+		Mbox:    dns.Fqdn(a.RName),
+		Serial:  serial,
+		Refresh: a.Refresh,
+		Retry:   a.Retry,
+		Expire:  a.Expire,
+		Minttl:  a.Minimum,
+	}
+}
+
+// NSRecords builds the zone's NS records.
+func (a *Apex) NSRecords(zone string) []dns.RR {
+	out := make([]dns.RR, 0, len(a.NS))
+	for _, ns := range a.NS {
+		out = append(out, &dns.NS{
+			Hdr: dns.RR_Header{Name: dns.Fqdn(zone), Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: a.NSTTL},
+			Ns:  dns.Fqdn(ns),
+		})
+	}
+	return out
+}
+
+// nsRRs returns the NS set in the store's record encoding, canonical order.
+func (a *Apex) nsRRs(zone string) (RRs, error) {
+	var rrs [][]byte
+	for _, rr := range a.NSRecords(zone) {
+		b, err := encodeRR(rr)
+		if err != nil {
+			return nil, err
+		}
+		rrs = append(rrs, b)
+	}
+	slices.SortFunc(rrs, compareRR)
+	rrs = slices.CompactFunc(rrs, func(a, b []byte) bool { return compareRR(a, b) == 0 })
+	var out []byte
+	for _, b := range rrs {
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+func (a *Apex) equal(b *Apex) bool {
+	return a.MName == b.MName && a.RName == b.RName && a.Refresh == b.Refresh &&
+		a.Retry == b.Retry && a.Expire == b.Expire && a.Minimum == b.Minimum &&
+		a.SOATTL == b.SOATTL && a.NSTTL == b.NSTTL && slices.Equal(a.NS, b.NS)
+}
+
+func (a *Apex) encode(e *enc) {
+	e.str(a.MName)
+	e.str(a.RName)
+	e.u32(a.Refresh)
+	e.u32(a.Retry)
+	e.u32(a.Expire)
+	e.u32(a.Minimum)
+	e.u32(a.SOATTL)
+	e.u32(a.NSTTL)
+	e.u16(uint16(len(a.NS)))
+	for _, ns := range a.NS {
+		e.str(ns)
+	}
+}
+
+func decodeApex(d *dec) Apex {
+	a := Apex{
+		MName: d.str(), RName: d.str(),
+		Refresh: d.u32(), Retry: d.u32(), Expire: d.u32(), Minimum: d.u32(),
+		SOATTL: d.u32(), NSTTL: d.u32(),
+	}
+	n := int(d.u16())
+	for i := 0; i < n && d.err == nil; i++ {
+		a.NS = append(a.NS, d.str())
+	}
+	return a
+}
+
+// ZoneConfig is the configured apex of every zone: forward zones by name
+// (lower case, no trailing dot) and one apex shared by all reverse zones,
+// which exist wherever a listed address needs a PTR.
+type ZoneConfig struct {
+	Forward map[string]Apex
+	Reverse Apex
+}
+
+// apexFor returns the apex of zone and whether the zone may exist.
+func (c *ZoneConfig) apexFor(zone string) (Apex, bool) {
+	if a, ok := c.Forward[zone]; ok {
+		return a, true
+	}
+	if isReverseZone(zone) {
+		return c.Reverse, true
+	}
+	return Apex{}, false
+}
+
+func (c *ZoneConfig) encode() []byte {
+	e := &enc{}
+	e.u8(1)
+	names := slices.Sorted(maps.Keys(c.Forward))
+	e.u16(uint16(len(names)))
+	for _, n := range names {
+		e.str(n)
+		a := c.Forward[n]
+		a.encode(e)
+	}
+	c.Reverse.encode(e)
+	return e.b
+}
+
+func decodeZoneConfig(b []byte) (ZoneConfig, error) {
+	d := &dec{b: b}
+	d.version(1, "zone config")
+	c := ZoneConfig{Forward: map[string]Apex{}}
+	n := int(d.u16())
+	for i := 0; i < n && d.err == nil; i++ {
+		name := d.str()
+		c.Forward[name] = decodeApex(d)
+	}
+	c.Reverse = decodeApex(d)
+	return c, d.done("zone config")
+}
+
+// zoneMeta is the per-zone bookkeeping stored beside its names.
+type zoneMeta struct {
+	Serial     uint32
+	LastChange time.Time
+	Names      uint32 // owner names with records, apex excluded
+	Records    uint32 // records at those names, apex excluded
+	NextSeq    uint64 // journal key of the next entry
+	JEntries   uint32 // journal entries held
+	JBytes     uint64 // bytes of journal entries held
+	Apex       Apex   // the apex served at Serial
+}
+
+func (m *zoneMeta) encode() []byte {
+	e := &enc{}
+	e.u8(1)
+	e.u32(m.Serial)
+	e.i64(m.LastChange.UnixNano())
+	e.u32(m.Names)
+	e.u32(m.Records)
+	e.u64(m.NextSeq)
+	e.u32(m.JEntries)
+	e.u64(m.JBytes)
+	m.Apex.encode(e)
+	return e.b
+}
+
+func decodeZoneMeta(b []byte) (zoneMeta, error) {
+	d := &dec{b: b}
+	d.version(1, "zone meta")
+	m := zoneMeta{
+		Serial:     d.u32(),
+		LastChange: time.Unix(0, d.i64()).UTC(),
+		Names:      d.u32(),
+		Records:    d.u32(),
+		NextSeq:    d.u64(),
+		JEntries:   d.u32(),
+		JBytes:     d.u64(),
+	}
+	m.Apex = decodeApex(d)
+	return m, d.done("zone meta")
+}
+
+// ZoneInfo describes one stored zone.
+type ZoneInfo struct {
+	Name       string // lower case, no trailing dot
+	Reverse    bool
+	Serial     uint32
+	LastChange time.Time
+	Names      int // owner names with records, apex excluded
+	Records    int // records at those names, apex excluded
+	Apex       Apex
+	// Journal holds the serials an IXFR can start from: JournalFrom is the
+	// oldest (0 when the journal is empty).
+	JournalFrom    uint32
+	JournalEntries int
+	JournalBytes   int64
+}
+
+func (z ZoneInfo) String() string {
+	return fmt.Sprintf("%s serial %d, %d names, %d records", z.Name, z.Serial, z.Names, z.Records)
+}
