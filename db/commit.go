@@ -276,7 +276,7 @@ func (c *commit) applyVM(vc *VMChange) error {
 				c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
 				continue
 			}
-			rr, err := encodeRR(r.RR)
+			rr, err := EncodeRR(r.RR)
 			if err != nil {
 				c.problem("vm %s: %v", vc.UUID, err)
 				continue
@@ -500,11 +500,11 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 	}
 	u := ZoneUpdate{Zone: z.name, Wire: z.wire, Serial: serial, Apex: z.apex, Names: z.names}
 	if z.exists {
-		soaFrom, err := encodeRR(prevApex.SOA(z.name, z.meta.Serial))
+		soaFrom, err := EncodeRR(prevApex.SOA(z.name, z.meta.Serial))
 		if err != nil {
 			return ZoneUpdate{}, err
 		}
-		soaTo, err := encodeRR(z.apex.SOA(z.name, serial))
+		soaTo, err := EncodeRR(z.apex.SOA(z.name, serial))
 		if err != nil {
 			return ZoneUpdate{}, err
 		}

@@ -219,7 +219,7 @@ func TestCommitMergesContributions(t *testing.T) {
 	}
 	var dels []string
 	for _, r := range e.Deleted {
-		x, _ := decodeRR(r.Owner, r.RR)
+		x, _ := DecodeRR(r.Owner, r.RR)
 		dels = append(dels, strings.ReplaceAll(x.String(), "\t", " "))
 	}
 	// Store order: the "svc" branch of owner sorts before "inst" (shorter
@@ -384,7 +384,7 @@ func TestZoneConfigChanges(t *testing.T) {
 	if e == nil || len(e.Added) != 1 || len(e.Deleted) != 0 || zoneSerial(t, d, z) != s0+1 {
 		t.Fatalf("NS change: %+v", c.Zones)
 	}
-	if x, _ := decodeRR(e.Added[0].Owner, e.Added[0].RR); x.(*dns.NS).Ns != "ns2.example.com." {
+	if x, _ := DecodeRR(e.Added[0].Owner, e.Added[0].RR); x.(*dns.NS).Ns != "ns2.example.com." {
 		t.Errorf("journaled NS addition %v", x)
 	}
 	// Same config again: nothing.

@@ -262,7 +262,7 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 				if c.vm != id {
 					continue
 				}
-				rr, err := decodeRR(keyToWire(n.key, wire), c.rr)
+				rr, err := DecodeRR(keyToWire(n.key, wire), c.rr)
 				if err != nil {
 					return err
 				}

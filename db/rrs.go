@@ -55,7 +55,7 @@ func (r RRs) ToRR(owner string) ([]dns.RR, error) {
 	var out []dns.RR
 	var firstErr error
 	r.Each(func(rr []byte) {
-		x, err := decodeRR(w, rr)
+		x, err := DecodeRR(w, rr)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -67,8 +67,8 @@ func (r RRs) ToRR(owner string) ([]dns.RR, error) {
 	return out, firstErr
 }
 
-// decodeRR turns an owner wire name and one owner-less record into a dns.RR.
-func decodeRR(owner, rr []byte) (dns.RR, error) {
+// DecodeRR turns an owner wire name and one owner-less record into a dns.RR.
+func DecodeRR(owner, rr []byte) (dns.RR, error) {
 	msg := make([]byte, 0, len(owner)+len(rr))
 	msg = append(append(msg, owner...), rr...)
 	x, _, err := dns.UnpackRR(msg, 0)
@@ -78,9 +78,9 @@ func decodeRR(owner, rr []byte) (dns.RR, error) {
 	return x, nil
 }
 
-// encodeRR packs rr without its owner name, with names in RDATA lower case
+// EncodeRR packs rr without its owner name, with names in RDATA lower case
 // and uncompressed.
-func encodeRR(rr dns.RR) ([]byte, error) {
+func EncodeRR(rr dns.RR) ([]byte, error) {
 	buf := make([]byte, 512)
 	for {
 		end, err := dns.PackRR(rr, buf, 0, nil, false)

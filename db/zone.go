@@ -54,7 +54,7 @@ func (a *Apex) NSRecords(zone string) []dns.RR {
 func (a *Apex) nsRRs(zone string) (RRs, error) {
 	var rrs [][]byte
 	for _, rr := range a.NSRecords(zone) {
-		b, err := encodeRR(rr)
+		b, err := EncodeRR(rr)
 		if err != nil {
 			return nil, err
 		}

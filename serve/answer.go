@@ -1,0 +1,262 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/miekg/dns"
+)
+
+// Size limits of answers.
+const (
+	minUDPSize  = 512
+	maxTCPSize  = 65535
+	optLen      = 11 // an OPT record without options
+	maxCNAMEs   = 8  // CNAME hops followed inside a zone
+	maxPointer  = 0x3FFF
+	rcodeBadVer = 16
+)
+
+// response builds one answer message in place. The header is written last,
+// when the counts are known.
+type response struct {
+	b      []byte
+	limit  int // size the message must fit, OPT included
+	flags  uint16
+	rcode  int
+	an     uint16
+	ns     uint16
+	ar     uint16
+	qend   int // end of the question section
+	edns   bool
+	ednsDO bool
+	size   uint16 // our EDNS UDP payload size
+}
+
+// start copies the question of q into b and prepares the header fields.
+func (r *response) start(q *query, b []byte, limit int, udpSize uint16) {
+	*r = response{b: b[:0], limit: limit, size: udpSize}
+	r.b = append(r.b, make([]byte, headerLen)...)
+	if q.qend > 0 {
+		r.b = append(r.b, q.msg[headerLen:q.qend]...)
+	}
+	r.qend = len(r.b)
+	r.flags = flagQR | q.flags&(opcodeMask|flagRD|flagCD)
+	r.edns = q.edns
+	r.ednsDO = q.ednsDO
+	if r.edns {
+		r.limit -= optLen
+	}
+}
+
+// room reports whether n more bytes fit.
+func (r *response) room(n int) bool { return len(r.b)+n <= r.limit }
+
+// appendRRs appends every record of rrs (db.RRs form) with the owner name
+// given as a compression pointer to ptr. It returns false, having
+// appended nothing, when they do not all fit.
+func (r *response) appendRRs(rrs []byte, ptr int, count *uint16) bool {
+	n := 0
+	size := 0
+	for off := 0; off+10 <= len(rrs); n++ {
+		l := 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
+		size += 2 + l
+		off += l
+	}
+	if !r.room(size) {
+		return false
+	}
+	p0, p1 := byte(0xC0|ptr>>8), byte(ptr)
+	for off := 0; off+10 <= len(rrs); {
+		l := 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
+		r.b = append(r.b, p0, p1)
+		r.b = append(r.b, rrs[off:off+l]...)
+		off += l
+	}
+	*count += uint16(n)
+	return true
+}
+
+// truncate drops everything after the question and sets TC.
+func (r *response) truncate() {
+	r.b = r.b[:r.qend]
+	r.an, r.ns, r.ar = 0, 0, 0
+	r.flags |= flagTC
+}
+
+// finish writes the header and the OPT record and returns the message.
+func (r *response) finish(id uint16) []byte {
+	if r.edns {
+		ext := uint32(r.rcode>>4) << 24
+		if r.ednsDO {
+			ext |= 0x8000
+		}
+		r.b = append(r.b, 0, byte(dns.TypeOPT>>8), byte(dns.TypeOPT),
+			byte(r.size>>8), byte(r.size),
+			byte(ext>>24), byte(ext>>16), byte(ext>>8), byte(ext), 0, 0)
+		r.ar++
+	}
+	h := r.b[:headerLen]
+	binary.BigEndian.PutUint16(h[0:], id)
+	binary.BigEndian.PutUint16(h[2:], r.flags|uint16(r.rcode&0xF))
+	qd := uint16(0)
+	if r.qend > headerLen {
+		qd = 1
+	}
+	binary.BigEndian.PutUint16(h[4:], qd)
+	binary.BigEndian.PutUint16(h[6:], r.an)
+	binary.BigEndian.PutUint16(h[8:], r.ns)
+	binary.BigEndian.PutUint16(h[10:], r.ar)
+	return r.b
+}
+
+// answer resolves a parsed QUERY against the snapshot into b.
+func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
+	var r response
+	r.start(q, b, limit, s.udpSize)
+	switch {
+	case q.qclass == dns.ClassCHAOS:
+		s.answerChaos(&r, q)
+		return r.finish(q.id)
+	case q.qclass != dns.ClassINET:
+		r.rcode = dns.RcodeRefused
+		return r.finish(q.id)
+	}
+	name := q.lower()
+	z, zoff := sn.findZone(name)
+	if z == nil {
+		r.rcode = dns.RcodeRefused
+		return r.finish(q.id)
+	}
+	r.flags |= flagAA
+	zonePtr := headerLen + zoff // the apex inside the question name
+
+	ptr := headerLen // owner of the next answer records
+	for hop := 0; ; hop++ {
+		rrs, found, err := z.node(name)
+		if err != nil {
+			s.log.Error("lookup failed", "zone", z.name, "err", err)
+			r.b = r.b[:r.qend]
+			r.an = 0
+			r.flags &^= flagAA
+			r.rcode = dns.RcodeServerFailure
+			return r.finish(q.id)
+		}
+		if !found {
+			r.rcode = dns.RcodeNameError
+			s.negative(&r, z, zonePtr)
+			break
+		}
+		run, n := rrsOfType(rrs, q.qtype)
+		if q.qtype == dns.TypeANY && len(rrs) > 0 {
+			// RFC 8482: one RRset is a complete answer to ANY.
+			run, n = rrsOfType(rrs, binary.BigEndian.Uint16(rrs))
+		}
+		if n > 0 {
+			start := len(r.b)
+			if !r.appendRRs(run, ptr, &r.an) {
+				r.truncate()
+				break
+			}
+			if q.qtype == dns.TypeSRV {
+				s.srvAdditionals(&r, z, start)
+			}
+			break
+		}
+		cname, cn := rrsOfType(rrs, dns.TypeCNAME)
+		if cn == 0 || q.qtype == dns.TypeCNAME || hop == maxCNAMEs {
+			s.negative(&r, z, zonePtr) // NODATA
+			break
+		}
+		// Follow the CNAME inside the zone (RFC 1034 §4.3.2, RFC 6604).
+		rdOff := len(r.b) + 2 + 10
+		if !r.appendRRs(cname, ptr, &r.an) {
+			r.truncate()
+			break
+		}
+		target := r.b[rdOff:]
+		if !z.contains(target) || rdOff > maxPointer {
+			break
+		}
+		name, ptr = target, rdOff
+	}
+	return r.finish(q.id)
+}
+
+// negative adds the zone's SOA to the authority section.
+func (s *Server) negative(r *response, z *zone, zonePtr int) {
+	if !r.appendRRs(z.negSOA, zonePtr, &r.ns) {
+		r.truncate()
+	}
+}
+
+// srvAdditionals adds the addresses of in-zone SRV targets to the
+// additional section, as many as fit: they save the client a lookup but
+// are never worth a truncation.
+func (s *Server) srvAdditionals(r *response, z *zone, start int) {
+	end := len(r.b)
+	var seen [][]byte
+	for off := start; off+12 <= end; {
+		l := 12 + int(binary.BigEndian.Uint16(r.b[off+10:]))
+		tOff := off + 12 + 6
+		off += l
+		if binary.BigEndian.Uint16(r.b[off-l+2:]) != dns.TypeSRV || tOff >= off || tOff > maxPointer {
+			continue
+		}
+		target := r.b[tOff:off]
+		dup := false
+		for _, t := range seen {
+			if bytes.Equal(t, target) {
+				dup = true
+				break
+			}
+		}
+		if dup || !z.contains(target) {
+			continue
+		}
+		seen = append(seen, target)
+		rrs, found, err := z.node(target)
+		if err != nil || !found {
+			continue
+		}
+		for _, t := range [2]uint16{dns.TypeA, dns.TypeAAAA} {
+			if run, n := rrsOfType(rrs, t); n > 0 && !r.appendRRs(run, tOff, &r.ar) {
+				return
+			}
+		}
+	}
+}
+
+// answerChaos answers the CHAOS-class identity queries operators use:
+// version.bind / version.server and id.server / hostname.bind.
+func (s *Server) answerChaos(r *response, q *query) {
+	var txt string
+	switch string(q.lower()) {
+	case "\x07version\x04bind\x00", "\x07version\x06server\x00":
+		txt = s.version
+	case "\x02id\x06server\x00", "\x08hostname\x04bind\x00":
+		txt = s.identity
+	}
+	if txt == "" || (q.qtype != dns.TypeTXT && q.qtype != dns.TypeANY) {
+		r.rcode = dns.RcodeRefused
+		return
+	}
+	if len(txt) > 255 {
+		txt = txt[:255]
+	}
+	rr := []byte{0, byte(dns.TypeTXT), 0, byte(dns.ClassCHAOS), 0, 0, 0, 0, 0, byte(len(txt) + 1), byte(len(txt))}
+	rr = append(rr, txt...)
+	r.flags |= flagAA
+	if !r.appendRRs(rr, headerLen, &r.an) {
+		r.truncate()
+	}
+}
+
+// errorReply answers a request that cannot be answered normally with
+// rcode, echoing what could be parsed of it.
+func (s *Server) errorReply(q *query, b []byte, rcode int) []byte {
+	var r response
+	r.start(q, b, maxTCPSize, s.udpSize)
+	r.rcode = rcode
+	return r.finish(q.id)
+}

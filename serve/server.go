@@ -1,0 +1,354 @@
+// Package serve answers DNS for the zones in the store: queries over UDP
+// and TCP from an in-memory snapshot of precomputed wire records, swapped
+// atomically after each commit, and zone transfers to secondaries.
+//
+// The query path does not use miekg/dns: it parses the request in place,
+// finds the zone and the name in hash tables and copies stored wire
+// records behind the question, patching only owner-name pointers. miekg/dns
+// builds and parses the rarer messages (transfers, NOTIFY, TSIG).
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+)
+
+// Config tunes a Server. The zero value serves nothing until Listen is
+// set; every other field has a default.
+type Config struct {
+	// Listen holds host:port addresses; each gets a UDP and a TCP listener.
+	Listen []string
+	// UDPSize is the largest UDP answer to an EDNS query, and the payload
+	// size cns advertises (default 1232, the DNS flag day 2020 value).
+	UDPSize uint16
+	// Version answers version.bind/version.server in class CHAOS; empty
+	// hides it (REFUSED).
+	Version string
+	// Identity answers id.server/hostname.bind; empty hides it.
+	Identity string
+	// TCPIdleTimeout closes a TCP connection that sent nothing for this
+	// long (default 10 s, RFC 7766 §6.2.3).
+	TCPIdleTimeout time.Duration
+	// MaxTCPConns bounds concurrent TCP connections (default 1024).
+	MaxTCPConns int
+	// UDPSockets is the number of UDP sockets per address, each read by
+	// its own goroutine (default GOMAXPROCS where SO_REUSEPORT exists).
+	UDPSockets int
+	// Logger receives operational logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server serves the zones of one store.
+type Server struct {
+	cfg      Config
+	store    *db.DB
+	log      *slog.Logger
+	udpSize  uint16
+	version  string
+	identity string
+
+	snap atomic.Pointer[snapshot]
+	mu   sync.Mutex // serialises snapshot writers
+
+	lmu       sync.Mutex
+	udp       []net.PacketConn
+	tcp       []net.Listener
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+	closed    atomic.Bool
+	tcpActive atomic.Int64
+
+	// Stats: plain counters the admin API reads.
+	stats Stats
+}
+
+// Stats counts what the server did.
+type Stats struct {
+	UDPQueries, TCPQueries atomic.Uint64
+	Dropped, FormErr       atomic.Uint64
+	Refused, NXDomain      atomic.Uint64
+}
+
+// New returns a Server for the zones in store. It serves them at once,
+// looking names up in the store until Warm has built the in-memory
+// tables, and follows every later commit.
+func New(cfg Config, store *db.DB) (*Server, error) {
+	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, conns: map[net.Conn]struct{}{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.udpSize == 0 {
+		s.udpSize = 1232
+	}
+	if s.udpSize < minUDPSize {
+		s.udpSize = minUDPSize
+	}
+	if s.cfg.TCPIdleTimeout == 0 {
+		s.cfg.TCPIdleTimeout = 10 * time.Second
+	}
+	if s.cfg.MaxTCPConns == 0 {
+		s.cfg.MaxTCPConns = 1024
+	}
+	zones, err := store.Zones()
+	if err != nil {
+		return nil, err
+	}
+	sn := &snapshot{zones: map[string]*zone{}}
+	for _, zi := range zones {
+		wire, err := db.ZoneWire(zi.Name)
+		if err != nil {
+			return nil, err
+		}
+		z, err := newZone(zi.Name, wire, zi.Serial, zi.Apex, store)
+		if err != nil {
+			return nil, err
+		}
+		sn.zones[string(wire)] = z // cold until Warm
+	}
+	s.snap.Store(sn)
+	store.OnCommit(s.apply)
+	return s, nil
+}
+
+// apply installs the snapshot that follows a commit.
+func (s *Server) apply(c *db.Committed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next, err := s.snap.Load().applyCommit(c, s.store)
+	if err != nil {
+		// The store holds the commit; serving the previous snapshot is the
+		// safe choice until a restart rebuilds from the store.
+		s.log.Error("cannot serve commit", "err", err)
+		return
+	}
+	s.snap.Store(next)
+}
+
+// Warm builds the in-memory table of every zone still served from the
+// store. Commits wait while a zone is being built.
+func (s *Server) Warm() error {
+	for _, z := range s.snap.Load().zones {
+		if err := s.warmZone(z.wire); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) warmZone(wire []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.snap.Load()
+	z := cur.zones[string(wire)]
+	if z == nil || z.names != nil {
+		return nil
+	}
+	changes := map[string][]byte{}
+	err := s.store.ScanZone(z.name, func(owner []byte, rrs db.RRs) error {
+		changes[string(owner)] = append([]byte(nil), rrs...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("warm zone %s: %w", z.name, err)
+	}
+	nz := *z
+	nz.names = (*table)(nil).update(z.wire, changes)
+	next := &snapshot{zones: make(map[string]*zone, len(cur.zones))}
+	for k, v := range cur.zones {
+		next.zones[k] = v
+	}
+	next.zones[string(wire)] = &nz
+	s.snap.Store(next)
+	return nil
+}
+
+// ZoneSerial returns the serial served for zone, and whether it is served.
+func (s *Server) ZoneSerial(zone string) (uint32, bool) {
+	w, err := db.ZoneWire(zone)
+	if err != nil {
+		return 0, false
+	}
+	z := s.snap.Load().zones[string(w)]
+	if z == nil {
+		return 0, false
+	}
+	return z.serial, true
+}
+
+// Warmed reports whether every zone is served from memory.
+func (s *Server) Warmed() bool {
+	for _, z := range s.snap.Load().zones {
+		if z.names == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// handle answers one request. It returns nil when the request gets no
+// answer at all. b is a buffer the answer may be built in.
+func (s *Server) handle(q *query, msg, b []byte, limit int) []byte {
+	switch q.parse(msg) {
+	case parseDrop:
+		s.stats.Dropped.Add(1)
+		return nil
+	case parseFormErr:
+		s.stats.FormErr.Add(1)
+		return s.errorReply(q, b, dns.RcodeFormatError)
+	case parseNotImp:
+		if q.opcode == dns.OpcodeNotify {
+			// cns is a primary: it takes NOTIFY from nobody.
+			return s.errorReply(q, b, dns.RcodeRefused)
+		}
+		return s.errorReply(q, b, dns.RcodeNotImplemented)
+	case parseBadVers:
+		return s.errorReply(q, b, rcodeBadVer)
+	}
+	if q.signed {
+		// A TSIG-signed query is only meaningful for transfers, which have
+		// their own path; anything else signed is refused rather than
+		// answered unverified.
+		return s.errorReply(q, b, dns.RcodeNotAuth)
+	}
+	switch q.qtype {
+	case dns.TypeAXFR, dns.TypeIXFR:
+		if !q.tcp {
+			return s.udpTransfer(q, b, limit)
+		}
+		return s.errorReply(q, b, dns.RcodeRefused)
+	}
+	if !q.tcp {
+		switch {
+		case !q.edns:
+			limit = minUDPSize
+		case q.ednsSize < minUDPSize:
+			limit = minUDPSize
+		case q.ednsSize < s.udpSize:
+			limit = int(q.ednsSize)
+		default:
+			limit = int(s.udpSize)
+		}
+	}
+	return s.answer(s.snap.Load(), q, b, limit)
+}
+
+// udpTransfer answers AXFR over UDP with REFUSED, and IXFR over UDP with
+// the current SOA: the client then retries over TCP (RFC 1995 §2).
+func (s *Server) udpTransfer(q *query, b []byte, limit int) []byte {
+	z, zoff := s.snap.Load().findZone(q.lower())
+	if q.qtype == dns.TypeAXFR || z == nil || zoff != 0 {
+		return s.errorReply(q, b, dns.RcodeRefused)
+	}
+	var r response
+	r.start(q, b, minUDPSize, s.udpSize)
+	r.flags |= flagAA
+	if !r.appendRRs(z.soa(), headerLen, &r.an) {
+		r.truncate()
+	}
+	return r.finish(q.id)
+}
+
+// Listen binds every configured address, UDP and TCP, and starts serving.
+// It fails, naming the address, when one cannot be bound.
+func (s *Server) Listen() error {
+	for _, addr := range s.cfg.Listen {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return fmt.Errorf("dns_listen %q: %w", addr, err)
+		}
+		conns, err := listenUDP(ap, s.cfg.UDPSockets)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		ln, err := net.Listen("tcp", conns[0].LocalAddr().String())
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			s.Close()
+			return fmt.Errorf("listen tcp %s: %w", addr, err)
+		}
+		s.lmu.Lock()
+		s.udp = append(s.udp, conns...)
+		s.tcp = append(s.tcp, ln)
+		s.lmu.Unlock()
+		for _, c := range conns {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.serveUDP(c)
+			}()
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveTCP(ln)
+		}()
+		s.log.Info("listening", "udp", conns[0].LocalAddr().String(), "tcp", ln.Addr().String(), "udp_sockets", len(conns))
+	}
+	return nil
+}
+
+// Addrs returns the bound UDP and TCP addresses (useful with port 0).
+func (s *Server) Addrs() (udp, tcp []string) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	seen := map[string]bool{}
+	for _, c := range s.udp {
+		if a := c.LocalAddr().String(); !seen[a] {
+			seen[a] = true
+			udp = append(udp, a)
+		}
+	}
+	for _, l := range s.tcp {
+		tcp = append(tcp, l.Addr().String())
+	}
+	return udp, tcp
+}
+
+// Close stops the listeners, closes open TCP connections and waits for the
+// serving goroutines.
+func (s *Server) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.lmu.Lock()
+	for _, c := range s.udp {
+		c.Close()
+	}
+	for _, l := range s.tcp {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.lmu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Shutdown is Close bounded by ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }

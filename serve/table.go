@@ -1,0 +1,295 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
+	"maps"
+	"math/bits"
+	"slices"
+)
+
+// table maps the owner names of one zone (absolute, lower-case wire names)
+// to what they publish. It is immutable once built: a commit builds a new
+// table that shares every shard the commit did not touch, so readers never
+// lock and never see half a commit.
+//
+// A shard keeps its names and records in one byte slice and finds them
+// through an open-addressing slot array, so the garbage collector sees a
+// few pointers per shard instead of several per name.
+type table struct {
+	shards []*shard
+	shift  uint // hash >> shift selects the shard
+	names  int  // nodes, empty non-terminals included
+}
+
+type shard struct {
+	slots []uint32 // 0: empty, else node index + 1
+	nodes []node
+	data  []byte
+}
+
+// node is one owner name: data[off:off+nameLen] is its wire name, then
+// rrLen bytes of db.RRs. children counts the names directly below it, so
+// a node with no records and children > 0 is an empty non-terminal.
+type node struct {
+	off      uint32
+	rrLen    uint32
+	children uint32
+	nameLen  uint8
+}
+
+// entry is a node's content outside a shard, while a table is rebuilt.
+type entry struct {
+	rrs      []byte
+	children uint32
+}
+
+var hashSeed = maphash.MakeSeed()
+
+func hashName(name []byte) uint64 { return maphash.Bytes(hashSeed, name) }
+
+// nodesPerShard is the size a shard aims for: small enough that rebuilding
+// one on a commit costs microseconds, large enough to keep the shard array
+// small.
+const nodesPerShard = 128
+
+// newTable builds a table holding entries (by name).
+func newTable(entries map[string]entry) *table {
+	n := len(entries)
+	nshards := 1
+	for nshards*nodesPerShard < n {
+		nshards <<= 1
+	}
+	t := &table{shards: make([]*shard, nshards), shift: 64 - uint(bits.Len(uint(nshards-1))), names: n}
+	if nshards == 1 {
+		t.shift = 64
+	}
+	groups := make([][]string, nshards)
+	for name := range entries {
+		i := t.shardOf(hashName([]byte(name)))
+		groups[i] = append(groups[i], name)
+	}
+	for i, names := range groups {
+		t.shards[i] = buildShard(names, func(name string) entry { return entries[name] })
+	}
+	return t
+}
+
+func (t *table) shardOf(h uint64) int {
+	if t.shift >= 64 {
+		return 0
+	}
+	return int(h >> t.shift)
+}
+
+// buildShard lays out names in a fresh shard.
+func buildShard(names []string, get func(string) entry) *shard {
+	slices.Sort(names) // deterministic layout
+	s := &shard{nodes: make([]node, 0, len(names))}
+	size := 0
+	for _, name := range names {
+		size += len(name) + len(get(name).rrs)
+	}
+	s.data = make([]byte, 0, size)
+	nslots := 4
+	for nslots < 2*len(names) {
+		nslots <<= 1
+	}
+	s.slots = make([]uint32, nslots)
+	mask := uint64(nslots - 1)
+	for _, name := range names {
+		e := get(name)
+		nd := node{off: uint32(len(s.data)), nameLen: uint8(len(name)), rrLen: uint32(len(e.rrs)), children: e.children}
+		s.data = append(s.data, name...)
+		s.data = append(s.data, e.rrs...)
+		s.nodes = append(s.nodes, nd)
+		for i := hashName([]byte(name)) & mask; ; i = (i + 1) & mask {
+			if s.slots[i] == 0 {
+				s.slots[i] = uint32(len(s.nodes))
+				break
+			}
+		}
+	}
+	return s
+}
+
+// lookup finds name (lower-case wire). It returns the node's records and
+// whether the node exists (records, or names below it).
+func (t *table) lookup(name []byte) (rrs []byte, found bool) {
+	s, nd := t.find(name, hashName(name))
+	if nd == nil {
+		return nil, false
+	}
+	start := nd.off + uint32(nd.nameLen)
+	return s.data[start : start+nd.rrLen], true
+}
+
+func (t *table) find(name []byte, h uint64) (*shard, *node) {
+	s := t.shards[t.shardOf(h)]
+	mask := uint64(len(s.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		v := s.slots[i]
+		if v == 0 {
+			return s, nil
+		}
+		nd := &s.nodes[v-1]
+		if int(nd.nameLen) == len(name) && bytes.Equal(s.data[nd.off:nd.off+uint32(nd.nameLen)], name) {
+			return s, nd
+		}
+	}
+}
+
+func (s *shard) entry(nd *node) entry {
+	start := nd.off + uint32(nd.nameLen)
+	return entry{rrs: s.data[start : start+nd.rrLen], children: nd.children}
+}
+
+// each calls fn with every node of the table, in no particular order.
+func (t *table) each(fn func(name, rrs []byte, children uint32)) {
+	for _, s := range t.shards {
+		for i := range s.nodes {
+			nd := &s.nodes[i]
+			start := nd.off + uint32(nd.nameLen)
+			fn(s.data[nd.off:start], s.data[start:start+nd.rrLen], nd.children)
+		}
+	}
+}
+
+// update returns a table with the records of the given names replaced
+// (nil or empty records: the name has none now). Empty non-terminals are
+// created and removed so that every existing name's ancestors up to the
+// apex exist. apex is the zone's wire name; names must be below it.
+func (t *table) update(apex []byte, changes map[string][]byte) *table {
+	pending := map[string]*entry{}
+	get := func(name string) *entry {
+		if e, ok := pending[name]; ok {
+			return e
+		}
+		e := &entry{}
+		if t != nil {
+			if s, nd := t.find([]byte(name), hashName([]byte(name))); nd != nil {
+				*e = s.entry(nd)
+			}
+		}
+		pending[name] = e
+		return e
+	}
+	exists := func(e *entry) bool { return len(e.rrs) > 0 || e.children > 0 }
+	// adjust adds d to the child count of name's parent, and carries the
+	// change upwards when the parent appears or disappears.
+	var adjust func(name string, d int)
+	adjust = func(name string, d int) {
+		parent := name[int(name[0])+1:]
+		if len(parent) <= len(apex) {
+			return // the apex is not a node
+		}
+		p := get(parent)
+		before := exists(p)
+		p.children = uint32(int(p.children) + d)
+		if after := exists(p); after != before {
+			adjust(parent, sign(after))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(changes)) {
+		e := get(name)
+		before := exists(e)
+		e.rrs = changes[name]
+		if after := exists(e); after != before {
+			adjust(name, sign(after))
+		}
+	}
+
+	// Rebuild the touched shards; a big change of size reshapes the table.
+	size := 0
+	if t != nil {
+		size = t.names
+	}
+	for name, e := range pending {
+		old := false
+		if t != nil {
+			_, nd := t.find([]byte(name), hashName([]byte(name)))
+			old = nd != nil
+		}
+		switch {
+		case exists(e) && !old:
+			size++
+		case !exists(e) && old:
+			size--
+		}
+	}
+	if t == nil || size > 4*len(t.shards)*nodesPerShard || size < len(t.shards)*nodesPerShard/4 {
+		all := map[string]entry{}
+		if t != nil {
+			t.each(func(name, rrs []byte, children uint32) {
+				all[string(name)] = entry{rrs: rrs, children: children}
+			})
+		}
+		for name, e := range pending {
+			if exists(e) {
+				all[name] = *e
+			} else {
+				delete(all, name)
+			}
+		}
+		return newTable(all)
+	}
+	nt := &table{shards: slices.Clone(t.shards), shift: t.shift, names: size}
+	touched := map[int][]string{}
+	for name := range pending {
+		i := t.shardOf(hashName([]byte(name)))
+		touched[i] = append(touched[i], name)
+	}
+	for i, names := range touched {
+		old := t.shards[i]
+		keep := make(map[string]entry, len(old.nodes)+len(names))
+		for j := range old.nodes {
+			nd := &old.nodes[j]
+			keep[string(old.data[nd.off:nd.off+uint32(nd.nameLen)])] = old.entry(nd)
+		}
+		for _, name := range names {
+			if e := pending[name]; exists(e) {
+				keep[name] = *e
+			} else {
+				delete(keep, name)
+			}
+		}
+		nt.shards[i] = buildShard(slices.Collect(maps.Keys(keep)), func(name string) entry { return keep[name] })
+	}
+	return nt
+}
+
+// rrsOfType returns the run of records of type t inside rrs (which is
+// sorted by type) and how many there are.
+func rrsOfType(rrs []byte, t uint16) (run []byte, n int) {
+	start := -1
+	for off := 0; off+10 <= len(rrs); {
+		rt := binary.BigEndian.Uint16(rrs[off:])
+		l := 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
+		if rt == t {
+			if start < 0 {
+				start = off
+			}
+			n++
+		} else if start >= 0 || rt > t {
+			break
+		}
+		off += l
+	}
+	if start < 0 {
+		return nil, 0
+	}
+	end := start
+	for i := 0; i < n; i++ {
+		end += 10 + int(binary.BigEndian.Uint16(rrs[end+8:]))
+	}
+	return rrs[start:end], n
+}
+
+// sign is +1 for a node that appeared, -1 for one that went.
+func sign(appeared bool) int {
+	if appeared {
+		return 1
+	}
+	return -1
+}

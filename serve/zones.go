@@ -1,0 +1,132 @@
+package serve
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+)
+
+// snapshot is every zone as served at one moment. It is never modified:
+// a commit builds a new snapshot that shares what did not change, and
+// swaps it in with one atomic store.
+type snapshot struct {
+	zones map[string]*zone // by lower-case wire name
+}
+
+// zone is one zone at one serial.
+type zone struct {
+	name   string // lower case, no trailing dot
+	wire   []byte
+	serial uint32
+	apex   db.Apex
+	// apexRRs is what the apex publishes (NS, then SOA) in db.RRs form.
+	apexRRs []byte
+	// negSOA is the SOA for the authority section of negative answers, its
+	// TTL lowered to the SOA MINIMUM (RFC 2308 §5).
+	negSOA []byte
+	// names holds every owner name below the apex; nil while the zone is
+	// cold, when lookups go to the store.
+	names *table
+	store *db.DB
+}
+
+func newZone(name string, wire []byte, serial uint32, apex db.Apex, store *db.DB) (*zone, error) {
+	soa, err := db.EncodeRR(apex.SOA(name, serial))
+	if err != nil {
+		return nil, fmt.Errorf("zone %s: SOA: %w", name, err)
+	}
+	var rrs []byte
+	for _, ns := range apex.NSRecords(name) {
+		b, err := db.EncodeRR(ns)
+		if err != nil {
+			return nil, fmt.Errorf("zone %s: NS: %w", name, err)
+		}
+		rrs = append(rrs, b...)
+	}
+	neg := bytes.Clone(soa)
+	if apex.Minimum < apex.SOATTL {
+		neg[4], neg[5], neg[6], neg[7] = byte(apex.Minimum>>24), byte(apex.Minimum>>16), byte(apex.Minimum>>8), byte(apex.Minimum)
+	}
+	return &zone{name: name, wire: wire, serial: serial, apex: apex, apexRRs: append(rrs, soa...), negSOA: neg, store: store}, nil
+}
+
+// soa returns the zone's SOA record in db.RRs form.
+func (z *zone) soa() []byte {
+	run, _ := rrsOfType(z.apexRRs, dns.TypeSOA)
+	return run
+}
+
+// findZone returns the zone that holds the lower-case wire name, the
+// deepest one when zones nest, and the offset of its apex inside name.
+func (s *snapshot) findZone(name []byte) (*zone, int) {
+	for off := 0; off < len(name) && name[off] != 0; off += int(name[off]) + 1 {
+		if z, ok := s.zones[string(name[off:])]; ok {
+			return z, off
+		}
+	}
+	return nil, 0
+}
+
+// node returns the records at name (lower-case wire, inside the zone) and
+// whether the name exists.
+func (z *zone) node(name []byte) (rrs []byte, found bool, err error) {
+	if len(name) == len(z.wire) {
+		return z.apexRRs, true, nil
+	}
+	if z.names != nil {
+		rrs, found = z.names.lookup(name)
+		return rrs, found, nil
+	}
+	rrs, below, err := z.store.Lookup(z.name, z.wire, name)
+	return rrs, len(rrs) > 0 || below, err
+}
+
+// contains reports whether the wire name is the zone apex or below it.
+func (z *zone) contains(name []byte) bool {
+	if len(name) < len(z.wire) || !bytes.Equal(name[len(name)-len(z.wire):], z.wire) {
+		return false
+	}
+	for off := 0; off < len(name); off += int(name[off]) + 1 {
+		if off == len(name)-len(z.wire) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyCommit returns the snapshot after c.
+func (s *snapshot) applyCommit(c *db.Committed, store *db.DB) (*snapshot, error) {
+	zones := maps.Clone(s.zones)
+	for _, zu := range c.Zones {
+		key := string(zu.Wire)
+		if zu.Removed {
+			delete(zones, key)
+			continue
+		}
+		nz, err := newZone(zu.Zone, zu.Wire, zu.Serial, zu.Apex, store)
+		if err != nil {
+			return nil, err
+		}
+		prev := zones[key]
+		switch {
+		case prev != nil && prev.names == nil:
+			// Cold: the store already holds the new records.
+		default:
+			var t *table
+			if prev != nil {
+				t = prev.names
+			}
+			changes := make(map[string][]byte, len(zu.Names))
+			for _, n := range zu.Names {
+				changes[string(n.Owner)] = n.RRs
+			}
+			nz.names = t.update(zu.Wire, changes)
+		}
+		zones[key] = nz
+	}
+	return &snapshot{zones: zones}, nil
+}
