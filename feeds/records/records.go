@@ -8,6 +8,9 @@
 package records
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/feeds/sdc"
@@ -107,6 +110,9 @@ type Record struct {
 
 // Result is everything cns decides about one VM.
 type Result struct {
+	// ListInstance and ListServices are the listing decision. A VM with
+	// neither has no records at all. Services named in Input.HeldServices
+	// stay listed although ListServices is false (reason ReasonHeld).
 	ListInstance bool
 	ListServices bool
 	// Reasons are the flags behind the decision, in the order they applied.
@@ -127,5 +133,50 @@ type Result struct {
 
 // Compute decides the listing of in.VM and generates its records.
 func Compute(cfg *Config, w *World, in Input) Result {
-	panic("not implemented")
+	var p problems
+	switch {
+	case cfg == nil:
+		p.addf("no configuration")
+	case in.VM == nil:
+		p.addf("no VM")
+	case in.Owner == nil:
+		p.addf("VM %s: no owner", in.VM.UUID)
+	}
+	if len(p.list) > 0 {
+		return Result{Problems: p.list}
+	}
+
+	svcs, invalidTag := vmServices(in.VM, in.Owner, &p)
+	l := decide(in, svcs, invalidTag, &p)
+	res := Result{
+		ListInstance: l.instance,
+		ListServices: l.services,
+		Reasons:      l.reasons,
+		Services:     svcs,
+	}
+	// A VM listed neither as an instance nor in services has no records at
+	// all, not even its CMON name (reference §1.5).
+	if l.instance || l.services {
+		if err := checkIdentity(in); err != nil {
+			p.addf("%v: no records", err)
+		} else {
+			b := newBuilder(cfg, w, in, l, &p)
+			b.build(svcs, in.VM.NICs)
+			res.Records, res.Names = b.records(), b.sortedNames()
+		}
+	}
+	res.Problems = p.list
+	return res
+}
+
+// checkIdentity makes sure the UUIDs that become labels of every name are
+// labels: SDC's are, but an inventory file is written by hand.
+func checkIdentity(in Input) error {
+	if err := checkLabel(strings.ToLower(in.VM.UUID)); err != nil {
+		return fmt.Errorf("VM uuid %q: %v", in.VM.UUID, err)
+	}
+	if err := checkLabel(strings.ToLower(in.Owner.UUID)); err != nil {
+		return fmt.Errorf("owner uuid %q: %v", in.Owner.UUID, err)
+	}
+	return nil
 }
