@@ -16,15 +16,15 @@ type Route string
 // /ping while the rest is down (503 MorayBucketsNotSetup).
 const (
 	AnyRoute              Route = "*"
-	RoutePing             Route = "vmapi Ping"           // GET /ping
-	RouteListVMs          Route = "vmapi ListVms"        // GET /vms, HEAD /vms
-	RouteGetVM            Route = "vmapi GetVm"          // GET /vms/:uuid
-	RouteChangefeeds      Route = "vmapi Changefeeds"    // GET /changefeeds, /changefeeds/stats and the WebSocket upgrade
-	RouteListServers      Route = "cnapi ListServers"    // GET /servers
-	RouteGetNetwork       Route = "napi GetNetwork"      // GET /networks/:uuid
-	RouteListNetworks     Route = "napi ListNetworks"    // GET /networks
+	RoutePing             Route = "vmapi Ping"            // GET /ping
+	RouteListVMs          Route = "vmapi ListVms"         // GET /vms, HEAD /vms
+	RouteGetVM            Route = "vmapi GetVm"           // GET /vms/:uuid
+	RouteChangefeeds      Route = "vmapi Changefeeds"     // GET /changefeeds, /changefeeds/stats and the WebSocket upgrade
+	RouteListServers      Route = "cnapi ListServers"     // GET /servers
+	RouteGetNetwork       Route = "napi GetNetwork"       // GET /networks/:uuid
+	RouteListNetworks     Route = "napi ListNetworks"     // GET /networks
 	RouteListNetworkPools Route = "napi ListNetworkPools" // GET /network_pools
-	RouteGetNIC           Route = "napi GetNic"          // GET /nics/:mac
+	RouteGetNIC           Route = "napi GetNic"           // GET /nics/:mac
 	RouteLDAPBind         Route = "ufds bind"
 	RouteLDAPSearch       Route = "ufds search"
 )
