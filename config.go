@@ -1,0 +1,439 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/records"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+)
+
+// Config is cns's configuration: the reference implementation's
+// config.json (rendered by config-agent from SAPI), accepted unchanged,
+// plus cns's own optional keys.
+type Config struct {
+	Path string // the file it came from
+
+	MyName        string
+	Hostmaster    string
+	Forward       []ForwardZone // in file order
+	Reverse       ReverseZones
+	AllowTransfer []netip.Prefix
+	UseLogin      bool
+	UseAlias      bool
+	// MinNotifyInterval spaces NOTIFYs to one peer (reference default 5 s).
+	MinNotifyInterval time.Duration
+
+	// SDC API options, kept as given for the SDC feeds.
+	VMAPI      json.RawMessage
+	CNAPI      json.RawMessage
+	NAPI       json.RawMessage
+	UFDS       json.RawMessage
+	Changefeed json.RawMessage
+
+	// cns's own keys.
+	DBPath        string
+	DNSListen     []string
+	InventoryFile string
+	APIListen     string
+
+	// Warnings name keys that were ignored.
+	Warnings []string
+}
+
+// ForwardZone is one entry of forward_zones.
+type ForwardZone struct {
+	Name          string
+	Networks      []string
+	Peers         []string
+	HiddenPrimary bool
+}
+
+// ReverseZones is reverse_zones: settings shared by every reverse zone.
+type ReverseZones struct {
+	Peers         []string
+	HiddenPrimary bool
+}
+
+// Defaults for cns's own keys.
+const (
+	defaultDBPath            = "/data/cns/cns.db"
+	defaultMinNotifyInterval = 5 * time.Second
+)
+
+var defaultDNSListen = []string{"0.0.0.0:53", "[::]:53"}
+
+// referenceKeys are keys of the reference implementation's config that cns
+// reads elsewhere or does not need; they are accepted without a warning.
+var referenceKeys = map[string]bool{
+	"redis_opts": true, "binder_domain": true, "mahi_opts": true,
+	"full_poll_interval": true, "reaper_poll_interval": true,
+	"datacenter_name": true, "dns_domain": true, "instance_uuid": true,
+	"log_level": true,
+}
+
+// ConfigError is a configuration problem: the file, the key and what is
+// wrong with it.
+type ConfigError struct {
+	File, Key, Problem string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("config %s: %s", e.File, e.Problem)
+	}
+	return fmt.Sprintf("config %s: %s: %s", e.File, e.Key, e.Problem)
+}
+
+var (
+	hostnameRE   = regexp.MustCompile(`^[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,62})?(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,62})?)*\.?$`)
+	hostmasterRE = regexp.MustCompile(`^[^@.]+@[^@]+$`)
+)
+
+// LoadConfig reads and validates a config file. Relative paths inside it
+// (db_path, inventory_file) are relative to the file's directory.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{File: path, Problem: err.Error()}
+	}
+	c, err := ParseConfig(data, path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	for _, p := range []*string{&c.DBPath, &c.InventoryFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	return c, nil
+}
+
+// ParseConfig validates the JSON of a config file; name is used in errors.
+func ParseConfig(data []byte, name string) (*Config, error) {
+	bad := func(key, format string, args ...any) error {
+		return &ConfigError{File: name, Key: key, Problem: fmt.Sprintf(format, args...)}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line := 1 + bytes.Count(data[:se.Offset], []byte("\n"))
+			return nil, bad("", "invalid JSON at line %d: %v", line, err)
+		}
+		return nil, bad("", "invalid JSON: %v", err)
+	}
+	c := &Config{Path: name, UseAlias: true, DBPath: defaultDBPath, DNSListen: defaultDNSListen, MinNotifyInterval: defaultMinNotifyInterval}
+	// get decodes key into v and reports whether it was present.
+	get := func(key string, v any) (bool, error) {
+		raw, ok := top[key]
+		if !ok || string(raw) == "null" {
+			return false, nil
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			return true, bad(key, "%s", typeProblem(err))
+		}
+		return true, nil
+	}
+
+	if ok, err := get("my_name", &c.MyName); err != nil {
+		return nil, err
+	} else if !ok || c.MyName == "" {
+		return nil, bad("my_name", "required")
+	}
+	if !hostnameRE.MatchString(c.MyName) {
+		return nil, bad("my_name", "%q is not a host name", c.MyName)
+	}
+	c.MyName = strings.ToLower(strings.TrimSuffix(c.MyName, "."))
+	if ok, err := get("hostmaster", &c.Hostmaster); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, bad("hostmaster", "required")
+	}
+	if !hostmasterRE.MatchString(c.Hostmaster) {
+		return nil, bad("hostmaster", "%q must be an address like hostmaster@example.com (one @, no dots before it)", c.Hostmaster)
+	}
+	if _, err := dns.PackDomainName(dns.Fqdn(strings.Replace(c.Hostmaster, "@", ".", 1)), make([]byte, 256), 0, nil, false); err != nil {
+		return nil, bad("hostmaster", "%q: %v", c.Hostmaster, err)
+	}
+
+	raw, ok := top["forward_zones"]
+	if !ok {
+		return nil, bad("forward_zones", "required")
+	}
+	zones, err := parseForwardZones(raw, bad)
+	if err != nil {
+		return nil, err
+	}
+	c.Forward = zones
+
+	var rev struct {
+		Peers         []string `json:"peers"`
+		HiddenPrimary bool     `json:"hidden_primary"`
+		HiddenMaster  *bool    `json:"hidden_master"` // pre-CNS-48 name
+		Slaves        []string `json:"slaves"`        // pre-CNS-46 name
+	}
+	if _, err := get("reverse_zones", &rev); err != nil {
+		return nil, err
+	}
+	c.Reverse = ReverseZones{Peers: rev.Peers, HiddenPrimary: rev.HiddenPrimary}
+	if len(c.Reverse.Peers) == 0 {
+		c.Reverse.Peers = rev.Slaves
+	}
+	if rev.HiddenMaster != nil && !c.Reverse.HiddenPrimary {
+		c.Reverse.HiddenPrimary = *rev.HiddenMaster
+	}
+	if err := checkPeers("reverse_zones", c.Reverse.Peers, c.Reverse.HiddenPrimary, bad); err != nil {
+		return nil, err
+	}
+
+	var allow []string
+	if _, err := get("allow_transfer", &allow); err != nil {
+		return nil, err
+	}
+	for i, a := range allow {
+		p, err := parseAddrOrPrefix(a)
+		if err != nil {
+			return nil, bad(fmt.Sprintf("allow_transfer[%d]", i), "%q is neither an IP address nor a CIDR prefix", a)
+		}
+		c.AllowTransfer = append(c.AllowTransfer, p)
+	}
+	if _, err := get("use_login", &c.UseLogin); err != nil {
+		return nil, err
+	}
+	// config-agent's template renders use_alias from a string, so "false"
+	// is how an operator turns it off; accept both forms.
+	var useAlias any
+	if _, err := get("use_alias", &useAlias); err != nil {
+		return nil, err
+	}
+	switch v := useAlias.(type) {
+	case nil:
+	case bool:
+		c.UseAlias = v
+	case string:
+		if v != "true" && v != "false" {
+			return nil, bad("use_alias", "want true or false, got %q", v)
+		}
+		c.UseAlias = v == "true"
+	default:
+		return nil, bad("use_alias", "want a boolean, got %v", v)
+	}
+	var ms float64
+	if ok, err := get("min_notify_interval", &ms); err != nil {
+		return nil, err
+	} else if ok {
+		if ms < 0 {
+			return nil, bad("min_notify_interval", "must not be negative")
+		}
+		c.MinNotifyInterval = time.Duration(ms * float64(time.Millisecond))
+	}
+	for key, dst := range map[string]*json.RawMessage{"vmapi_opts": &c.VMAPI, "cnapi_opts": &c.CNAPI, "napi_opts": &c.NAPI, "ufds_opts": &c.UFDS, "changefeed_opts": &c.Changefeed} {
+		var obj map[string]any
+		if ok, err := get(key, &obj); err != nil {
+			return nil, err
+		} else if ok {
+			*dst = top[key]
+		}
+	}
+
+	if _, err := get("db_path", &c.DBPath); err != nil {
+		return nil, err
+	}
+	if c.DBPath == "" {
+		return nil, bad("db_path", "must not be empty")
+	}
+	if _, err := get("dns_listen", &c.DNSListen); err != nil {
+		return nil, err
+	}
+	for i, a := range c.DNSListen {
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			return nil, bad(fmt.Sprintf("dns_listen[%d]", i), "%q is not an IP:port address (%v)", a, err)
+		}
+	}
+	if _, err := get("inventory_file", &c.InventoryFile); err != nil {
+		return nil, err
+	}
+	var api struct {
+		Listen string `json:"listen"`
+	}
+	if ok, err := get("api_server", &api); err != nil {
+		return nil, err
+	} else if ok && api.Listen != "" {
+		if _, err := netip.ParseAddrPort(api.Listen); err != nil {
+			return nil, bad("api_server.listen", "%q is not an IP:port address (%v)", api.Listen, err)
+		}
+		c.APIListen = api.Listen
+	}
+
+	known := map[string]bool{"my_name": true, "hostmaster": true, "forward_zones": true, "reverse_zones": true,
+		"allow_transfer": true, "use_login": true, "use_alias": true, "min_notify_interval": true,
+		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
+		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if !known[k] && !referenceKeys[k] {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("config %s: unknown key %q ignored", name, k))
+		}
+	}
+	return c, nil
+}
+
+// parseForwardZones decodes forward_zones keeping the file's order, which
+// is the order zones are tried for a NIC.
+func parseForwardZones(raw json.RawMessage, bad func(string, string, ...any) error) ([]ForwardZone, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, bad("forward_zones", "want an object of zone name to zone settings")
+	}
+	var out []ForwardZone
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, bad("forward_zones", "%v", err)
+		}
+		name := strings.ToLower(strings.TrimSuffix(t.(string), "."))
+		key := fmt.Sprintf("forward_zones[%q]", name)
+		var z struct {
+			Networks      []string `json:"networks"`
+			Peers         []string `json:"peers"`
+			HiddenPrimary bool     `json:"hidden_primary"`
+			Slaves        []string `json:"slaves"`
+			HiddenMaster  *bool    `json:"hidden_master"`
+		}
+		if err := dec.Decode(&z); err != nil {
+			return nil, bad(key, "%s", typeProblem(err))
+		}
+		if _, ok := dns.IsDomainName(name); !ok || name == "" || !hostnameRE.MatchString(name) {
+			return nil, bad(key, "%q is not a valid zone name", t)
+		}
+		if seen[name] {
+			return nil, bad(key, "zone listed twice (zone names are case-insensitive)")
+		}
+		seen[name] = true
+		if len(z.Networks) == 0 {
+			return nil, bad(key+".networks", "required: at least one network or pool UUID, or \"*\"")
+		}
+		for i, n := range z.Networks {
+			if n != "*" && !sdc.IsUUID(n) {
+				return nil, bad(fmt.Sprintf("%s.networks[%d]", key, i), "%q is neither \"*\" nor a UUID", n)
+			}
+			z.Networks[i] = strings.ToLower(n)
+		}
+		if len(z.Peers) == 0 {
+			z.Peers = z.Slaves
+		}
+		if z.HiddenMaster != nil && !z.HiddenPrimary {
+			z.HiddenPrimary = *z.HiddenMaster
+		}
+		if err := checkPeers(key, z.Peers, z.HiddenPrimary, bad); err != nil {
+			return nil, err
+		}
+		out = append(out, ForwardZone{Name: name, Networks: z.Networks, Peers: z.Peers, HiddenPrimary: z.HiddenPrimary})
+	}
+	if len(out) == 0 {
+		return nil, bad("forward_zones", "at least one zone is required")
+	}
+	return out, nil
+}
+
+func checkPeers(key string, peers []string, hidden bool, bad func(string, string, ...any) error) error {
+	for i, p := range peers {
+		if !hostnameRE.MatchString(p) {
+			if _, err := netip.ParseAddr(p); err != nil {
+				return bad(fmt.Sprintf("%s.peers[%d]", key, i), "%q is neither a host name nor an IP address", p)
+			}
+		}
+	}
+	if hidden && len(peers) == 0 {
+		return bad(key+".hidden_primary", "needs at least one peer: the first peer becomes the SOA primary")
+	}
+	return nil
+}
+
+// parseAddrOrPrefix accepts "10.0.0.1" or "10.0.0.0/8" (v4 or v6).
+func parseAddrOrPrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// typeProblem turns a json type error into "want T, got V".
+func typeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("%s: want %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("want %s, got %s", te.Type, te.Value)
+	}
+	return err.Error()
+}
+
+// RecordsConfig is what record generation needs.
+func (c *Config) RecordsConfig() records.Config {
+	rc := records.Config{UseAlias: c.UseAlias, UseLogin: c.UseLogin}
+	for _, z := range c.Forward {
+		rc.Zones = append(rc.Zones, records.Zone{Name: z.Name, Networks: z.Networks})
+	}
+	return rc
+}
+
+// ZoneConfig is the apex of every zone: SOA values of the reference
+// (refresh 30, retry 60, expire 30 days, minimum 30) and its NS rule.
+func (c *Config) ZoneConfig() db.ZoneConfig {
+	zc := db.ZoneConfig{Forward: map[string]db.Apex{}, Reverse: c.apex(c.Reverse.Peers, c.Reverse.HiddenPrimary)}
+	for _, z := range c.Forward {
+		zc.Forward[z.Name] = c.apex(z.Peers, z.HiddenPrimary)
+	}
+	return zc
+}
+
+// apex builds one zone's SOA and NS: cns itself is the SOA primary and the
+// first NS, unless the zone is hidden-primary, when the first peer takes
+// its place and cns is left out of the NS set.
+func (c *Config) apex(peers []string, hidden bool) db.Apex {
+	a := db.Apex{MName: dns.Fqdn(c.MyName), RName: dns.Fqdn(strings.Replace(c.Hostmaster, "@", ".", 1)),
+		Refresh: 30, Retry: 60, Expire: 2592000, Minimum: 30, SOATTL: 30, NSTTL: 3600}
+	var names []string
+	if !hidden {
+		names = append(names, c.MyName)
+	}
+	for _, p := range peers {
+		if _, err := netip.ParseAddr(p); err == nil {
+			continue // an address can be a transfer peer, not a name server name
+		}
+		names = append(names, strings.ToLower(p))
+	}
+	if hidden && len(names) > 0 {
+		a.MName = dns.Fqdn(names[0])
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			a.NS = append(a.NS, dns.Fqdn(n))
+		}
+	}
+	return a
+}

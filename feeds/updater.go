@@ -1,0 +1,515 @@
+// Package feeds turns what the data center says (from the SDC APIs or an
+// inventory file) into change sets for the store. The Updater is the only
+// writer: sources tell it what they saw, it works out which VMs need their
+// records recomputed, and commits them in batches.
+package feeds
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/records"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+)
+
+// Options configure an Updater.
+type Options struct {
+	Records records.Config
+	Zones   db.ZoneConfig
+	// BatchWindow is how long changes gather before one commit (default
+	// 100 ms): a burst of changes becomes one serial.
+	BatchWindow time.Duration
+	Logger      *slog.Logger
+	Now         func() time.Time
+}
+
+// Updater holds the data center as the sources last described it and
+// commits what follows from it.
+type Updater struct {
+	store  *db.DB
+	log    *slog.Logger
+	now    func() time.Time
+	window time.Duration
+
+	mu         sync.Mutex
+	cfg        records.Config
+	zones      db.ZoneConfig
+	zonesDirty bool                    // the zone config must go into the next change set
+	users      map[string]*sdc.User    // by uuid
+	logins     map[string]*sdc.User    // by login
+	servers    map[string]*serverFacts // by uuid
+	networks   map[string]*sdc.Network // by uuid
+	pools      map[string][]string     // network uuid → pool uuids
+	poolList   []sdc.NetworkPool       // as last given, to notice changes
+	vms        map[string]*sdc.VM      // by uuid, trimmed to what records reads
+	byOwner    map[string]map[string]bool
+	byServer   map[string]map[string]bool
+	known      map[string]bool   // VMs the store holds
+	dirty      map[string]uint64 // VMs to recompute (or delete), by the generation that marked them
+	gen        uint64
+	causes     map[string]int // why the pending batch exists, for the journal
+	haveFull   bool           // a full listing has been applied
+	kick       chan struct{}
+	commits    uint64
+	lastCommit CommitInfo
+	feeds      map[string]FeedStatus
+}
+
+// serverFacts is a CN and the state cns concluded for it.
+type serverFacts struct {
+	server sdc.Server
+	state  sdc.CNState
+	down   bool // the effective decision (unknown keeps the previous one)
+}
+
+// CommitInfo describes the last commit the updater made.
+type CommitInfo struct {
+	Time     time.Time
+	VMs      int
+	Duration time.Duration
+	Err      string
+}
+
+// NewUpdater returns an Updater writing to store. It reads which VMs the
+// store holds, so a full listing can remove the ones that are gone.
+func NewUpdater(store *db.DB, o Options) (*Updater, error) {
+	u := &Updater{
+		store: store, log: o.Logger, now: o.Now, window: o.BatchWindow,
+		cfg: o.Records, zones: o.Zones, zonesDirty: true,
+		users: map[string]*sdc.User{}, logins: map[string]*sdc.User{},
+		servers: map[string]*serverFacts{}, networks: map[string]*sdc.Network{}, pools: map[string][]string{},
+		vms: map[string]*sdc.VM{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
+		known: map[string]bool{}, dirty: map[string]uint64{}, causes: map[string]int{},
+		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{},
+	}
+	if u.log == nil {
+		u.log = slog.Default()
+	}
+	if u.now == nil {
+		u.now = time.Now
+	}
+	if u.window == 0 {
+		u.window = 100 * time.Millisecond
+	}
+	err := store.EachVM(func(uuid string, _ []byte) error {
+		u.known[uuid] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// SetConfig replaces the naming and zone configuration: every VM is
+// recomputed and the zone apexes are updated in the next commit.
+func (u *Updater) SetConfig(rc records.Config, zc db.ZoneConfig) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.cfg, u.zones, u.zonesDirty = rc, zc, true
+	u.markAll("configuration changed")
+	u.wake()
+}
+
+// SetInventory applies a complete description of the data center: VMs
+// missing from it are gone. This is what the file feed and a full SDC
+// listing give.
+func (u *Updater) SetInventory(inv *sdc.Inventory, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setUsers(inv.Users, cause)
+	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
+	u.setServers(inv.Servers, cause)
+	seen := make(map[string]bool, len(inv.VMs))
+	for i := range inv.VMs {
+		vm := &inv.VMs[i]
+		seen[strings.ToLower(vm.UUID)] = true
+		u.setVM(vm, cause)
+	}
+	for uuid := range u.vms {
+		if !seen[uuid] {
+			u.removeVM(uuid, cause)
+		}
+	}
+	for uuid := range u.known {
+		if !seen[uuid] && u.vms[uuid] == nil {
+			u.mark(uuid) // stored but gone while cns was not looking
+			u.causes[cause]++
+		}
+	}
+	u.haveFull = true
+	u.wake()
+}
+
+// markAll marks every VM, and every VM the store knows, for recomputation.
+func (u *Updater) markAll(cause string) {
+	for uuid := range u.vms {
+		u.mark(uuid)
+	}
+	u.causes[cause]++
+}
+
+// mark queues uuid for the next commit.
+func (u *Updater) mark(uuid string) {
+	u.gen++
+	u.dirty[uuid] = u.gen
+}
+
+func (u *Updater) markSet(set map[string]bool, cause string) {
+	for uuid := range set {
+		u.mark(uuid)
+	}
+	if len(set) > 0 {
+		u.causes[cause]++
+	}
+}
+
+func (u *Updater) setUsers(users []sdc.User, cause string) {
+	next := make(map[string]*sdc.User, len(users))
+	for i := range users {
+		usr := users[i]
+		usr.UUID = strings.ToLower(usr.UUID)
+		next[usr.UUID] = &usr
+	}
+	for id, usr := range next {
+		if old := u.users[id]; old == nil || *old != *usr {
+			u.markSet(u.byOwner[id], cause)
+			if old != nil && old.Login != usr.Login {
+				u.markSet(u.byOwner[old.Login], cause)
+			}
+			u.markSet(u.byOwner[usr.Login], cause) // VMs owned by login (CN cmon VMs)
+		}
+	}
+	for id, old := range u.users {
+		if next[id] == nil {
+			u.markSet(u.byOwner[id], cause)
+			u.markSet(u.byOwner[old.Login], cause)
+		}
+	}
+	u.users = next
+	u.logins = make(map[string]*sdc.User, len(next))
+	for _, usr := range next {
+		u.logins[usr.Login] = usr
+	}
+}
+
+func (u *Updater) setNetworks(nets []sdc.Network, pools []sdc.NetworkPool, cause string) {
+	next := make(map[string]*sdc.Network, len(nets))
+	for i := range nets {
+		n := nets[i]
+		next[strings.ToLower(n.UUID)] = &n
+	}
+	changed := len(next) != len(u.networks)
+	for id, n := range next {
+		if old := u.networks[id]; old == nil || !reflect.DeepEqual(old, n) {
+			changed = true
+		}
+	}
+	if !reflect.DeepEqual(pools, u.poolList) {
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	u.networks = next
+	u.poolList = slices.Clone(pools)
+	u.pools = map[string][]string{}
+	for _, p := range pools {
+		for _, n := range p.Networks {
+			u.pools[strings.ToLower(n)] = append(u.pools[strings.ToLower(n)], strings.ToLower(p.UUID))
+		}
+	}
+	u.markAll(cause)
+}
+
+func (u *Updater) setServers(servers []sdc.Server, cause string) {
+	now := u.now()
+	next := make(map[string]*serverFacts, len(servers))
+	for i := range servers {
+		s := servers[i]
+		id := strings.ToLower(s.UUID)
+		f := &serverFacts{server: s, state: sdc.ServerState(&s, now)}
+		old := u.servers[id]
+		switch f.state {
+		case sdc.CNDown:
+			f.down = true
+		case sdc.CNUnknown:
+			f.down = old != nil && old.down
+		}
+		if old == nil || old.down != f.down {
+			u.markSet(u.byServer[id], cause)
+		}
+		next[id] = f
+	}
+	for id := range u.servers {
+		if next[id] == nil {
+			u.markSet(u.byServer[id], cause)
+		}
+	}
+	u.servers = next
+}
+
+// Tick re-applies the time-dependent rules (a CN's heartbeat going stale,
+// a recent boot settling). Run calls it periodically.
+func (u *Updater) Tick() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	servers := make([]sdc.Server, 0, len(u.servers))
+	for _, f := range u.servers {
+		servers = append(servers, f.server)
+	}
+	u.setServers(servers, "compute node state changed")
+	if len(u.dirty) > 0 {
+		u.wake()
+	}
+}
+
+// setVM records vm's current state and marks it when it changed.
+func (u *Updater) setVM(vm *sdc.VM, cause string) {
+	t := trimVM(vm)
+	old := u.vms[t.UUID]
+	if old != nil && reflect.DeepEqual(old, t) {
+		return
+	}
+	if old != nil {
+		delete(u.byOwner[old.OwnerUUID], t.UUID)
+		delete(u.byServer[old.ServerUUID], t.UUID)
+	}
+	u.vms[t.UUID] = t
+	addIndex(u.byOwner, t.OwnerUUID, t.UUID)
+	addIndex(u.byServer, t.ServerUUID, t.UUID)
+	u.mark(t.UUID)
+	u.causes[cause]++
+}
+
+func (u *Updater) removeVM(uuid, cause string) {
+	old := u.vms[uuid]
+	if old == nil {
+		return
+	}
+	delete(u.byOwner[old.OwnerUUID], uuid)
+	delete(u.byServer[old.ServerUUID], uuid)
+	delete(u.vms, uuid)
+	u.mark(uuid)
+	u.causes[cause]++
+}
+
+func addIndex(idx map[string]map[string]bool, key, uuid string) {
+	if idx[key] == nil {
+		idx[key] = map[string]bool{}
+	}
+	idx[key][uuid] = true
+}
+
+// trimVM keeps what record generation reads, so memory stays small and
+// irrelevant changes (memory, last_modified...) trigger nothing.
+func trimVM(vm *sdc.VM) *sdc.VM {
+	t := &sdc.VM{
+		UUID:       strings.ToLower(vm.UUID),
+		Alias:      vm.Alias,
+		OwnerUUID:  strings.ToLower(vm.OwnerUUID),
+		ServerUUID: strings.ToLower(vm.ServerUUID),
+		State:      vm.State,
+		Docker:     vm.Docker,
+		Destroyed:  vm.Destroyed,
+		NICs:       slices.Clone(vm.NICs),
+	}
+	t.Tags = keepKeys(vm.Tags)
+	t.CustomerMetadata = keepKeys(vm.CustomerMetadata)
+	return t
+}
+
+// keepKeys keeps the tag and metadata keys cns reads.
+func keepKeys(m map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range m {
+		if strings.HasPrefix(k, "triton.cns.") || strings.HasPrefix(k, "docker:label:triton.cns.") ||
+			k == "smartdc_role" || k == "manta_role" {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (u *Updater) wake() {
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run commits batches until ctx ends. A failed commit is retried with
+// backoff; what was stored before keeps being served.
+func (u *Updater) Run(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			u.Tick()
+			continue
+		case <-u.kick:
+		}
+		// Gather the batch.
+		t := time.NewTimer(u.window + backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := u.Flush(); err != nil {
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			u.log.Error("commit failed; keeping the stored zones and retrying", "err", err, "retry_in", backoff.String())
+			u.wake()
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// Flush computes and commits everything pending now, as one change set.
+func (u *Updater) Flush() error {
+	u.mu.Lock()
+	if len(u.dirty) == 0 && !u.zonesDirty {
+		u.mu.Unlock()
+		return nil
+	}
+	cs := &db.ChangeSet{Cause: u.causeSummary()}
+	if u.zonesDirty {
+		z := u.zones
+		cs.Zones = &z
+	}
+	batch := maps.Clone(u.dirty)
+	var skipped []string
+	for _, uuid := range slices.Sorted(maps.Keys(batch)) {
+		vc, ok := u.change(uuid)
+		if !ok {
+			skipped = append(skipped, uuid)
+			continue
+		}
+		cs.VMs = append(cs.VMs, vc)
+	}
+	u.mu.Unlock()
+
+	start := time.Now()
+	res, err := u.store.Commit(cs)
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.lastCommit = CommitInfo{Time: u.now(), VMs: len(cs.VMs), Duration: time.Since(start)}
+	if err != nil {
+		u.lastCommit.Err = err.Error()
+		return err
+	}
+	u.commits++
+	if cs.Zones != nil {
+		u.zonesDirty = false
+	}
+	for _, vc := range cs.VMs {
+		// A VM marked again while we committed stays dirty.
+		if u.dirty[vc.UUID] == batch[vc.UUID] {
+			delete(u.dirty, vc.UUID)
+		}
+		if vc.Delete {
+			delete(u.known, vc.UUID)
+		} else {
+			u.known[vc.UUID] = true
+		}
+	}
+	for _, uuid := range skipped {
+		if u.dirty[uuid] == batch[uuid] {
+			delete(u.dirty, uuid)
+		}
+	}
+	clear(u.causes)
+	for _, p := range res.Problems {
+		u.log.Warn(p)
+	}
+	for _, z := range res.Zones {
+		if z.Removed {
+			u.log.Info("zone removed", "zone", z.Zone)
+		} else {
+			u.log.Info("zone updated", "zone", z.Zone, "serial", z.Serial, "names", len(z.Names), "cause", cs.Cause)
+		}
+	}
+	return nil
+}
+
+// change builds the change of one VM. ok is false when the VM cannot be
+// recomputed now (its owner is unknown): its stored records stay.
+func (u *Updater) change(uuid string) (db.VMChange, bool) {
+	vm := u.vms[uuid]
+	if vm == nil {
+		return db.VMChange{UUID: uuid, Delete: true}, u.known[uuid]
+	}
+	owner := u.users[vm.OwnerUUID]
+	if owner == nil {
+		owner = u.logins[vm.OwnerUUID]
+	}
+	if owner == nil {
+		u.log.Warn("owner unknown; keeping the VM's records", "vm", uuid, "owner", vm.OwnerUUID)
+		return db.VMChange{}, false
+	}
+	cnDown := false
+	if f := u.servers[vm.ServerUUID]; f != nil {
+		cnDown = f.down
+	}
+	res := records.Compute(&u.cfg, &records.World{Networks: u.networks, Pools: u.pools},
+		records.Input{VM: vm, Owner: owner, CNDown: cnDown})
+	meta, err := json.Marshal(newVMMeta(vm, owner, cnDown, &res, u.now()))
+	if err != nil {
+		meta = nil
+	}
+	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records))}
+	for _, r := range res.Records {
+		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref})
+	}
+	if len(res.Problems) > 0 {
+		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
+	}
+	return vc, true
+}
+
+// causeSummary describes the pending batch in one line.
+func (u *Updater) causeSummary() string {
+	keys := slices.Sorted(maps.Keys(u.causes))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k)
+	}
+	s := strings.Join(parts, "; ")
+	if n := len(u.dirty); n > 0 {
+		s = fmt.Sprintf("%s (%d VMs)", s, n)
+	}
+	return s
+}
+
+// Pending returns how many VMs wait for the next commit.
+func (u *Updater) Pending() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.dirty)
+}
+
+// LastCommit describes the last commit attempt.
+func (u *Updater) LastCommit() CommitInfo {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastCommit
+}

@@ -1,0 +1,89 @@
+// Command cns is the Container Naming Service of a Triton data center in
+// one binary: `cns serve` runs the service, `cns adm` (or the binary
+// invoked as cnsadm) is the operator's tool, `cns db` inspects a db file
+// offline.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/alecthomas/kong"
+)
+
+// version and commit are stamped at build time:
+//
+//	go build -ldflags "-X main.version=1.0.0 -X main.commit=$(git rev-parse --short HEAD)"
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// Exit codes follow SMF conventions so svcadm shows the right state.
+const (
+	exitError       = 1
+	exitConfigError = 96 // SMF_EXIT_ERR_CONFIG: fix the config, do not restart
+)
+
+// CLI is the whole command line.
+type CLI struct {
+	Serve   ServeCmd   `cmd:"" help:"Run the naming service: serve DNS from the db and keep it in step with the data center."`
+	DB      DBCmd      `cmd:"" name:"db" help:"Inspect a db file offline (read-only)."`
+	Version VersionCmd `cmd:"" help:"Print the version."`
+}
+
+// VersionCmd prints the version.
+type VersionCmd struct{}
+
+func (VersionCmd) Run() error {
+	fmt.Println(versionString())
+	return nil
+}
+
+func versionString() string {
+	v, c := version, commit
+	if c == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+					c = s.Value[:12]
+				}
+			}
+		}
+	}
+	if c != "" {
+		return fmt.Sprintf("cns %s (%s)", v, c)
+	}
+	return "cns " + v
+}
+
+func main() {
+	args := os.Args[1:]
+	// The same binary installed as cnsadm is `cns adm`.
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "cnsadm") {
+		args = append([]string{"adm"}, args...)
+	}
+	var cli CLI
+	parser, err := kong.New(&cli,
+		kong.Name("cns"),
+		kong.Description("Triton Container Naming Service."),
+		kong.UsageOnError(),
+	)
+	if err != nil {
+		panic(err)
+	}
+	kctx, err := parser.Parse(args)
+	parser.FatalIfErrorf(err)
+	if err := kctx.Run(&cli.DB); err != nil {
+		fmt.Fprintln(os.Stderr, "cns:", err)
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			os.Exit(exitConfigError)
+		}
+		os.Exit(exitError)
+	}
+}
