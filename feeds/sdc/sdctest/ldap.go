@@ -151,6 +151,7 @@ func (l *ldapServer) resetConnsLocked() int {
 			}
 		}
 		_ = c.Close()
+		delete(l.conns, c)
 		n++
 	}
 	return n
