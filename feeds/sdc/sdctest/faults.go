@@ -57,6 +57,10 @@ type Fault struct {
 	// LDAP: the result code to answer (e.g. 49 invalidCredentials, 51 busy,
 	// 52 unavailable); 0 lets the operation through.
 	LDAPResult int
+
+	// release is the ReleaseHangs channel current when the fault hit, so
+	// that a release racing with the hit still frees the request.
+	release <-chan struct{}
 }
 
 type faultTable struct {
@@ -95,6 +99,7 @@ func (t *faultTable) take(route Route, global bool) (Fault, bool) {
 		return Fault{}, false
 	}
 	hit := *f
+	hit.release = t.hang
 	if f.Times > 0 {
 		f.Times--
 		if f.Times == 0 {
@@ -102,12 +107,6 @@ func (t *faultTable) take(route Route, global bool) (Fault, bool) {
 		}
 	}
 	return hit, true
-}
-
-func (t *faultTable) hangChan() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.hang
 }
 
 // SetFault installs a fault on a route (AnyRoute for the global one),
@@ -166,7 +165,7 @@ func (s *Sim) delay(ctx context.Context, f Fault) bool {
 	}
 	if f.Hang {
 		select {
-		case <-s.faults.hangChan():
+		case <-f.release:
 		case <-ctx.Done():
 			return false
 		case <-s.closed:

@@ -101,7 +101,9 @@ func (w *fileWatch) stat() bool {
 	if err != nil {
 		return false
 	}
-	changed := fi.Size() != w.size || !fi.ModTime().Equal(w.mtime)
+	// Two same-size writes within one tick of a coarse file system clock
+	// share an mtime: while the mtime is recent, look at the content anyway.
+	changed := fi.Size() != w.size || !fi.ModTime().Equal(w.mtime) || time.Since(fi.ModTime()) < 2*time.Second
 	w.size, w.mtime = fi.Size(), fi.ModTime()
 	return changed
 }
