@@ -437,9 +437,11 @@ func (s *Sim) feedUpgrade(w http.ResponseWriter, r *http.Request) {
 	if v2 {
 		bootstrap, _ = json.Marshal(map[string]any{"bootstrapRoutes": []resourceInfo{vmResource}})
 	}
+	// The world lock is taken before the publisher's, never inside it.
+	early := s.anyVMItem()
 	p.mu.Lock()
 	if p.faults.ChangeBeforeBootstrap {
-		c.queue = append(c.queue, p.encode(s.anyVMItem(), strconv.FormatInt(s.now().UnixMilli(), 10)))
+		c.queue = append(c.queue, p.encode(early, strconv.FormatInt(s.now().UnixMilli(), 10)))
 	}
 	c.queue = append(c.queue, bootstrap)
 	if p.faults.DoubleBootstrap {

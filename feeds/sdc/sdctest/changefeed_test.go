@@ -429,3 +429,38 @@ func TestChangefeedDeliveryInterval(t *testing.T) {
 		t.Fatalf("item %+v", it)
 	}
 }
+
+func TestChangefeedV2AndBurst(t *testing.T) {
+	s := startSim(t, Options{})
+	hdr := http.Header{"Accept-Version": {"~2"}}
+	ws, _, err := websocket.DefaultDialer.Dial(s.ChangefeedURL(), hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	reg := `{"instance":"v2","service":"cns","resources":[{"resource":"vm","subResources":["state"]}]}`
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(reg)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, data, err := ws.ReadMessage()
+	if err != nil || !strings.Contains(string(data), `"bootstrapRoutes":[{"resource":"vm"`) {
+		t.Fatalf("v2 bootstrap %q: %v", data, err)
+	}
+
+	// A CN reboot: every live VM on it stops, one item each.
+	n, err := s.ModifyVMsOnServer(serverA, func(vm *sdc.VM) { vm.State, vm.ZoneState = "stopped", "installed" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 6 { // VMs 1..5 and 8 (6 was already stopped, 7 is destroyed)
+		t.Fatalf("burst changed %d VMs", n)
+	}
+	seen := map[string]bool{}
+	for range n {
+		seen[readItem(t, ws).ChangedResourceID] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("burst items for %d VMs, want %d", len(seen), n)
+	}
+}

@@ -203,6 +203,28 @@ func (s *Sim) modifyVMLocked(uuid string, fn func(vm *sdc.VM)) error {
 	return nil
 }
 
+// ModifyVMsOnServer applies fn to every VM on a CN that is not destroyed,
+// one changefeed item per VM changed: the burst a CN reboot produces. It
+// returns how many VMs changed.
+func (s *Sim) ModifyVMsOnServer(serverUUID string, fn func(vm *sdc.VM)) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, u := range s.sortedVMs(true) {
+		old := s.vms[u]
+		if old.vm.ServerUUID != serverUUID || old.vm.State == "destroyed" {
+			continue
+		}
+		if err := s.modifyVMLocked(u, fn); err != nil {
+			return n, err
+		}
+		if s.vms[u] != old {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // SetVMState sets state and the matching zone_state; "destroyed" also sets
 // the destroyed timestamp.
 func (s *Sim) SetVMState(uuid, state string) error {
