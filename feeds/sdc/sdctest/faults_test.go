@@ -117,3 +117,17 @@ func TestFaultLatencyAndHang(t *testing.T) {
 		t.Fatalf("released request: %d", code)
 	}
 }
+
+func TestFaultFraction(t *testing.T) {
+	s := startSim(t, Options{Seed: 7})
+	s.SetFault(RoutePing, Fault{Fraction: 0.5, Status: http.StatusInternalServerError})
+	failed := 0
+	for range 100 {
+		if code, _ := get(t, s.VMAPIURL(), "/ping", nil); code == 500 {
+			failed++
+		}
+	}
+	if failed < 25 || failed > 75 {
+		t.Fatalf("%d of 100 requests failed with Fraction 0.5", failed)
+	}
+}

@@ -25,6 +25,10 @@ const pollInterval = 200 * time.Millisecond
 // that produce it, with their changefeed items and changelog entries. A
 // file that does not parse or validate is logged and ignored. Run returns
 // when ctx is done.
+//
+// Run uses the default Options: changefeed items are delivered as soon as
+// they are published (VMAPI sweeps every 2 s), once per listener
+// (changefeed 1.4.0), without resourceObject. RunWithOptions takes others.
 func Run(ctx context.Context, inventoryPath string, stdout io.Writer, log *slog.Logger) error {
 	return RunWithOptions(ctx, inventoryPath, stdout, log, Options{})
 }
