@@ -2,11 +2,11 @@ package sdctest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,10 +21,10 @@ import (
 // NAPI have no feed; consumers poll them).
 
 // ErrNotFound is returned by mutations naming an object the world lacks.
-var ErrNotFound = fmt.Errorf("sdctest: not found")
+var ErrNotFound = errors.New("sdctest: not found")
 
 // ErrExists is returned when creating an object whose uuid is taken.
-var ErrExists = fmt.Errorf("sdctest: already exists")
+var ErrExists = errors.New("sdctest: already exists")
 
 func isoTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
@@ -656,5 +656,3 @@ func (s *Sim) latestChangeLocked() int {
 	}
 	return s.changelog[len(s.changelog)-1].Number
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
