@@ -123,7 +123,10 @@ func New(inv sdc.Inventory, opts Options) (*Sim, error) {
 		closed: make(chan struct{}),
 	}
 	s.feed = newPublisher(s, opts)
-	s.load(inv)
+	if err := s.load(inv); err != nil {
+		s.feed.close()
+		return nil, err
+	}
 
 	if err := s.start(); err != nil {
 		s.Close()

@@ -34,13 +34,16 @@ func (s *Sim) stamp() string { return isoTime(s.now()) }
 
 // load replaces the world with an inventory, emitting nothing: it is the
 // state VMAPI, CNAPI, NAPI and UFDS had before anyone listened.
-func (s *Sim) load(inv sdc.Inventory) {
+func (s *Sim) load(inv sdc.Inventory) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.stamp()
 	s.vms = make(map[string]*vmRecord, len(inv.VMs))
 	s.vmOrder = nil
 	for _, vm := range inv.VMs {
+		if err := checkVM(&vm); err != nil {
+			return err
+		}
 		vm = copyVM(vm)
 		normalizeVM(&vm, now)
 		s.vms[vm.UUID] = newVMRecord(vm)
@@ -63,6 +66,17 @@ func (s *Sim) load(inv sdc.Inventory) {
 	for _, p := range inv.NetworkPools {
 		s.pools[p.UUID] = p
 	}
+	return nil
+}
+
+// checkVM rejects a VM that cannot be put on the wire (a tag or metadata
+// value JSON cannot encode). The world only ever holds VMs that pass, which
+// is why rendering and copying treat an encoding failure as a bug.
+func checkVM(vm *sdc.VM) error {
+	if _, err := json.Marshal(vm); err != nil {
+		return fmt.Errorf("sdctest: VM %s cannot be encoded: %w", vm.UUID, err)
+	}
+	return nil
 }
 
 // Inventory returns a snapshot of the whole world in the inventory format.
@@ -137,6 +151,9 @@ func (s *Sim) createVMLocked(vm sdc.VM) error {
 	if _, ok := s.vms[vm.UUID]; ok {
 		return fmt.Errorf("create VM %s: %w", vm.UUID, ErrExists)
 	}
+	if err := checkVM(&vm); err != nil {
+		return err
+	}
 	vm = copyVM(vm)
 	normalizeVM(&vm, s.stamp())
 	r := newVMRecord(vm)
@@ -154,6 +171,9 @@ func (s *Sim) PutVM(vm sdc.VM) error {
 	defer s.mu.Unlock()
 	if _, ok := s.vms[vm.UUID]; !ok {
 		return s.createVMLocked(vm)
+	}
+	if err := checkVM(&vm); err != nil {
+		return err
 	}
 	return s.modifyVMLocked(vm.UUID, func(cur *sdc.VM) {
 		c := copyVM(vm)
@@ -188,6 +208,9 @@ func (s *Sim) modifyVMLocked(uuid string, fn func(vm *sdc.VM)) error {
 	fn(&vm)
 	if vm.UUID != uuid {
 		return fmt.Errorf("sdctest: modify VM %s: the uuid cannot change (got %q)", uuid, vm.UUID)
+	}
+	if err := checkVM(&vm); err != nil {
+		return err
 	}
 	normalizeVM(&vm, s.stamp())
 	r := newVMRecord(vm)

@@ -123,3 +123,15 @@ func TestApply(t *testing.T) {
 		t.Errorf("changelog: %d entries, want add + modify", s.LatestChangeNumber())
 	}
 }
+
+func TestUnencodableValuesAreErrors(t *testing.T) {
+	s := startSim(t, Options{})
+	if err := s.SetTag(vmID(1), "bad", func() {}); err == nil {
+		t.Fatal("a func tag value was accepted")
+	}
+	inv := testInventory()
+	inv.VMs[0].CustomerMetadata["bad"] = make(chan int)
+	if _, err := New(inv, Options{}); err == nil {
+		t.Fatal("New accepted an unencodable VM")
+	}
+}
