@@ -3,6 +3,7 @@ package db
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -521,4 +522,54 @@ func TestVM(t *testing.T) {
 	if _, ok, _ := d.VM(vm3); ok {
 		t.Error("unknown VM found")
 	}
+}
+
+// Ensure Check passes on a store after a mix of commits and catches a
+// journal that does not match the records.
+func TestCheck(t *testing.T) {
+	d, clk := openTest(t, Options{Journal: &JournalLimits{MaxEntries: 3}})
+	const z = "dc.example.com"
+	mustCommit(t, d, &ChangeSet{Zones: testConfig()})
+	for i := range 6 {
+		clk.t = clk.t.Add(time.Second)
+		mustCommit(t, d, &ChangeSet{VMs: []VMChange{
+			{UUID: vm1, Records: []Record{rec(t, z, fmt.Sprintf("a%d.dc.example.com. 30 IN A 10.0.0.%d", i%2, i))}},
+			{UUID: vm2, Records: []Record{rec(t, z, "s.dc.example.com. 30 IN A 10.0.1.1"), rec(t, "0.0.10.in-addr.arpa", fmt.Sprintf("%d.0.0.10.in-addr.arpa. 30 IN PTR a.dc.example.com.", i))}},
+		}})
+	}
+	cfg := testConfig()
+	cfg.Forward[z] = testApex("ns9.example.com.")
+	mustCommit(t, d, &ChangeSet{Zones: cfg, VMs: []VMChange{{UUID: vm1, Delete: true}}})
+	if probs, err := d.Check(); err != nil || len(probs) != 0 {
+		t.Fatalf("sound store: %v %q", err, probs)
+	}
+
+	// Damage: drop a name behind the journal's back.
+	err := d.bolt.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketZones).Bucket([]byte(z)).Bucket(bucketNames).Delete(mustKey(t, "s.dc.example.com.", z))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs, err := d.Check()
+	if err != nil || len(probs) == 0 {
+		t.Fatalf("damaged store passed: %v", err)
+	}
+	joined := strings.Join(probs, "\n")
+	for _, want := range []string{"meta says", "has no records there"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems %q lack %q", probs, want)
+		}
+	}
+}
+
+func mustKey(t *testing.T, owner, zone string) []byte {
+	t.Helper()
+	ow, _ := wireName(owner)
+	zw, _ := ZoneWire(zone)
+	k, ok := relativeKey(ow, zw)
+	if !ok {
+		t.Fatalf("%s not in %s", owner, zone)
+	}
+	return k
 }

@@ -14,22 +14,19 @@ import (
 // came from and the decision itself, for `cnsadm vm`, GET /vm/:uuid and
 // offline inspection.
 type VMMeta struct {
-	UUID         string   `json:"uuid"`
-	Alias        string   `json:"alias,omitempty"`
-	Owner        string   `json:"owner_uuid"`
-	Login        string   `json:"login,omitempty"`
-	Server       string   `json:"server_uuid,omitempty"`
-	State        string   `json:"state"`
-	CNDown       bool     `json:"cn_down,omitempty"`
-	ListInstance bool     `json:"list_instance"`
-	ListServices bool     `json:"list_services"`
-	Reasons      []string `json:"reasons"`
-	Services     []string `json:"services,omitempty"`
-	// Names are the FQDNs whose TXT is the VM's UUID (what CloudAPI shows
-	// as dns_names).
-	Names    []string  `json:"names"`
-	Problems []string  `json:"problems,omitempty"`
-	Updated  time.Time `json:"updated"`
+	UUID         string    `json:"uuid"`
+	Alias        string    `json:"alias,omitempty"`
+	Owner        string    `json:"owner_uuid"`
+	Login        string    `json:"login,omitempty"`
+	Server       string    `json:"server_uuid,omitempty"`
+	State        string    `json:"state"`
+	CNDown       bool      `json:"cn_down,omitempty"`
+	ListInstance bool      `json:"list_instance"`
+	ListServices bool      `json:"list_services"`
+	Reasons      []string  `json:"reasons"`
+	Services     []string  `json:"services,omitempty"`
+	Problems     []string  `json:"problems,omitempty"`
+	Updated      time.Time `json:"updated"`
 }
 
 func newVMMeta(vm *sdc.VM, owner *sdc.User, cnDown bool, res *records.Result, now time.Time) *VMMeta {
@@ -37,11 +34,7 @@ func newVMMeta(vm *sdc.VM, owner *sdc.User, cnDown bool, res *records.Result, no
 		UUID: vm.UUID, Alias: vm.AliasString(), Owner: vm.OwnerUUID, Login: owner.Login,
 		Server: vm.ServerUUID, State: vm.State, CNDown: cnDown,
 		ListInstance: res.ListInstance, ListServices: res.ListServices,
-		Reasons: make([]string, 0, len(res.Reasons)), Names: slices.Clone(res.Names),
-		Problems: res.Problems, Updated: now.UTC(),
-	}
-	if m.Names == nil {
-		m.Names = []string{}
+		Reasons: make([]string, 0, len(res.Reasons)), Problems: res.Problems, Updated: now.UTC(),
 	}
 	for _, r := range res.Reasons {
 		m.Reasons = append(m.Reasons, string(r))

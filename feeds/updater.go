@@ -21,6 +21,9 @@ import (
 	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
+// maxVMsPerCommit bounds one change set.
+const maxVMsPerCommit = 5000
+
 // Options configure an Updater.
 type Options struct {
 	Records records.Config
@@ -148,6 +151,69 @@ func (u *Updater) SetInventory(inv *sdc.Inventory, cause string) {
 	}
 	u.haveFull = true
 	u.wake()
+}
+
+// SetVM records the current state of one VM (from a changefeed event or
+// a targeted listing). A destroyed VM stays known, listed as destroyed.
+func (u *Updater) SetVM(vm *sdc.VM, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setVM(vm, cause)
+	u.wake()
+}
+
+// RemoveVM forgets a VM that the data center confirms is gone.
+func (u *Updater) RemoveVM(uuid, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	uuid = strings.ToLower(uuid)
+	u.removeVM(uuid, cause)
+	if u.known[uuid] {
+		u.mark(uuid)
+	}
+	u.wake()
+}
+
+// SetUser records one account (a UFDS lookup or changelog entry).
+func (u *Updater) SetUser(usr sdc.User, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	users := make([]sdc.User, 0, len(u.users)+1)
+	for _, x := range u.users {
+		if x.UUID != strings.ToLower(usr.UUID) {
+			users = append(users, *x)
+		}
+	}
+	u.setUsers(append(users, usr), cause)
+	u.wake()
+}
+
+// SetServers replaces the compute nodes (a CNAPI listing).
+func (u *Updater) SetServers(servers []sdc.Server, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setServers(servers, cause)
+	u.wake()
+}
+
+// SetNetworks replaces the networks and pools (NAPI listings).
+func (u *Updater) SetNetworks(nets []sdc.Network, pools []sdc.NetworkPool, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setNetworks(nets, pools, cause)
+	u.wake()
+}
+
+// VMUUIDs returns the UUIDs of the VMs the updater knows of, in memory or
+// in the store.
+func (u *Updater) VMUUIDs() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	set := maps.Clone(u.known)
+	for id := range u.vms {
+		set[id] = true
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // markAll marks every VM, and every VM the store knows, for recomputation.
@@ -395,7 +461,13 @@ func (u *Updater) Flush() error {
 		z := u.zones
 		cs.Zones = &z
 	}
-	batch := maps.Clone(u.dirty)
+	// A very large batch (a first start, a config change) is committed in
+	// chunks: each chunk is consistent, and the write transaction's memory
+	// stays bounded.
+	batch := map[string]uint64{}
+	for _, uuid := range slices.Sorted(maps.Keys(u.dirty))[:min(len(u.dirty), maxVMsPerCommit)] {
+		batch[uuid] = u.dirty[uuid]
+	}
 	var skipped []string
 	for _, uuid := range slices.Sorted(maps.Keys(batch)) {
 		vc, ok := u.change(uuid)
@@ -437,7 +509,11 @@ func (u *Updater) Flush() error {
 			delete(u.dirty, uuid)
 		}
 	}
-	clear(u.causes)
+	if len(u.dirty) > 0 {
+		u.wake() // the rest of a chunked batch
+	} else {
+		clear(u.causes)
+	}
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}

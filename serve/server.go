@@ -352,3 +352,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
+
