@@ -37,6 +37,13 @@ type Config struct {
 	// MinNotifyInterval spaces NOTIFYs to one peer (reference default 5 s).
 	MinNotifyInterval time.Duration
 
+	// FullPollInterval and ReaperPollInterval are the reference's keys
+	// (milliseconds in the file; zero when absent). BatchWindow is how long
+	// changes gather into one commit (batch_window_ms, default 100 ms).
+	FullPollInterval   time.Duration
+	ReaperPollInterval time.Duration
+	BatchWindow        time.Duration
+
 	// SDC API options, kept as given for the SDC feeds.
 	VMAPI      json.RawMessage
 	CNAPI      json.RawMessage
@@ -80,7 +87,6 @@ var defaultDNSListen = []string{"0.0.0.0:53", "[::]:53"}
 // reads elsewhere or does not need; they are accepted without a warning.
 var referenceKeys = map[string]bool{
 	"redis_opts": true, "binder_domain": true, "mahi_opts": true,
-	"full_poll_interval": true, "reaper_poll_interval": true,
 	"datacenter_name": true, "dns_domain": true, "instance_uuid": true,
 	"log_level": true,
 }
@@ -233,14 +239,18 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	default:
 		return nil, bad("use_alias", "want a boolean, got %v", v)
 	}
-	var ms float64
-	if ok, err := get("min_notify_interval", &ms); err != nil {
-		return nil, err
-	} else if ok {
-		if ms < 0 {
-			return nil, bad("min_notify_interval", "must not be negative")
+	for key, dst := range map[string]*time.Duration{"min_notify_interval": &c.MinNotifyInterval,
+		"full_poll_interval": &c.FullPollInterval, "reaper_poll_interval": &c.ReaperPollInterval,
+		"batch_window_ms": &c.BatchWindow} {
+		var ms float64
+		if ok, err := get(key, &ms); err != nil {
+			return nil, err
+		} else if ok {
+			if ms < 0 {
+				return nil, bad(key, "must not be negative")
+			}
+			*dst = time.Duration(ms * float64(time.Millisecond))
 		}
-		c.MinNotifyInterval = time.Duration(ms * float64(time.Millisecond))
 	}
 	for key, dst := range map[string]*json.RawMessage{"vmapi_opts": &c.VMAPI, "cnapi_opts": &c.CNAPI, "napi_opts": &c.NAPI, "ufds_opts": &c.UFDS, "changefeed_opts": &c.Changefeed} {
 		var obj map[string]any
@@ -282,6 +292,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 
 	known := map[string]bool{"my_name": true, "hostmaster": true, "forward_zones": true, "reverse_zones": true,
 		"allow_transfer": true, "use_login": true, "use_alias": true, "min_notify_interval": true,
+		"full_poll_interval": true, "reaper_poll_interval": true, "batch_window_ms": true,
 		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
 		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true}
 	for _, k := range slices.Sorted(maps.Keys(top)) {

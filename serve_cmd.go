@@ -73,7 +73,7 @@ func (c *ServeCmd) Run() error {
 		log.Info("zones loaded into memory", "took", time.Since(t).String())
 	})
 
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: log})
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Logger: log})
 	if err != nil {
 		return err
 	}
