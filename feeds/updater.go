@@ -517,6 +517,7 @@ func (u *Updater) Flush() error {
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}
+	u.log.Info("committed", "vms", len(cs.VMs), "zones", len(res.Zones), "pending", len(u.dirty), "took", u.lastCommit.Duration.String())
 	for _, z := range res.Zones {
 		if z.Removed {
 			u.log.Info("zone removed", "zone", z.Zone)

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// The end-to-end tests run the real binary, built once, against real
+// sockets on 127.0.0.1.
+
+var cnsBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cns-e2e")
+	if err != nil {
+		panic(err)
+	}
+	cnsBinary = filepath.Join(dir, "cns")
+	if out, err := exec.Command("go", "build", "-o", cnsBinary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build cns: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testConfig writes a config derived from testdata/cns.json into dir: its
+// own db, an ephemeral port, and inventory (copied into dir when it names
+// a file). It returns the config's path.
+func testConfig(t *testing.T, dir, inventory string, edit func(map[string]any)) string {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/cns.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["db_path"] = filepath.Join(dir, "cns.db")
+	cfg["dns_listen"] = []string{"127.0.0.1:0"}
+	delete(cfg, "api_server")
+	if inventory != "" {
+		data, err := os.ReadFile(inventory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv := filepath.Join(dir, "inventory.json")
+		if err := os.WriteFile(inv, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg["inventory_file"] = inv
+	}
+	if edit != nil {
+		edit(cfg)
+	}
+	out, _ := json.MarshalIndent(cfg, "", "  ")
+	path := filepath.Join(dir, "cns.json")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// logLine is one bunyan record.
+type logLine map[string]any
+
+func (l logLine) str(k string) string { s, _ := l[k].(string); return s }
+
+// proc is a running cns serve.
+type proc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	addr  string // the DNS address
+	start time.Time
+
+	mu    sync.Mutex
+	lines []logLine
+	raw   []string
+	grew  chan struct{} // closed and replaced when lines grow
+	done  chan struct{}
+}
+
+// startCNS runs `cns serve -c cfg` and waits until it listens.
+func startCNS(t *testing.T, cfg string) *proc {
+	t.Helper()
+	p := &proc{t: t, grew: make(chan struct{}), done: make(chan struct{})}
+	p.cmd = exec.Command(cnsBinary, "serve", "-c", cfg)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.start = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.read(stderr)
+	t.Cleanup(func() { p.stop(syscall.SIGKILL) })
+	l := p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "listening" })
+	p.addr = l.str("udp")
+	return p
+}
+
+func (p *proc) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l logLine
+		_ = json.Unmarshal(sc.Bytes(), &l)
+		p.mu.Lock()
+		p.raw = append(p.raw, sc.Text())
+		if l != nil {
+			p.lines = append(p.lines, l)
+		}
+		close(p.grew)
+		p.grew = make(chan struct{})
+		p.mu.Unlock()
+	}
+	p.cmd.Wait()
+	close(p.done)
+}
+
+// waitLog waits for a log line matching pred, from the start of the log.
+func (p *proc) waitLog(timeout time.Duration, pred func(logLine) bool) logLine {
+	p.t.Helper()
+	return p.waitLogFrom(0, timeout, pred)
+}
+
+// mark returns the current length of the log, for waitLogFrom.
+func (p *proc) mark() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.lines)
+}
+
+func (p *proc) waitLogFrom(from int, timeout time.Duration, pred func(logLine) bool) logLine {
+	p.t.Helper()
+	deadline := time.After(timeout)
+	for i := from; ; {
+		p.mu.Lock()
+		for ; i < len(p.lines); i++ {
+			if pred(p.lines[i]) {
+				l := p.lines[i]
+				p.mu.Unlock()
+				return l
+			}
+		}
+		grew := p.grew
+		p.mu.Unlock()
+		select {
+		case <-grew:
+		case <-p.done:
+			p.t.Fatalf("cns exited while waiting; log:\n%s", p.log())
+		case <-deadline:
+			p.t.Fatalf("timed out waiting for a log line; log:\n%s", p.log())
+		}
+	}
+}
+
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.raw, "\n")
+}
+
+// stop signals the process and waits for it to exit.
+func (p *proc) stop(sig syscall.Signal) {
+	if p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// waitCommitted waits for the first "committed" line after mark.
+func (p *proc) waitCommitted(mark int) logLine {
+	p.t.Helper()
+	return p.waitLogFrom(mark, 20*time.Second, func(l logLine) bool { return l.str("msg") == "committed" && l["pending"] == 0.0 })
+}
+
+// query asks the server over proto ("udp" or "tcp").
+func (p *proc) query(proto, name string, qtype uint16) *dns.Msg {
+	p.t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	m.SetEdns0(4096, false)
+	c := &dns.Client{Net: proto, Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(m, p.addr)
+	if err != nil {
+		p.t.Fatalf("%s %s over %s: %v", name, dns.TypeToString[qtype], proto, err)
+	}
+	return r
+}
+
+// runCNS runs the binary to completion and returns stdout, stderr and the
+// exit code.
+func runCNS(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(cnsBinary, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}

@@ -1,0 +1,55 @@
+package sdc
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// NAPI is a client of NAPI's network and pool listings (sdc-apis §4).
+type NAPI struct {
+	rest restClient
+}
+
+// NewNAPI returns a client for opts (hc and timeout may be zero).
+func NewNAPI(opts APIOptions, hc *http.Client, timeout time.Duration) (*NAPI, error) {
+	rc, err := newRESTClient("napi", opts.Address, hc, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &NAPI{rest: rc}, nil
+}
+
+// ListNetworks lists every network, page by page.
+func (c *NAPI) ListNetworks(ctx context.Context) ([]Network, error) {
+	return listAll(ctx, func(offset int) ([]Network, error) {
+		var page []Network
+		_, err := c.rest.get(ctx, "/networks", pageQuery(offset), &page)
+		return page, err
+	}, func(n Network) string { return strings.ToLower(n.UUID) })
+}
+
+// ListNetworkPools lists every network pool, page by page.
+func (c *NAPI) ListNetworkPools(ctx context.Context) ([]NetworkPool, error) {
+	return listAll(ctx, func(offset int) ([]NetworkPool, error) {
+		var page []NetworkPool
+		_, err := c.rest.get(ctx, "/network_pools", pageQuery(offset), &page)
+		return page, err
+	}, func(p NetworkPool) string { return strings.ToLower(p.UUID) })
+}
+
+// GetNetwork fetches one network; an unknown one matches ErrNotFound.
+func (c *NAPI) GetNetwork(ctx context.Context, uuid string) (*Network, error) {
+	var n Network
+	if _, err := c.rest.get(ctx, "/networks/"+url.PathEscape(uuid), nil, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+func pageQuery(offset int) url.Values {
+	return url.Values{"limit": {strconv.Itoa(listPageSize)}, "offset": {strconv.Itoa(offset)}}
+}

@@ -1,0 +1,283 @@
+package sdc
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-ldap/ldap/v3"
+)
+
+// UFDS directory names (sdc-apis §5.2).
+const (
+	usersBase     = "ou=users, o=smartdc"
+	changelogBase = "cn=changelog"
+	latestBase    = "cn=latestchangenumber"
+)
+
+// ChangelogPage is how many changelog entries one search asks for (the
+// reference's sizeLimit; UFDS answers that many and success).
+const ChangelogPage = 1000
+
+// ErrAmbiguousUser means a uuid or login matched more than one account
+// (the reference's assert crashed on it).
+var ErrAmbiguousUser = errors.New("ufds: more than one account matches")
+
+// UFDS is a client of UFDS over LDAP(S) (sdc-apis §5): user lookups and
+// the changelog. It keeps one connection, bound as the configured DN,
+// and dials again after any connection failure. Requests may be issued
+// concurrently: LDAP multiplexes them on the connection.
+type UFDS struct {
+	url     string
+	bindDN  string
+	bindPW  string
+	tls     *tls.Config
+	timeout time.Duration
+
+	mu   sync.Mutex
+	conn *ldap.Conn
+}
+
+// NewUFDS returns a client for opts; it does not connect yet.
+func NewUFDS(opts UFDSOptions, timeout time.Duration) (*UFDS, error) {
+	u, err := LDAPURL(opts.Address)
+	if err != nil {
+		return nil, fmt.Errorf("ufds: %w", err)
+	}
+	tc, err := opts.TLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("ufds: %w", err)
+	}
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	return &UFDS{url: u, bindDN: opts.BindDN, bindPW: opts.BindPassword, tls: tc, timeout: timeout}, nil
+}
+
+// Close drops the connection.
+func (u *UFDS) Close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn != nil {
+		u.conn.Close()
+		u.conn = nil
+	}
+}
+
+// connection returns the bound connection, dialling and binding first
+// when there is none.
+func (u *UFDS) connection() (*ldap.Conn, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn != nil && !u.conn.IsClosing() {
+		return u.conn, nil
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	c, err := ldap.DialURL(u.url, ldap.DialWithDialer(d), ldap.DialWithTLSConfig(u.tls))
+	if err != nil {
+		return nil, fmt.Errorf("ufds: %w", err)
+	}
+	c.SetTimeout(u.timeout)
+	if err := c.Bind(u.bindDN, u.bindPW); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("ufds: bind as %q: %w", u.bindDN, err)
+	}
+	u.conn = c
+	return c, nil
+}
+
+// search runs one search, dropping the connection when it failed in a
+// way that leaves it unusable.
+func (u *UFDS) search(ctx context.Context, req *ldap.SearchRequest) (*ldap.SearchResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := u.connection()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Search(req)
+	if err != nil && res != nil && ldap.IsErrorWithCode(err, ldap.LDAPResultSizeLimitExceeded) {
+		return res, nil // UFDS answers success; a standard server says so
+	}
+	if err != nil {
+		var le *ldap.Error
+		if !errors.As(err, &le) || le.ResultCode >= ldap.ErrorNetwork || c.IsClosing() ||
+			le.ResultCode == ldap.LDAPResultInsufficientAccessRights || le.ResultCode == ldap.LDAPResultUnavailable ||
+			le.ResultCode == ldap.LDAPResultBusy {
+			u.drop(c)
+		}
+		return nil, fmt.Errorf("ufds search %s %s: %w", req.BaseDN, req.Filter, err)
+	}
+	return res, nil
+}
+
+func (u *UFDS) drop(c *ldap.Conn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn == c {
+		u.conn = nil
+	}
+	c.Close()
+}
+
+// GetUser looks an account up by uuid or login, as CNS does: base
+// "ou=users, o=smartdc", scope one, (|(uuid=X)(login=X)). No match is
+// ErrNotFound; several are ErrAmbiguousUser.
+func (u *UFDS) GetUser(ctx context.Context, uuidOrLogin string) (*User, error) {
+	x := ldap.EscapeFilter(uuidOrLogin)
+	res, err := u.search(ctx, ldap.NewSearchRequest(usersBase, ldap.ScopeSingleLevel, ldap.NeverDerefAliases,
+		0, int(u.timeout/time.Second), false, "(|(uuid="+x+")(login="+x+"))", nil, nil))
+	if err != nil {
+		return nil, err
+	}
+	switch len(res.Entries) {
+	case 0:
+		return nil, fmt.Errorf("ufds: account %q: %w", uuidOrLogin, ErrNotFound)
+	case 1:
+	default:
+		return nil, fmt.Errorf("%w: %q (%d entries)", ErrAmbiguousUser, uuidOrLogin, len(res.Entries))
+	}
+	e := res.Entries[0]
+	usr := &User{
+		UUID:                    e.GetEqualFoldAttributeValue("uuid"),
+		Login:                   e.GetEqualFoldAttributeValue("login"),
+		TritonCNSEnabled:        e.GetEqualFoldAttributeValue("triton_cns_enabled"),
+		ApprovedForProvisioning: e.GetEqualFoldAttributeValue("approved_for_provisioning"),
+	}
+	if !IsUUID(usr.UUID) || usr.Login == "" {
+		return nil, fmt.Errorf("ufds: account %q: entry %s has no usable uuid or login", uuidOrLogin, e.DN)
+	}
+	usr.UUID = strings.ToLower(usr.UUID)
+	return usr, nil
+}
+
+// LatestChangeNumber reads cn=latestchangenumber's count, as an integer
+// (the reference compared strings, and stopped noticing changes when the
+// number gained a digit). Scope base works on UFDS and on any LDAP
+// server.
+func (u *UFDS) LatestChangeNumber(ctx context.Context) (int64, error) {
+	res, err := u.search(ctx, ldap.NewSearchRequest(latestBase, ldap.ScopeBaseObject, ldap.NeverDerefAliases,
+		0, int(u.timeout/time.Second), false, "(objectclass=*)", []string{"count"}, nil))
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Entries) == 0 {
+		return 0, fmt.Errorf("ufds: %s: no entry", latestBase)
+	}
+	v := res.Entries[0].GetEqualFoldAttributeValue("count")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("ufds: %s count %q: not an integer", latestBase, v)
+	}
+	return n, nil
+}
+
+// ChangelogEntry is one UFDS changelog entry.
+type ChangelogEntry struct {
+	Number     int64
+	TargetDN   string
+	ChangeType string // add, modify, delete
+	// Attrs are the attributes the change touched, lower case: for a
+	// modify those of its changes (whatever the operation), for an add
+	// or a delete those of the entry.
+	Attrs []string
+}
+
+// AccountUUID returns the account the entry is about when its target is
+// an account itself (uuid=U, ou=users, o=smartdc), not a sub-user, a key
+// or anything else.
+func (e *ChangelogEntry) AccountUUID() (string, bool) {
+	dn, err := ldap.ParseDN(e.TargetDN)
+	if err != nil || len(dn.RDNs) != 3 {
+		return "", false
+	}
+	want := [][2]string{{"uuid", ""}, {"ou", "users"}, {"o", "smartdc"}}
+	for i, rdn := range dn.RDNs {
+		if len(rdn.Attributes) != 1 || !strings.EqualFold(rdn.Attributes[0].Type, want[i][0]) ||
+			(want[i][1] != "" && !strings.EqualFold(rdn.Attributes[0].Value, want[i][1])) {
+			return "", false
+		}
+	}
+	id := strings.ToLower(dn.RDNs[0].Attributes[0].Value)
+	return id, IsUUID(id)
+}
+
+// Touches reports whether the change touched any of attrs (lower case).
+func (e *ChangelogEntry) Touches(attrs ...string) bool {
+	for _, a := range e.Attrs {
+		for _, b := range attrs {
+			if a == b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ChangesSince returns the changelog entries numbered from..., at most
+// limit of them, in number order.
+func (u *UFDS) ChangesSince(ctx context.Context, from int64, limit int) ([]ChangelogEntry, error) {
+	res, err := u.search(ctx, ldap.NewSearchRequest(changelogBase, ldap.ScopeSingleLevel, ldap.NeverDerefAliases,
+		limit, int(u.timeout/time.Second), false, fmt.Sprintf("(changenumber>=%d)", from),
+		[]string{"changenumber", "targetdn", "changetype", "changes"}, nil))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ChangelogEntry, 0, len(res.Entries))
+	for _, e := range res.Entries {
+		v := e.GetEqualFoldAttributeValue("changenumber")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("ufds: changelog entry %s: changenumber %q is not an integer", e.DN, v)
+		}
+		if n < from {
+			continue
+		}
+		out = append(out, ChangelogEntry{
+			Number:     n,
+			TargetDN:   e.GetEqualFoldAttributeValue("targetdn"),
+			ChangeType: e.GetEqualFoldAttributeValue("changetype"),
+			Attrs:      changedAttrs(e.GetEqualFoldAttributeValue("changes")),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out, nil
+}
+
+// changedAttrs reads a changelog entry's "changes": for a modify, an
+// array of ldapjs changes {operation, modification: {type, vals}}; for
+// an add or delete, the entry as an object of attribute arrays.
+func changedAttrs(changes string) []string {
+	var list []struct {
+		Operation    string `json:"operation"`
+		Modification struct {
+			Type string `json:"type"`
+		} `json:"modification"`
+	}
+	if json.Unmarshal([]byte(changes), &list) == nil {
+		out := make([]string, 0, len(list))
+		for _, c := range list {
+			out = append(out, strings.ToLower(c.Modification.Type))
+		}
+		return out
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(changes), &obj) == nil {
+		out := make([]string, 0, len(obj))
+		for k := range obj {
+			out = append(out, strings.ToLower(k))
+		}
+		sort.Strings(out)
+		return out
+	}
+	return nil
+}
