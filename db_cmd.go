@@ -16,6 +16,7 @@ type DBCmd struct {
 
 	Zones  DBZonesCmd  `cmd:"" help:"List zones: name, serial, record count."`
 	Export DBExportCmd `cmd:"" help:"Print a zone as RFC 1035 zone text."`
+	Check  DBCheckCmd  `cmd:"" help:"Verify the file: journals replay to the stored zones, serials increase, no orphans."`
 }
 
 // open opens the file read-only.
@@ -87,4 +88,31 @@ func exportZone(w io.Writer, store *db.DB, zone string) error {
 		}
 		return nil
 	})
+}
+
+// DBCheckCmd verifies a db file.
+type DBCheckCmd struct{}
+
+func (DBCheckCmd) Run(c *DBCmd) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	probs, err := store.Check()
+	if err != nil {
+		return err
+	}
+	for _, p := range probs {
+		fmt.Println(p)
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%s: %d problems", c.Path, len(probs))
+	}
+	zones, err := store.Zones()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ok: %d zones consistent\n", len(zones))
+	return nil
 }

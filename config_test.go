@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The reference's own rendered config (sdc-apis.md §6) is accepted as is.
+const referenceConfig = `{
+	"my_name": "cns.coal.joyent.us",
+	"hostmaster": "hostmaster@joyent.us",
+	"forward_zones": {"Coal.CNS.joyent.us":{"networks":["*"]},"example.org":{"networks":["3b5913ec-42e6-4803-9c0b-c9b1c5603520"],"peers":["ns1.example.org"],"hidden_primary":true}},
+	"reverse_zones": {},
+	"allow_transfer": ["10.99.99.0/24", "127.0.0.1"],
+	"use_alias": true,
+	"full_poll_interval": 10000,
+	"reaper_poll_interval": 300000,
+	"redis_opts": { "dropBufferSupport": true },
+	"binder_domain": "binder.coal.joyent.us",
+	"ufds_opts": {"address": "ufds.coal.joyent.us", "bindDN": "cn=root", "bindPassword": "secret"},
+	"cnapi_opts": { "address": "cnapi.coal.joyent.us" },
+	"napi_opts": { "address": "napi.coal.joyent.us" },
+	"vmapi_opts": { "address": "vmapi.coal.joyent.us", "limit": 500 },
+	"changefeed_opts": {"resource": "vm", "subResources": ["alias","customer_metadata","destroyed","internal_metadata","nics","owner_uuid","server_uuid","state","tags"], "instance": "a1b2c3d4-e5f6-4a1b-8c2d-3e4f5a6b7c8d"}
+}`
+
+func TestParseReferenceConfig(t *testing.T) {
+	c, err := ParseConfig([]byte(referenceConfig), "config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings for the reference's own keys: %q", c.Warnings)
+	}
+	if names := []string{c.Forward[0].Name, c.Forward[1].Name}; !slices.Equal(names, []string{"coal.cns.joyent.us", "example.org"}) {
+		t.Errorf("zones %q: want file order, lower case", names)
+	}
+	if c.DBPath != defaultDBPath || !slices.Equal(c.DNSListen, defaultDNSListen) || c.MinNotifyInterval != 5*time.Second {
+		t.Errorf("defaults: db %s listen %v notify %v", c.DBPath, c.DNSListen, c.MinNotifyInterval)
+	}
+	if c.FullPollInterval != 10*time.Second || !c.UseAlias || c.UseLogin {
+		t.Errorf("fields: %+v", c)
+	}
+	if len(c.AllowTransfer) != 2 || c.AllowTransfer[1].String() != "127.0.0.1/32" {
+		t.Errorf("allow_transfer %v", c.AllowTransfer)
+	}
+
+	zc := c.ZoneConfig()
+	open := zc.Forward["coal.cns.joyent.us"]
+	if open.MName != "cns.coal.joyent.us." || open.RName != "hostmaster.joyent.us." || !slices.Equal(open.NS, []string{"cns.coal.joyent.us."}) {
+		t.Errorf("visible zone apex: %+v", open)
+	}
+	if open.Refresh != 30 || open.Retry != 60 || open.Expire != 2592000 || open.Minimum != 30 || open.SOATTL != 30 || open.NSTTL != 3600 {
+		t.Errorf("SOA timers: %+v", open)
+	}
+	hidden := zc.Forward["example.org"]
+	if hidden.MName != "ns1.example.org." || !slices.Equal(hidden.NS, []string{"ns1.example.org."}) {
+		t.Errorf("hidden primary: SOA %s NS %v, want the first peer and cns left out", hidden.MName, hidden.NS)
+	}
+}
+
+func TestParseConfigErrorsAndWarnings(t *testing.T) {
+	base := func() map[string]any {
+		var m map[string]any
+		json.Unmarshal([]byte(referenceConfig), &m)
+		return m
+	}
+	cases := []struct {
+		name string
+		edit func(map[string]any)
+		err  string // "" means valid
+		warn string
+	}{
+		{"unknown key warns", func(m map[string]any) { m["colour"] = "blue" }, "", `unknown key "colour"`},
+		{"use_alias as string", func(m map[string]any) { m["use_alias"] = "false" }, "", ""},
+		{"old slaves key", func(m map[string]any) {
+			m["forward_zones"] = map[string]any{"a.example": map[string]any{"networks": []string{"*"}, "slaves": []string{"ns2.example"}}}
+		}, "", ""},
+		{"missing my_name", func(m map[string]any) { delete(m, "my_name") }, "my_name: required", ""},
+		{"my_name not a host", func(m map[string]any) { m["my_name"] = "not a host" }, "my_name", ""},
+		{"empty forward_zones", func(m map[string]any) { m["forward_zones"] = map[string]any{} }, "at least one zone", ""},
+		{"duplicate zone by case", func(m map[string]any) {
+			m["forward_zones"] = map[string]any{"a.example": map[string]any{"networks": []string{"*"}}, "A.example": map[string]any{"networks": []string{"*"}}}
+		}, "listed twice", ""},
+		{"no networks", func(m map[string]any) {
+			m["forward_zones"] = map[string]any{"a.example": map[string]any{"peers": []string{"ns"}}}
+		}, "networks: required", ""},
+		{"hidden without peers", func(m map[string]any) {
+			m["forward_zones"] = map[string]any{"a.example": map[string]any{"networks": []string{"*"}, "hidden_primary": true}}
+		}, "needs at least one peer", ""},
+		{"bad peer", func(m map[string]any) { m["reverse_zones"] = map[string]any{"peers": []string{"not valid!"}} }, "reverse_zones.peers[0]", ""},
+		{"negative interval", func(m map[string]any) { m["min_notify_interval"] = -1 }, "must not be negative", ""},
+		{"api listen", func(m map[string]any) { m["api_server"] = map[string]any{"listen": "everywhere"} }, "api_server.listen", ""},
+		{"opts not an object", func(m map[string]any) { m["vmapi_opts"] = "vmapi" }, "vmapi_opts", ""},
+	}
+	for _, tc := range cases {
+		m := base()
+		tc.edit(m)
+		data, _ := json.Marshal(m)
+		c, err := ParseConfig(data, "cfg.json")
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "config cfg.json: ")):
+			t.Errorf("%s: error %v, want one naming the file and %q", tc.name, err, tc.err)
+		case tc.warn != "" && (c == nil || !strings.Contains(strings.Join(c.Warnings, "\n"), tc.warn)):
+			t.Errorf("%s: warnings %v, want %q", tc.name, c.Warnings, tc.warn)
+		}
+	}
+}
+
+// Relative paths in a config file are relative to the file.
+func TestLoadConfigRelativePaths(t *testing.T) {
+	c, err := LoadConfig("testdata/cns.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DBPath != "testdata/var/cns.db" || c.InventoryFile != "testdata/inventory.json" {
+		t.Errorf("paths: db %s inventory %s", c.DBPath, c.InventoryFile)
+	}
+	if _, err := os.Stat(c.InventoryFile); err != nil {
+		t.Error(err)
+	}
+}
+
+// Every log line is one JSON object with bunyan's fields, and secrets
+// never appear.
+func TestBunyanLog(t *testing.T) {
+	var buf bytes.Buffer
+	level := new(slog.LevelVar)
+	log := slog.New(newBunyanHandler(&buf, "cns", level))
+	log.Info("hello", "zone", "a.example", "serial", 42, "bindPassword", "hunter2")
+	log.With("feed", "vmapi").WithGroup("http").Warn("slow", "took", time.Second)
+	log.Debug("not shown at info")
+	log.Error("failed", "err", os.ErrNotExist, "msg", "shadow")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines: %q", len(lines), lines)
+	}
+	wantLevels := []float64{30, 40, 50}
+	for i, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %d is not JSON: %s", i, line)
+		}
+		for _, k := range []string{"name", "hostname", "pid", "level", "msg", "time", "v"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("line %d lacks %q: %s", i, k, line)
+			}
+		}
+		if m["level"] != wantLevels[i] {
+			t.Errorf("line %d level %v, want %v", i, m["level"], wantLevels[i])
+		}
+		if _, err := time.Parse(time.RFC3339, m["time"].(string)); err != nil {
+			t.Errorf("line %d time: %v", i, err)
+		}
+	}
+	if strings.Contains(buf.String(), "hunter2") {
+		t.Error("a secret reached the log")
+	}
+	if !strings.Contains(lines[1], `"feed":"vmapi"`) || !strings.Contains(lines[1], `"http.took":"1s"`) {
+		t.Errorf("attrs and groups: %s", lines[1])
+	}
+	if !strings.Contains(lines[2], `"msg":"failed"`) || !strings.Contains(lines[2], `"attr.msg":"shadow"`) {
+		t.Errorf("core fields shadowed: %s", lines[2])
+	}
+}
