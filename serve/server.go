@@ -352,4 +352,3 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
-
