@@ -84,7 +84,8 @@ func TestKill9DuringChanges(t *testing.T) {
 	writeInventory(t, invPath, inv)
 	cfg := testConfig(t, dir, "", func(c map[string]any) { c["inventory_file"] = invPath })
 	dbPath := filepath.Join(dir, "cns.db")
-	rng := rand.New(rand.NewPCG(1, 2))
+	churnRNG := rand.New(rand.NewPCG(1, 2)) // owned by the churn goroutine of the round
+	killRNG := rand.New(rand.NewPCG(3, 4))
 
 	var lastSerial uint32
 	generation := 0
@@ -103,14 +104,14 @@ func TestKill9DuringChanges(t *testing.T) {
 				default:
 				}
 				generation++
-				mutate(inv, rng, generation)
+				mutate(inv, churnRNG, generation)
 				writeInventory(t, invPath, inv)
 				time.Sleep(50 * time.Millisecond) // pace the edits, not a synchronisation
 			}
 		}()
 		// Kill at a random moment once commits are flowing.
 		p.waitLog(20*time.Second, func(l logLine) bool { return l.str("msg") == "committed" })
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(killRNG.IntN(400)) * time.Millisecond)
 		p.stop(syscall.SIGKILL)
 		close(stop)
 		<-churned

@@ -267,18 +267,10 @@ func (s *Server) Listen() error {
 		if err != nil {
 			return fmt.Errorf("dns_listen %q: %w", addr, err)
 		}
-		conns, err := listenUDP(ap, s.cfg.UDPSockets)
+		conns, ln, err := listenPair(ap, s.cfg.UDPSockets)
 		if err != nil {
 			s.Close()
-			return fmt.Errorf("listen udp %s: %w", addr, err)
-		}
-		ln, err := net.Listen("tcp", conns[0].LocalAddr().String())
-		if err != nil {
-			for _, c := range conns {
-				c.Close()
-			}
-			s.Close()
-			return fmt.Errorf("listen tcp %s: %w", addr, err)
+			return fmt.Errorf("dns_listen %s: %w", addr, err)
 		}
 		s.lmu.Lock()
 		s.udp = append(s.udp, conns...)
@@ -299,6 +291,27 @@ func (s *Server) Listen() error {
 		s.log.Info("listening", "udp", conns[0].LocalAddr().String(), "tcp", ln.Addr().String(), "udp_sockets", len(conns))
 	}
 	return nil
+}
+
+// listenPair binds UDP and TCP on the same port. With port 0 the kernel
+// picks the UDP port, which may be taken for TCP: then it tries again.
+func listenPair(ap netip.AddrPort, sockets int) ([]net.PacketConn, net.Listener, error) {
+	for attempt := 0; ; attempt++ {
+		conns, err := listenUDP(ap, sockets)
+		if err != nil {
+			return nil, nil, fmt.Errorf("udp: %w", err)
+		}
+		ln, err := net.Listen("tcp", conns[0].LocalAddr().String())
+		if err == nil {
+			return conns, ln, nil
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		if ap.Port() != 0 || attempt == 20 {
+			return nil, nil, fmt.Errorf("tcp: %w", err)
+		}
+	}
 }
 
 // Addrs returns the bound UDP and TCP addresses (useful with port 0).

@@ -175,8 +175,11 @@ type Feed struct {
 	missing   map[string]bool       // owners whose lookup failed
 	adminUUID string
 	servers   map[string]Server // the last CNAPI listing, by uuid
+	haveCNAPI bool
 	haveNAPI  bool
-	networks  map[string]bool // network uuids of the last NAPI listing
+	nets      []Network // the last NAPI listing
+	pools     []NetworkPool
+	networks  map[string]bool // its network uuids
 	status    Status
 }
 
@@ -352,7 +355,6 @@ func (f *Feed) enqueue(ch *Change) {
 			p.change = ch
 		} else if !newer(p.change.Object, ch.Object) && !sameRaw(p.change, ch) {
 			p.change = nil
-			p.attempts = max(p.attempts, 0)
 		}
 	}
 	if !p.queued && !p.retrying && !f.inflight[id] {
@@ -798,7 +800,7 @@ func (f *Feed) fullSync(ctx context.Context) error {
 	f.sink.ReportFeed(HealthCNAPI, err)
 	if err != nil {
 		f.mu.Lock()
-		known := len(f.servers) > 0
+		known := f.haveCNAPI
 		servers = slices.Collect(maps.Values(f.servers))
 		f.mu.Unlock()
 		if !known {
@@ -810,11 +812,11 @@ func (f *Feed) fullSync(ctx context.Context) error {
 	if err != nil {
 		f.mu.Lock()
 		known := f.haveNAPI
+		nets, pools = f.nets, f.pools
 		f.mu.Unlock()
 		if !known {
 			return fmt.Errorf("no network listing yet: %w", err)
 		}
-		nets, pools = nil, nil // keep the sink's
 	}
 	vms, err := f.vmapi.ListAllVMs(ctx, VMFilter{State: "active"})
 	f.sink.ReportFeed(HealthVMAPI, err)
@@ -834,41 +836,35 @@ func (f *Feed) fullSync(ctx context.Context) error {
 
 	f.sinkMu.Lock()
 	f.mu.Lock()
-	inv := &Inventory{Servers: servers, Networks: nets, NetworkPools: pools}
+	admin := f.adminUUID
+	f.mu.Unlock()
+	all := mergeRecent(append(vms, cnVMs(servers, admin)...), f.recent)
+	f.listing, f.recent = false, nil
+	clear(owners)
+	for i := range all {
+		owners[strings.ToLower(all[i].OwnerUUID)] = true
+	}
+	inv := &Inventory{VMs: all, Servers: servers, Networks: nets, NetworkPools: pools}
+	f.mu.Lock()
 	for o, c := range f.users {
-		if owners[o] || o == f.adminUUID || f.missing[o] {
+		if owners[o] || o == admin {
 			inv.Users = append(inv.Users, c.user)
 		} else {
 			delete(f.users, o) // owns nothing any more
 		}
 	}
-	inv.VMs = append(vms, cnVMs(servers, f.adminUUID)...)
 	f.mu.Unlock()
-	if nets == nil {
-		// NAPI failed: an inventory needs networks, so reuse the sink's
-		// by leaving them out of the comparison below.
-		f.mu.Lock()
-		f.mu.Unlock()
-	}
-	inv.VMs = mergeRecent(inv.VMs, f.recent)
-	f.listing, f.recent = false, nil
-	if nets == nil {
-		f.sink.SetServers(inv.Servers, "vmapi full listing")
-	}
 	f.sink.SetInventory(inv, "vmapi full listing")
 	applied = true
 	f.sinkMu.Unlock()
 
 	f.mu.Lock()
-	if len(servers) > 0 {
-		f.servers = map[string]Server{}
-		for _, s := range servers {
-			f.servers[strings.ToLower(s.UUID)] = s
-		}
+	f.servers = map[string]Server{}
+	for _, s := range servers {
+		f.servers[strings.ToLower(s.UUID)] = s
 	}
-	if nets != nil {
-		f.setNetworkSet(nets)
-	}
+	f.haveCNAPI = true
+	f.setNetworkSet(nets, pools)
 	listed := make(map[string]bool, len(inv.VMs))
 	for i := range inv.VMs {
 		listed[strings.ToLower(inv.VMs[i].UUID)] = true
@@ -1035,7 +1031,8 @@ func (f *Feed) listNetworks(ctx context.Context) ([]Network, []NetworkPool, erro
 	return nets, pools, nil
 }
 
-func (f *Feed) setNetworkSet(nets []Network) {
+func (f *Feed) setNetworkSet(nets []Network, pools []NetworkPool) {
+	f.nets, f.pools = nets, pools
 	f.networks = make(map[string]bool, len(nets))
 	for _, n := range nets {
 		f.networks[strings.ToLower(n.UUID)] = true
@@ -1068,7 +1065,7 @@ func (f *Feed) pollNAPI(ctx context.Context) {
 		wait = f.cfg.NAPIInterval
 		f.sinkMu.Lock()
 		f.mu.Lock()
-		f.setNetworkSet(nets)
+		f.setNetworkSet(nets, pools)
 		f.mu.Unlock()
 		f.sink.SetNetworks(nets, pools, "networks polled")
 		f.sinkMu.Unlock()
@@ -1155,7 +1152,8 @@ func (f *Feed) readChangelog(ctx context.Context, last *int64, refresh map[strin
 		for i := range entries {
 			e := &entries[i]
 			id, ok := e.AccountUUID()
-			if ok && (f.users[id] != (cachedUser{}) || f.missing[id]) &&
+			_, cached := f.users[id]
+			if ok && (cached || f.missing[id]) &&
 				(e.ChangeType == "add" || e.Touches(flagAttrs...)) {
 				refresh[id] = true
 			}
@@ -1181,6 +1179,9 @@ func (f *Feed) refreshUsers(ctx context.Context, refresh map[string]bool) error 
 		case err == nil:
 			f.setUser(*usr, "ufds changelog")
 		case errors.Is(err, ErrNotFound):
+			f.mu.Lock()
+			delete(f.missing, id) // looked up again by the next full listing
+			f.mu.Unlock()
 		default:
 			return err
 		}
