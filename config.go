@@ -278,6 +278,15 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	if _, err := get("inventory_file", &c.InventoryFile); err != nil {
 		return nil, err
 	}
+	if c.InventoryFile == "" { // the SDC feeds: their keys must be usable
+		if _, err := sdc.ParseEndpoints(c.VMAPI, c.CNAPI, c.NAPI, c.UFDS, c.Changefeed); err != nil {
+			var oe *sdc.OptionError
+			if errors.As(err, &oe) {
+				return nil, bad(oe.Key, "%s", oe.Problem)
+			}
+			return nil, bad("", "%v", err)
+		}
+	}
 	var api struct {
 		Listen string `json:"listen"`
 	}

@@ -82,7 +82,11 @@ func (c *ServeCmd) Run() error {
 		f := &file.Feed{Path: cfg.InventoryFile, Updater: u, Logger: log}
 		wg.Go(func() { f.Run(ctx) })
 	} else {
-		log.Warn("no inventory_file configured and the SDC feeds are not built in yet: serving what the db holds")
+		f, err := newSDCFeed(cfg, u, log)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { f.Run(ctx) })
 	}
 
 	<-ctx.Done()

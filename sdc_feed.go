@@ -1,0 +1,28 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+)
+
+// newSDCFeed builds the SDC feed from the reference's *_opts keys (which
+// LoadConfig has already checked) and its poll intervals.
+func newSDCFeed(cfg *Config, u *feeds.Updater, log *slog.Logger) (*sdc.Feed, error) {
+	ep, err := sdc.ParseEndpoints(cfg.VMAPI, cfg.CNAPI, cfg.NAPI, cfg.UFDS, cfg.Changefeed)
+	if err != nil {
+		return nil, &ConfigError{File: cfg.Path, Problem: err.Error()}
+	}
+	full := sdc.ServeFullPollInterval(cfg.FullPollInterval)
+	if cfg.FullPollInterval != 0 && full != cfg.FullPollInterval {
+		log.Info("full_poll_interval raised to its floor: the changefeed carries changes, full listings are a safety net",
+			"configured", cfg.FullPollInterval.String(), "used", full.String())
+	}
+	return sdc.NewFeed(sdc.Config{
+		Endpoints:        ep,
+		FullPollInterval: full,
+		ReaperInterval:   cfg.ReaperPollInterval,
+		Logger:           log,
+	}, u)
+}
