@@ -112,17 +112,26 @@ func (c *VMAPI) ListVMs(ctx context.Context, f VMFilter, limit int, marker strin
 
 // ProbeMarker asks VMAPI whether it pages by marker, as CNS does: a marker
 // below every uuid must give an empty page. A 409 (marker is an unknown
-// parameter) or a non-empty page means offset paging.
+// parameter) or a non-empty page means offset paging. The answer is
+// remembered for the listings.
 func (c *VMAPI) ProbeMarker(ctx context.Context) (bool, error) {
 	page, err := c.ListVMs(ctx, VMFilter{State: "active"}, 1, "000000", 0)
 	var ae *APIError
+	marker := false
 	switch {
 	case errors.As(err, &ae) && ae.Status == http.StatusConflict:
-		return false, nil
 	case err != nil:
 		return false, err
+	default:
+		marker = len(page.VMs) == 0
 	}
-	return len(page.VMs) == 0, nil
+	c.mu.Lock()
+	c.paging = pagingOffset
+	if marker {
+		c.paging = pagingMarker
+	}
+	c.mu.Unlock()
+	return marker, nil
 }
 
 // ErrIncompleteListing means a full listing could not be trusted to hold
@@ -147,9 +156,6 @@ func (c *VMAPI) ListAllVMs(ctx context.Context, f VMFilter) ([]VM, error) {
 		if marker {
 			mode = pagingMarker
 		}
-		c.mu.Lock()
-		c.paging = mode
-		c.mu.Unlock()
 	}
 	if mode == pagingMarker {
 		return c.listByMarker(ctx, f)
