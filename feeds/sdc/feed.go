@@ -838,7 +838,7 @@ func (f *Feed) fullSync(ctx context.Context) error {
 	f.mu.Lock()
 	admin := f.adminUUID
 	f.mu.Unlock()
-	all := mergeRecent(append(vms, cnVMs(servers, admin)...), f.recent)
+	all := mergeRecent(append(vms, CNVMs(servers, admin)...), f.recent)
 	f.listing, f.recent = false, nil
 	clear(owners)
 	for i := range all {
@@ -911,12 +911,12 @@ func mergeRecent(vms []VM, recent map[string]*VM) []VM {
 
 // ---- compute nodes (CNAPI) ----
 
-// cnVMs are the reference's fake VMs for compute nodes (TRITON-359): one
+// CNVMs returns the reference's fake VMs for compute nodes (TRITON-359): one
 // per CN, owned by the admin account, with the CN's hostname as its
 // smartdc_role and one admin NIC. Record generation strips the admin NIC,
 // leaving exactly the <server_uuid>.cmon names CMON looks CNs up by.
 // Without an admin account there are none, as in the reference.
-func cnVMs(servers []Server, adminUUID string) []VM {
+func CNVMs(servers []Server, adminUUID string) []VM {
 	if adminUUID == "" {
 		return nil
 	}
@@ -989,7 +989,7 @@ func (f *Feed) applyServers(servers []Server) []string {
 	admin := f.adminUUID
 	f.mu.Unlock()
 	f.sink.SetServers(servers, "compute nodes polled")
-	for _, vm := range cnVMs(servers, admin) {
+	for _, vm := range CNVMs(servers, admin) {
 		f.sink.SetVM(&vm, "compute nodes polled")
 	}
 	if admin != "" {

@@ -1,0 +1,714 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/serve"
+)
+
+// The SDC end-to-end tests run cns in-process (db, updater, SDC feed, DNS
+// server) against the SDC simulator, over real sockets on 127.0.0.1, and
+// look at the result the way a resolver does: DNS queries.
+
+// sdcCNS is one in-process cns fed by the SDC feed.
+type sdcCNS struct {
+	t      testing.TB
+	store  *db.DB
+	srv    *serve.Server
+	u      *feeds.Updater
+	feed   *sdc.Feed
+	addr   string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// testFeedConfig points a feed at sim with intervals short enough for
+// tests. The full listing is rare: changes must arrive through the
+// changefeed, CNAPI, NAPI and UFDS paths, not a periodic re-list.
+func testFeedConfig(t testing.TB, sim *sdctest.Sim) sdc.Config {
+	t.Helper()
+	raw := map[string]json.RawMessage{}
+	for k, v := range sim.Config() {
+		raw[k], _ = json.Marshal(v)
+	}
+	ep, err := sdc.ParseEndpoints(raw["vmapi_opts"], raw["cnapi_opts"], raw["napi_opts"], raw["ufds_opts"], raw["changefeed_opts"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sdc.Config{
+		Endpoints:            ep,
+		FullPollInterval:     time.Hour,
+		FallbackPollInterval: time.Hour,
+		ReaperInterval:       time.Hour,
+		CNAPIInterval:        100 * time.Millisecond,
+		NAPIInterval:         100 * time.Millisecond,
+		UFDSInterval:         50 * time.Millisecond,
+		Heartbeat:            200 * time.Millisecond,
+		RequestTimeout:       time.Second,
+		RetryMin:             20 * time.Millisecond,
+		RetryMax:             300 * time.Millisecond,
+	}
+}
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("CNS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startSDCCNS opens (or reopens) the db at dbPath and runs cns on it
+// with the SDC feed configured by fc.
+func startSDCCNS(t testing.TB, dbPath string, fc sdc.Config) *sdcCNS {
+	t.Helper()
+	cfg, err := LoadConfig("testdata/cns.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := quietLogger()
+	store, err := db.Open(dbPath, db.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.New(serve.Config{Listen: []string{"127.0.0.1:0"}, Logger: log}, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	udp, _ := srv.Addrs()
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.Logger = log
+	f, err := sdc.NewFeed(fc, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &sdcCNS{t: t, store: store, srv: srv, u: u, feed: f, addr: udp[0], cancel: cancel}
+	c.wg.Go(func() { srv.Warm() })
+	c.wg.Go(func() { u.Run(ctx) })
+	c.wg.Go(func() { f.Run(ctx) })
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *sdcCNS) stop() {
+	if c.cancel == nil {
+		return
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.srv.Close()
+	c.store.Close()
+	c.cancel = nil
+}
+
+// synced waits until the feed applied a full listing and the updater
+// committed everything.
+func (c *sdcCNS) synced(timeout time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, "the first full listing to be committed", timeout, func() bool {
+		return c.feed.Status().FullSyncs > 0 && c.u.Pending() == 0 && c.feed.Status().Pending == 0
+	})
+}
+
+// waitFor polls cond every few milliseconds until it holds or the
+// deadline passes, and returns how long that took.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// answer asks cns over UDP and returns the rcode and the answer records
+// as text.
+func (c *sdcCNS) answer(name string, qtype uint16) (int, []string) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	cl := &dns.Client{Timeout: time.Second}
+	r, _, err := cl.Exchange(m, c.addr)
+	if err != nil {
+		return -1, nil
+	}
+	var out []string
+	for _, rr := range r.Answer {
+		out = append(out, strings.ReplaceAll(rr.String(), "\t", " "))
+	}
+	sort.Strings(out)
+	return r.Rcode, out
+}
+
+// hasA reports whether name answers an A record with address ip (or, ip
+// empty, any address).
+func (c *sdcCNS) hasA(name, ip string) bool {
+	rcode, ans := c.answer(name, dns.TypeA)
+	if rcode != dns.RcodeSuccess {
+		return false
+	}
+	for _, a := range ans {
+		if strings.HasSuffix(a, " A "+ip) || (ip == "" && strings.Contains(a, " A ")) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *sdcCNS) nxdomain(name string) bool {
+	rcode, _ := c.answer(name, dns.TypeA)
+	return rcode == dns.RcodeNameError
+}
+
+// dumpZones renders every stored zone, apex excluded, as sorted lines.
+func dumpZones(t testing.TB, store *db.DB) map[string][]string {
+	t.Helper()
+	zones, err := store.Zones()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, z := range zones {
+		var lines []string
+		err := store.ScanZone(z.Name, func(owner []byte, rrs db.RRs) error {
+			name := db.WireToString(owner)
+			list, err := rrs.ToRR(name)
+			if err != nil {
+				return err
+			}
+			for _, rr := range list {
+				lines = append(lines, strings.ReplaceAll(rr.String(), "\t", " "))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(lines)
+		if len(lines) > 0 {
+			out[z.Name] = lines
+		}
+	}
+	return out
+}
+
+// truth computes, with a fresh store and updater, what cns must publish
+// for the simulator's current world: its VMs (the destroyed ones too),
+// the compute nodes' cmon VMs, owners, networks and pools.
+func truth(t testing.TB, sim *sdctest.Sim) map[string][]string {
+	t.Helper()
+	cfg, _ := LoadConfig("testdata/cns.json")
+	inv := sim.Inventory()
+	admin := ""
+	for _, u := range inv.Users {
+		if u.Login == "admin" {
+			admin = strings.ToLower(u.UUID)
+		}
+	}
+	inv.VMs = append(inv.VMs, sdc.CNVMs(inv.Servers, admin)...)
+	store, err := db.Open(filepath.Join(t.TempDir(), "truth.db"), db.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetInventory(&inv, "truth")
+	for u.Pending() > 0 {
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dumpZones(t, store)
+}
+
+// converged waits until cns publishes exactly the simulator's truth.
+func (c *sdcCNS) converged(sim *sdctest.Sim, timeout time.Duration) time.Duration {
+	c.t.Helper()
+	var want, got map[string][]string
+	start := time.Now()
+	for {
+		want = truth(c.t, sim)
+		if c.u.Pending() == 0 && c.feed.Status().Pending == 0 {
+			got = dumpZones(c.t, c.store)
+			if maps.EqualFunc(got, want, slices.Equal[[]string]) {
+				return time.Since(start)
+			}
+		}
+		if time.Since(start) > timeout {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for z := range want {
+		for _, l := range want[z] {
+			if !slices.Contains(got[z], l) {
+				c.t.Errorf("missing in %s: %s", z, l)
+			}
+		}
+		for _, l := range got[z] {
+			if !slices.Contains(want[z], l) {
+				c.t.Errorf("extra in %s: %s", z, l)
+			}
+		}
+	}
+	c.t.Fatalf("cns did not converge to the simulator's world within %v (feed %+v, updater pending %d, feeds %+v)",
+		timeout, c.feed.Status(), c.u.Pending(), c.u.Feeds())
+	return 0
+}
+
+func loadDefaultDC(t testing.TB) sdc.Inventory {
+	t.Helper()
+	inv, err := sdctest.LoadFile("testdata/inventory.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+// IDs of the default data center (testdata/inventory.json).
+const (
+	dcAlice    = "6c96670e-4204-4bc0-bd64-b4c576c09876"
+	dcBob      = "0a565296-4e53-477d-b118-b89e25e1af62"
+	dcCN01     = "f3c0a6aa-07e9-433a-add6-bdc0c11cd0b9"
+	dcWeb0     = "fb576cd8-2cf6-4182-b2a9-c6ba9c73834e"
+	dcExternal = "5840750e-9b5f-413b-9413-4c392c07ca35"
+	dcExt2     = "8ead9fff-d292-4cea-a202-f16bb6228d2e"
+	dcPool     = "c66bd90b-6e21-4a55-a4b5-18f6010c6b14"
+	cnsZone    = "us-west-1.cns.example.com"
+	intZone    = "us-west-1.int.example.com"
+)
+
+// The first full listing publishes exactly what the inventory file feed
+// publishes for the same data center, plus the compute nodes' cmon names.
+func TestSDCInitialSync(t *testing.T) {
+	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
+	c.synced(20 * time.Second)
+	c.converged(sim, 5*time.Second)
+
+	want, _, inv := expectedDC(t)
+	for k, records := range want {
+		_, got := c.answer(k.owner, k.qtype)
+		if !slices.Equal(got, records) {
+			t.Errorf("%s %s:\n got %q\nwant %q", k.owner, dns.TypeToString[k.qtype], got, records)
+		}
+	}
+	for _, s := range inv.Servers {
+		for _, z := range []string{cnsZone, intZone} {
+			name := s.UUID + ".cmon." + z
+			if _, got := c.answer(name, dns.TypeCNAME); len(got) != 1 || !strings.HasSuffix(got[0], "CNAME cmon."+z+".") {
+				t.Errorf("CN cmon name %s: %q", name, got)
+			}
+		}
+	}
+	for _, f := range c.u.Feeds() {
+		if !f.Healthy {
+			t.Errorf("feed %s unhealthy: %s", f.Name, f.Reason)
+		}
+	}
+}
+
+func newTestVM(uuid, owner, server, alias, ip, network string) sdc.VM {
+	vlan := 0
+	return sdc.VM{UUID: uuid, Alias: &alias, OwnerUUID: owner, ServerUUID: server, State: "running", Brand: "joyent",
+		NICs: []sdc.NIC{{Interface: "net0", MAC: "90:b8:d0:aa:bb:01", VLANID: &vlan, NICTag: "external",
+			IP: ip, IPs: []string{ip + "/25"}, NetworkUUID: network, Primary: true}},
+		Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
+}
+
+// Every kind of change in the data center reaches DNS, through the path
+// the SDC APIs give it (changefeed, CNAPI poll, NAPI poll, UFDS
+// changelog), each timed.
+func TestSDCChangesReachDNS(t *testing.T) {
+	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{ResourceObject: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
+	c.synced(20 * time.Second)
+
+	const vm = "5e1f0000-0000-4000-8000-000000000001"
+	inst := func(alias, login, zone string) string { return alias + ".inst." + login + "." + zone }
+	hour := func(d time.Duration) *string { s := time.Now().Add(d).UTC().Format(time.RFC3339Nano); return &s }
+	steps := []struct {
+		name   string
+		change func() error
+		done   func() bool
+	}{
+		{"VM created", func() error {
+			return sim.CreateVM(newTestVM(vm, dcAlice, dcCN01, "fresh", "198.51.100.99", dcExternal))
+		}, func() bool { return c.hasA(inst("fresh", "alice", cnsZone), "198.51.100.99") }},
+		{"tag added (services)", func() error { return sim.SetTag(vm, "triton.cns.services", "api:8080") },
+			func() bool { return c.hasA("api.svc.alice."+cnsZone, "198.51.100.99") }},
+		{"metadata added (acme challenge)", func() error { return sim.SetMetadata(vm, "triton.cns.acme-challenge", "tok3n") },
+			func() bool {
+				_, ans := c.answer("_acme-challenge."+inst("fresh", "alice", cnsZone), dns.TypeTXT)
+				return len(ans) == 1 && strings.Contains(ans[0], "tok3n")
+			}},
+		{"alias changed", func() error { return sim.SetAlias(vm, "renamed") },
+			func() bool {
+				return c.hasA(inst("renamed", "alice", cnsZone), "198.51.100.99") && c.nxdomain(inst("fresh", "alice", cnsZone))
+			}},
+		{"IP changed", func() error {
+			v, _ := sim.VM(vm)
+			v.NICs[0].IP, v.NICs[0].IPs = "198.51.100.98", []string{"198.51.100.98/25"}
+			return sim.SetNICs(vm, v.NICs)
+		}, func() bool {
+			return c.hasA(inst("renamed", "alice", cnsZone), "198.51.100.98") && !c.hasA(inst("renamed", "alice", cnsZone), "198.51.100.99")
+		}},
+		{"VM stopped", func() error { return sim.StopVM(vm) },
+			func() bool {
+				// Out of the service (a "verifying:" TXT stays, as in CNS).
+				return c.hasA(inst("renamed", "alice", cnsZone), "198.51.100.98") && !c.hasA("api.svc.alice."+cnsZone, "")
+			}},
+		{"VM started", func() error { return sim.StartVM(vm) },
+			func() bool { return c.hasA("api.svc.alice."+cnsZone, "198.51.100.98") }},
+		{"tag disables the VM", func() error { return sim.SetTag(vm, "triton.cns.disable", true) },
+			func() bool { return c.nxdomain(inst("renamed", "alice", cnsZone)) }},
+		{"tag removed", func() error { return sim.DeleteTag(vm, "triton.cns.disable") },
+			func() bool { return c.hasA(inst("renamed", "alice", cnsZone), "198.51.100.98") }},
+		{"VM destroyed", func() error { return sim.DestroyVM(vm) },
+			func() bool {
+				return c.nxdomain(inst("renamed", "alice", cnsZone)) && c.nxdomain("api.svc.alice."+cnsZone)
+			}},
+		{"user opts out", func() error { return sim.SetUserFlag(dcBob, "triton_cns_enabled", "false") },
+			func() bool { return c.nxdomain(inst("nginx-1", "bob", cnsZone)) }},
+		{"user opts in", func() error { return sim.SetUserFlag(dcBob, "triton_cns_enabled", "true") },
+			func() bool { return c.hasA(inst("nginx-1", "bob", cnsZone), "198.51.100.40") }},
+		{"login renamed", func() error { return sim.SetUserAttrs(dcBob, map[string]string{"login": "robert"}) },
+			func() bool {
+				return c.hasA(inst("nginx-1", "robert", cnsZone), "198.51.100.40") && c.nxdomain(inst("nginx-1", "bob", cnsZone))
+			}},
+		{"CN down", func() error { return sim.ServerDown(dcCN01) },
+			func() bool {
+				return !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") && c.hasA(inst("web0", "alice", cnsZone), "198.51.100.30")
+			}},
+		{"CN up", func() error {
+			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.Status, s.LastHeartbeat = "running", hour(0) })
+		}, func() bool { return c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") }},
+		{"CN rebooted: its instances leave services", func() error {
+			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = *hour(0) })
+		}, func() bool {
+			return !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") && c.hasA("web.svc.alice."+cnsZone, "198.51.100.31")
+		}},
+		{"CN settled after its reboot", func() error {
+			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = *hour(-3 * time.Minute) })
+		}, func() bool { return c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") }},
+		{"pool loses a network", func() error {
+			return sim.PutNetworkPool(sdc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal}})
+		}, func() bool {
+			return c.nxdomain(inst("mail", "alice", cnsZone)) && c.hasA(inst("mail", "alice", intZone), "198.51.100.150")
+		}},
+		{"pool regains it", func() error {
+			return sim.PutNetworkPool(sdc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal, dcExt2}})
+		}, func() bool { return c.hasA(inst("mail", "alice", cnsZone), "198.51.100.150") }},
+		{"CN added: its cmon name", func() error {
+			hb := hour(0)
+			return sim.PutServer(sdc.Server{UUID: "c0ffee00-0000-4000-8000-000000000001", Hostname: "cn09", Setup: true,
+				Status: "running", LastHeartbeat: hb, LastBoot: "2025-01-01T00:00:00.000Z"})
+		}, func() bool {
+			_, ans := c.answer("c0ffee00-0000-4000-8000-000000000001.cmon."+cnsZone, dns.TypeCNAME)
+			return len(ans) == 1
+		}},
+		{"CN removed", func() error { return sim.RemoveServer("c0ffee00-0000-4000-8000-000000000001") },
+			func() bool { return c.nxdomain("c0ffee00-0000-4000-8000-000000000001.cmon." + cnsZone) }},
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.change(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		waitFor(t, s.name, 10*time.Second, s.done)
+		t.Logf("%-45s answered in %v", s.name, time.Since(start).Round(time.Millisecond))
+	}
+	if n := c.feed.Status().FullSyncs; n != 1 {
+		t.Errorf("%d full listings: the changes should have come without re-listing", n)
+	}
+	c.converged(sim, 5*time.Second)
+}
+
+// churner changes the data center continuously: creates VMs, renames,
+// stops, starts and destroys them. It never touches the VMs of the
+// initial inventory, which tests sample to prove that no zone is emptied.
+type churner struct {
+	sim  *sdctest.Sim
+	n    int
+	live []string
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startChurn(sim *sdctest.Sim, base int) *churner {
+	ch := &churner{sim: sim, n: base, stop: make(chan struct{}), done: make(chan struct{})}
+	go ch.run()
+	return ch
+}
+
+func (ch *churner) run() {
+	defer close(ch.done)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ch.stop:
+			return
+		case <-t.C:
+		}
+		switch {
+		case len(ch.live) < 5 || i%4 == 0:
+			ch.n++
+			id := fmt.Sprintf("c4a50000-0000-4000-8000-%012x", ch.n)
+			ip := fmt.Sprintf("198.51.100.%d", 64+ch.n%60)
+			if ch.sim.CreateVM(newTestVM(id, dcAlice, dcCN01, fmt.Sprintf("churn%d", ch.n), ip, dcExternal)) == nil {
+				ch.live = append(ch.live, id)
+			}
+		case i%4 == 1:
+			ch.sim.SetAlias(ch.live[i%len(ch.live)], fmt.Sprintf("churn-renamed%d", i))
+		case i%4 == 2:
+			id := ch.live[i%len(ch.live)]
+			if v, _ := ch.sim.VM(id); v.State == "running" {
+				ch.sim.StopVM(id)
+			} else {
+				ch.sim.StartVM(id)
+			}
+		default:
+			k := i % len(ch.live)
+			ch.sim.DestroyVM(ch.live[k])
+			ch.live = slices.Delete(ch.live, k, k+1)
+		}
+	}
+}
+
+func (ch *churner) halt() {
+	close(ch.stop)
+	<-ch.done
+}
+
+// stableNames are names of the initial data center that churn never
+// touches, with their address.
+var stableNames = map[string]string{
+	"web0.inst.alice." + cnsZone:       "198.51.100.30",
+	"web1.inst.alice." + cnsZone:       "198.51.100.31",
+	"mail.inst.alice." + cnsZone:       "198.51.100.150",
+	"nginx-1.inst.bob." + cnsZone:      "198.51.100.40",
+	"ubuntu-dev.inst.bob." + cnsZone:   "198.51.100.160",
+	"web0.inst.alice." + intZone:       "192.168.128.10",
+	"worker.svc.alice." + intZone:      "192.168.128.30",
+	"cloudapi." + cnsZone:              "198.51.100.20",
+	"db.svc.alice." + intZone:          "192.168.128.20",
+	"nginx.svc.bob." + cnsZone:         "198.51.100.40",
+	"web.svc.alice." + cnsZone:         "198.51.100.31",
+	"batch0.inst.alice." + cnsZone:     "198.51.100.140",
+	"redis-1.inst.bob." + intZone:      "192.168.128.20",
+	"legacy-app.inst.alice." + intZone: "192.168.128.60",
+	"db0.inst.alice." + intZone:        "192.168.128.20",
+	"f47889c3-2578-42e6-a1e6-7d0ef46e7fd6.inst.6c96670e-4204-4bc0-bd64-b4c576c09876." + cnsZone: "198.51.100.32",
+}
+
+// sampler queries the stable names continuously and records every
+// answer that lost one: the proof that an outage never empties a zone.
+type sampler struct {
+	c       *sdcCNS
+	mu      sync.Mutex
+	samples int
+	lost    []string
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startSampler(c *sdcCNS) *sampler {
+	s := &sampler{c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			for name, ip := range stableNames {
+				select {
+				case <-s.stop:
+					return
+				default:
+				}
+				ok := c.hasA(name, ip)
+				s.mu.Lock()
+				s.samples++
+				if !ok {
+					s.lost = append(s.lost, name)
+				}
+				s.mu.Unlock()
+			}
+			for _, z := range []string{cnsZone, intZone} {
+				if rcode, ans := c.answer(z, dns.TypeSOA); rcode != dns.RcodeSuccess || len(ans) != 1 {
+					s.mu.Lock()
+					s.lost = append(s.lost, z+" SOA")
+					s.mu.Unlock()
+				}
+			}
+			time.Sleep(time.Millisecond) // pace: leave CPU to cns on small machines
+		}
+	}()
+	return s
+}
+
+func (s *sampler) halt() (int, []string) {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples, s.lost
+}
+
+// Faults of every service during churn: cns keeps answering every name it
+// had, reports the feed degraded, and converges to the simulator's world
+// once the fault is gone.
+func TestSDCFaultsDuringChurn(t *testing.T) {
+	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	fc := testFeedConfig(t, sim)
+	// Items lost while connected are only found by the periodic listing.
+	fc.FullPollInterval = 3 * time.Second
+	fc.FallbackPollInterval = 2 * time.Second
+	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), fc)
+	c.synced(20 * time.Second)
+	for name, ip := range stableNames {
+		if !c.hasA(name, ip) {
+			t.Fatalf("stable name %s does not answer %s before any fault", name, ip)
+		}
+	}
+
+	degraded := func(feed string) func() bool {
+		return func() bool {
+			for _, f := range c.u.Feeds() {
+				if f.Name == feed && !f.Healthy {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	base := 0
+	for _, tc := range []struct {
+		name    string
+		health  string
+		inject  func()
+		recover func()
+	}{
+		{"vmapi 503 and changefeed refused", sdc.HealthVMAPI, func() {
+			sim.SetFault(sdctest.AnyRoute, sdctest.Fault{Status: 503})
+			sim.SetFeedFaults(sdctest.FeedFaults{RefuseUpgrade: 503})
+			sim.DropFeeds(sdctest.DropClose)
+		}, func() { sim.ClearFaults(); sim.SetFeedFaults(sdctest.FeedFaults{}) }},
+		{"vmapi timeouts", sdc.HealthVMAPI, func() {
+			sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Hang: true})
+			sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Hang: true})
+			sim.DropFeeds(sdctest.DropReset)
+		}, func() { sim.ClearFaults(); sim.ReleaseHangs() }},
+		{"vmapi malformed JSON", sdc.HealthVMAPI, func() {
+			sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Malformed: true})
+			sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Malformed: true})
+			sim.SendFeedFrame(`{"changeKind": garbage`)
+		}, func() { sim.ClearFaults() }},
+		{"changefeed half-open", sdc.HealthChangefeed, func() {
+			sim.DropFeeds(sdctest.DropHalfOpen)
+		}, func() {}},
+		{"changefeed loses items while connected", sdc.HealthChangefeed, func() {
+			sim.SetFeedFaults(sdctest.FeedFaults{DropItems: 1 << 20})
+			sim.DropFeeds(sdctest.DropReset)
+		}, func() { sim.SetFeedFaults(sdctest.FeedFaults{}) }},
+		{"ufds down", sdc.HealthUFDS, func() {
+			sim.SetLDAPDown(true)
+			sim.SetUserFlag(dcBob, "approved_for_provisioning", "true") // a changelog entry to read
+			// A new account's first VM: its owner cannot be looked up yet.
+			sim.AddUser(sdc.User{UUID: "ee000000-0000-4000-8000-000000000001", Login: "erin", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"})
+			sim.CreateVM(newTestVM("ee000000-0000-4000-8000-0000000000e1", "ee000000-0000-4000-8000-000000000001", dcCN01, "erin0", "198.51.100.124", dcExternal))
+		}, func() { sim.SetLDAPDown(false) }},
+		{"cnapi and napi 500", sdc.HealthCNAPI, func() {
+			sim.SetFault(sdctest.RouteListServers, sdctest.Fault{Status: 500})
+			sim.SetFault(sdctest.RouteListNetworks, sdctest.Fault{Status: 500})
+			sim.SetFault(sdctest.RouteListNetworkPools, sdctest.Fault{Malformed: true})
+		}, func() { sim.ClearFaults() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.t = t
+			smp := startSampler(c)
+			ch := startChurn(sim, base)
+			time.Sleep(200 * time.Millisecond)
+			tc.inject()
+			waitFor(t, tc.health+" reported degraded", 10*time.Second, degraded(tc.health))
+			time.Sleep(time.Second) // churn through the outage
+			tc.recover()
+			time.Sleep(300 * time.Millisecond)
+			ch.halt()
+			base = ch.n
+			took := c.converged(sim, 20*time.Second)
+			samples, lost := smp.halt()
+			if len(lost) > 0 {
+				t.Errorf("%d of %d samples lost a stable name during the fault: %v", len(lost), samples, lost[:min(5, len(lost))])
+			}
+			t.Logf("%d samples, none lost; converged %v after the fault cleared", samples, took.Round(time.Millisecond))
+		})
+	}
+}
+
+// A restart of cns during churn converges, and loses no change: neither
+// those made while it was down nor those in flight when it stopped.
+func TestSDCRestartDuringChurn(t *testing.T) {
+	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{DuplicateFanout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	dbPath := filepath.Join(t.TempDir(), "cns.db")
+	c := startSDCCNS(t, dbPath, testFeedConfig(t, sim))
+	c.synced(20 * time.Second)
+	ch := startChurn(sim, 0)
+	for range 3 {
+		time.Sleep(400 * time.Millisecond)
+		c.stop() // in the middle of churn: pending changes are dropped with the process
+		time.Sleep(300 * time.Millisecond)
+		c = startSDCCNS(t, dbPath, testFeedConfig(t, sim))
+		// The restarted cns serves what it stored before any feed answers.
+		if !c.hasA("web0.inst.alice."+cnsZone, "198.51.100.30") {
+			t.Error("restarted cns does not serve the stored zone at once")
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	ch.halt()
+	took := c.converged(sim, 20*time.Second)
+	t.Logf("%d VMs created by churn, 3 restarts; converged %v after churn stopped", ch.n, took.Round(time.Millisecond))
+}
