@@ -130,6 +130,9 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	}
 	r.flags |= flagAA
 	zonePtr := headerLen + zoff // the apex inside the question name
+	if zoff == 0 && q.qtype == dns.TypeSOA {
+		s.peers.soaQuery(q.src.Addr(), z.name)
+	}
 
 	ptr := headerLen // owner of the next answer records
 	for hop := 0; ; hop++ {

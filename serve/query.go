@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/miekg/dns"
 )
@@ -50,6 +51,7 @@ type query struct {
 	signed bool
 
 	tcp bool
+	src netip.AddrPort // the client
 }
 
 func (q *query) lower() []byte { return q.lname[:q.lnameN] }
@@ -69,7 +71,7 @@ const (
 // what it could (ID, flags, question when readable) so the error reply can
 // echo them.
 func (q *query) parse(msg []byte) parseResult {
-	*q = query{msg: msg, tcp: q.tcp}
+	*q = query{msg: msg, tcp: q.tcp, src: q.src}
 	if len(msg) < headerLen {
 		return parseDrop
 	}

@@ -47,6 +47,8 @@ type Config struct {
 	UDPSockets int
 	// Logger receives operational logs (default slog.Default()).
 	Logger *slog.Logger
+	// Access is the initial transfer and NOTIFY policy (see SetAccess).
+	Access Access
 }
 
 // Server serves the zones of one store.
@@ -58,8 +60,11 @@ type Server struct {
 	version  string
 	identity string
 
-	snap atomic.Pointer[snapshot]
-	mu   sync.Mutex // serialises snapshot writers
+	snap   atomic.Pointer[snapshot]
+	mu     sync.Mutex // serialises snapshot writers
+	access atomic.Pointer[access]
+	peers  *peerTracker
+	notify *notifier
 
 	lmu       sync.Mutex
 	udp       []net.PacketConn
@@ -100,6 +105,15 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 	if s.cfg.MaxTCPConns == 0 {
 		s.cfg.MaxTCPConns = 1024
 	}
+	if err := s.SetAccess(cfg.Access); err != nil {
+		return nil, err
+	}
+	s.peers = newPeerTracker(s, store)
+	n, err := newNotifier(s)
+	if err != nil {
+		return nil, fmt.Errorf("NOTIFY socket: %w", err)
+	}
+	s.notify = n
 	zones, err := store.Zones()
 	if err != nil {
 		return nil, err
@@ -133,6 +147,36 @@ func (s *Server) apply(c *db.Committed) {
 		return
 	}
 	s.snap.Store(next)
+	s.notify.commit(c)
+}
+
+// SetAccess replaces the transfer and NOTIFY policy; it takes effect for
+// the next request.
+func (s *Server) SetAccess(a Access) error {
+	c, err := compileAccess(&a)
+	if err != nil {
+		return err
+	}
+	s.access.Store(c)
+	return nil
+}
+
+// Run runs the background work (NOTIFY, peer probes and bookkeeping) until
+// ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.notify.run(ctx) })
+	wg.Go(func() { s.peers.run(ctx) })
+	wg.Wait()
+}
+
+// zoneByName returns the served zone called name, or nil.
+func (s *Server) zoneByName(name string) *zone {
+	w, err := db.ZoneWire(name)
+	if err != nil {
+		return nil
+	}
+	return s.snap.Load().zones[string(w)]
 }
 
 // Warm builds the in-memory table of every zone still served from the
@@ -199,7 +243,12 @@ func (s *Server) Warmed() bool {
 // handle answers one request. It returns nil when the request gets no
 // answer at all. b is a buffer the answer may be built in.
 func (s *Server) handle(q *query, msg, b []byte, limit int) []byte {
-	switch q.parse(msg) {
+	return s.respond(q, q.parse(msg), b, limit)
+}
+
+// respond answers a parsed request.
+func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte {
+	switch res {
 	case parseDrop:
 		s.stats.Dropped.Add(1)
 		return nil
@@ -216,47 +265,40 @@ func (s *Server) handle(q *query, msg, b []byte, limit int) []byte {
 		return s.errorReply(q, b, rcodeBadVer)
 	}
 	if q.signed {
-		// A TSIG-signed query is only meaningful for transfers, which have
-		// their own path; anything else signed is refused rather than
-		// answered unverified.
-		return s.errorReply(q, b, dns.RcodeNotAuth)
+		return s.respondSigned(q, b, limit)
 	}
+	return s.respondQuery(q, b, limit)
+}
+
+// respondSigned answers a TSIG-signed query (a secondary's SOA check, an
+// IXFR over UDP) and signs the answer with the same key.
+func (s *Server) respondSigned(q *query, b []byte, limit int) []byte {
+	v := verifyTSIG(q.msg, s.access.Load().keys)
+	if v.err != nil {
+		s.log.Warn("bad TSIG on a query", "client", q.src.String(), "key", v.key, "err", v.err)
+		if r := tsigErrorReply(q.msg, v); len(r) > 2 {
+			return append(b[:0], r[2:]...)
+		}
+		return nil
+	}
+	resp := s.respondQuery(q, b, limit-tsigRoom)
+	signed, _ := s.access.Load().keys[v.key].sign(resp, v.mac, false, time.Now())
+	return signed
+}
+
+// respondQuery answers a QUERY.
+func (s *Server) respondQuery(q *query, b []byte, limit int) []byte {
 	switch q.qtype {
 	case dns.TypeAXFR, dns.TypeIXFR:
 		if !q.tcp {
 			return s.udpTransfer(q, b, limit)
 		}
-		return s.errorReply(q, b, dns.RcodeRefused)
+		return s.errorReply(q, b, dns.RcodeRefused) // TCP transfers are served by serveTransfer
 	}
 	if !q.tcp {
-		switch {
-		case !q.edns:
-			limit = minUDPSize
-		case q.ednsSize < minUDPSize:
-			limit = minUDPSize
-		case q.ednsSize < s.udpSize:
-			limit = int(q.ednsSize)
-		default:
-			limit = int(s.udpSize)
-		}
+		limit = udpLimit(q, s.udpSize)
 	}
 	return s.answer(s.snap.Load(), q, b, limit)
-}
-
-// udpTransfer answers AXFR over UDP with REFUSED, and IXFR over UDP with
-// the current SOA: the client then retries over TCP (RFC 1995 §2).
-func (s *Server) udpTransfer(q *query, b []byte, limit int) []byte {
-	z, zoff := s.snap.Load().findZone(q.lower())
-	if q.qtype == dns.TypeAXFR || z == nil || zoff != 0 {
-		return s.errorReply(q, b, dns.RcodeRefused)
-	}
-	var r response
-	r.start(q, b, minUDPSize, s.udpSize)
-	r.flags |= flagAA
-	if !r.appendRRs(z.soa(), headerLen, &r.an) {
-		r.truncate()
-	}
-	return r.finish(q.id)
 }
 
 // Listen binds every configured address, UDP and TCP, and starts serving.

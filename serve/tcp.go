@@ -2,7 +2,9 @@ package serve
 
 import (
 	"bufio"
+
 	"encoding/binary"
+	"github.com/miekg/dns"
 	"io"
 	"net"
 	"time"
@@ -74,7 +76,20 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		s.stats.TCPQueries.Add(1)
 		q.tcp = true
-		resp := s.handle(&q, msg, out[:0], maxTCPSize)
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			q.src = ta.AddrPort()
+		}
+		res := q.parse(msg)
+		if res == parseOK && q.opcode == 0 && q.qclass == dns.ClassINET && (q.qtype == dns.TypeAXFR || q.qtype == dns.TypeIXFR) {
+			err := s.serveTransfer(bw, bw.Flush, &q, q.src, func(t time.Time) { c.SetWriteDeadline(t) })
+			if err != nil {
+				return
+			}
+			// A transfer may have grown msg's buffer; the next request
+			// reads into it as before.
+			continue
+		}
+		resp := s.respond(&q, res, out[:0], maxTCPSize)
 		if resp == nil {
 			continue
 		}

@@ -87,6 +87,9 @@ func (s *Server) serveUDP(c net.PacketConn) {
 			m := &in[i]
 			s.stats.UDPQueries.Add(1)
 			q.tcp = false
+			if ua, ok := m.Addr.(*net.UDPAddr); ok {
+				q.src = ua.AddrPort()
+			}
 			resp := s.handle(&q, m.Buffers[0][:m.N], outBufs[k][:0], minUDPSize)
 			if resp == nil {
 				continue

@@ -1,0 +1,553 @@
+// Package secondarytest runs a real secondary DNS server (BIND, Knot DNS or
+// NSD, from their Debian packages) on 127.0.0.1 for tests: it slaves zones
+// from a primary under test, so a test can send NOTIFY to it, wait for a
+// serial, read the zone back by AXFR and compare it with what the primary
+// serves.
+//
+// Each server runs in the foreground as the current user on a free
+// 127.0.0.1 high port, with every file it writes (configuration, pid file,
+// control socket, zone files, journals, keys, log) inside Config.Dir. It
+// never touches system configuration or port 53.
+//
+// What each secondary is told:
+//
+//   - primary: Config.Primary, with Config.Key on every request when set;
+//   - NOTIFY accepted from 127.0.0.1 (signed with Config.Key when set,
+//     unsigned otherwise);
+//   - AXFR allowed to 127.0.0.1 without a key (so Transfer can read the
+//     zone back);
+//   - IXFR requested from the primary, AXFR fallback allowed;
+//   - the shortest refresh/retry floors the server accepts (BIND 1 s,
+//     Knot 1 s, NSD 1 s), so a missed NOTIFY costs seconds, not minutes;
+//   - BIND keeps its default max-records-per-type (100 since 9.18.28).
+//
+// A catalog zone (RFC 9432, Config.Catalog) is consumed by BIND and Knot;
+// NSD before 4.9 has no catalog support and Start skips the test.
+package secondarytest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Kind names a secondary implementation.
+type Kind string
+
+// The secondaries this package runs.
+const (
+	BIND Kind = "bind"
+	Knot Kind = "knot"
+	NSD  Kind = "nsd"
+)
+
+// Kinds lists every Kind, for table tests.
+var Kinds = []Kind{BIND, Knot, NSD}
+
+// Key is a TSIG key. Algorithm is a name as the servers spell it
+// ("hmac-sha256"; empty means hmac-sha256); Secret is base64.
+type Key struct{ Name, Algorithm, Secret string }
+
+func (k *Key) algorithm() string {
+	if k.Algorithm == "" {
+		return "hmac-sha256"
+	}
+	return strings.TrimSuffix(strings.ToLower(k.Algorithm), ".")
+}
+
+// Config says what a secondary slaves and where.
+type Config struct {
+	Kind Kind
+	// Primary is the "127.0.0.1:PORT" the secondary transfers from.
+	Primary string
+	// Zones are zone names (no trailing dot) slaved statically.
+	Zones []string
+	// Catalog is an optional RFC 9432 catalog zone the secondary
+	// transfers from Primary and whose member zones it slaves from
+	// Primary (BIND and Knot; NSD before 4.9 skips).
+	Catalog string
+	// Key, when set, signs every request to the primary (SOA, IXFR, AXFR)
+	// and is required on NOTIFY.
+	Key *Key
+	// Dir is the working directory (t.TempDir()); everything the server
+	// writes lives under it.
+	Dir string
+	// StartTimeout bounds how long Start waits for the server to answer
+	// (default 20 s).
+	StartTimeout time.Duration
+}
+
+type kindInfo struct {
+	binary  string
+	pkg     string
+	args    func(conf string) []string
+	conf    func(cfg *Config, port int, identity string) (string, error)
+	confExt string
+	catalog bool
+	// bindFailed reports a log line that means the listening port was
+	// taken, so Start retries on another port.
+	bindFailed []string
+}
+
+var kinds = map[Kind]kindInfo{
+	BIND: {
+		binary:     "/usr/sbin/named",
+		pkg:        "bind9",
+		args:       func(conf string) []string { return []string{"-g", "-4", "-n", "1", "-c", conf} },
+		conf:       bindConf,
+		confExt:    "named.conf",
+		catalog:    true,
+		bindFailed: []string{"address in use", "could not listen on any interface"},
+	},
+	Knot: {
+		binary:     "/usr/sbin/knotd",
+		pkg:        "knot",
+		args:       func(conf string) []string { return []string{"-c", conf} },
+		conf:       knotConf,
+		confExt:    "knot.conf",
+		catalog:    true,
+		bindFailed: []string{"cannot bind address", "failed to bind", "address already in use"},
+	},
+	NSD: {
+		binary:     "/usr/sbin/nsd",
+		pkg:        "nsd",
+		args:       func(conf string) []string { return []string{"-d", "-c", conf} },
+		conf:       nsdConf,
+		confExt:    "nsd.conf",
+		catalog:    false,
+		bindFailed: []string{"address already in use", "can't bind"},
+	},
+}
+
+// binaryPath lets tests of this package pretend a binary is missing.
+var binaryPath = func(k Kind) string { return kinds[k].binary }
+
+// Available returns nil when the server of kind k is installed, or an
+// error naming the Debian package that provides it.
+func Available(k Kind) error {
+	info, ok := kinds[k]
+	if !ok {
+		return fmt.Errorf("secondarytest: unknown kind %q", k)
+	}
+	p := binaryPath(k)
+	if _, err := exec.LookPath(p); err != nil {
+		return fmt.Errorf("secondarytest: %s not installed: %s missing (apt-get install %s)", k, p, info.pkg)
+	}
+	return nil
+}
+
+// CatalogSupported returns nil when the server of kind k can consume an
+// RFC 9432 catalog zone through this package.
+func CatalogSupported(k Kind) error {
+	if err := Available(k); err != nil {
+		return err
+	}
+	if !kinds[k].catalog {
+		return fmt.Errorf("secondarytest: %s %s does not consume catalog zones here (NSD needs 4.9 or later)", k, version(k))
+	}
+	return nil
+}
+
+func version(k Kind) string {
+	var out []byte
+	switch k {
+	case BIND:
+		out, _ = exec.Command(binaryPath(k), "-v").CombinedOutput()
+	case Knot:
+		out, _ = exec.Command(binaryPath(k), "-V").CombinedOutput()
+	case NSD:
+		out, _ = exec.Command(binaryPath(k), "-v").CombinedOutput()
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
+
+// Secondary is a running secondary server.
+type Secondary struct {
+	t    testing.TB
+	cfg  Config
+	kind kindInfo
+	addr string
+	log  string // log file path
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process exits
+	waitErr error
+	stopped bool
+}
+
+// Start runs a secondary as cfg says and returns once it answers queries.
+// It skips the test when the server is not installed (or, for a catalog,
+// cannot consume one) and fails it when the server does not come up. The
+// server is stopped when the test ends.
+func Start(t testing.TB, cfg Config) *Secondary {
+	t.Helper()
+	if err := Available(cfg.Kind); err != nil {
+		t.Skip(err)
+	}
+	if cfg.Catalog != "" {
+		if err := CatalogSupported(cfg.Kind); err != nil {
+			t.Skip(err)
+		}
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 20 * time.Second
+	}
+	if _, _, err := net.SplitHostPort(cfg.Primary); err != nil {
+		t.Fatalf("secondarytest: primary %q: %v", cfg.Primary, err)
+	}
+	for i, z := range cfg.Zones {
+		cfg.Zones[i] = strings.TrimSuffix(z, ".")
+	}
+	cfg.Catalog = strings.TrimSuffix(cfg.Catalog, ".")
+	s := &Secondary{t: t, cfg: cfg, kind: kinds[cfg.Kind]}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		dir := filepath.Join(cfg.Dir, fmt.Sprintf("%s-%d", cfg.Kind, attempt))
+		err := s.start(dir)
+		if err == nil {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("secondarytest: %s log (%s):\n%s", cfg.Kind, s.log, tail(s.Log(), 60))
+				}
+				s.Stop()
+			})
+			return s
+		}
+		lastErr = err
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	t.Fatalf("secondarytest: start %s: %v", cfg.Kind, lastErr)
+	return nil
+}
+
+var errPortTaken = errors.New("port taken")
+
+func (s *Secondary) start(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	identity := fmt.Sprintf("secondarytest-%s-%d-%d", s.cfg.Kind, os.Getpid(), port)
+	cfg := s.cfg
+	cfg.Dir = dir
+	text, err := s.kind.conf(&cfg, port, identity)
+	if err != nil {
+		return err
+	}
+	conf := filepath.Join(dir, s.kind.confExt)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, string(s.cfg.Kind)+".log")
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(binaryPath(s.cfg.Kind), s.kind.args(conf)...)
+	cmd.Dir = dir
+	cmd.Stdout = lf
+	cmd.Stderr = lf
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return err
+	}
+	lf.Close() // the child holds its own descriptor
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.done, s.addr, s.log, s.stopped, s.waitErr = cmd, done, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), logPath, false, nil
+	s.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		s.mu.Lock()
+		s.waitErr = err
+		s.mu.Unlock()
+		close(done)
+	}()
+	if err := s.waitUp(identity); err != nil {
+		taken := s.logMentions(s.kind.bindFailed)
+		s.Stop()
+		if taken {
+			return fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return fmt.Errorf("%v\n%s log:\n%s", err, s.cfg.Kind, tail(s.Log(), 40))
+	}
+	return nil
+}
+
+// waitUp polls the server with CHAOS TXT id.server until it answers with
+// identity (the unique string it was configured with: an answer from
+// anything else on the port does not count).
+func (s *Secondary) waitUp(identity string) error {
+	deadline := time.Now().Add(s.cfg.StartTimeout)
+	c := &dns.Client{Net: "udp", Timeout: 200 * time.Millisecond}
+	m := new(dns.Msg)
+	m.SetQuestion("id.server.", dns.TypeTXT)
+	m.Question[0].Qclass = dns.ClassCHAOS
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return fmt.Errorf("%s exited during start: %v", s.cfg.Kind, s.exitErr())
+		default:
+		}
+		if s.logMentions(s.kind.bindFailed) {
+			return fmt.Errorf("%s could not listen on %s", s.cfg.Kind, s.addr)
+		}
+		r, _, err := c.Exchange(m, s.addr)
+		if err == nil && len(r.Answer) > 0 {
+			if txt, ok := r.Answer[0].(*dns.TXT); ok && strings.Join(txt.Txt, "") == identity {
+				return nil
+			}
+			last = fmt.Errorf("someone else answers on %s: %v", s.addr, r.Answer[0])
+		} else if err != nil {
+			last = err
+			if !isTimeout(err) {
+				// Connection refused: not listening yet; do not spin.
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	return fmt.Errorf("%s did not answer on %s within %v: %v", s.cfg.Kind, s.addr, s.cfg.StartTimeout, last)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (s *Secondary) logMentions(needles []string) bool {
+	l := strings.ToLower(s.Log())
+	for _, n := range needles {
+		if strings.Contains(l, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// freePort returns a port that was free on 127.0.0.1 for both UDP and TCP
+// a moment ago. The server may still lose a race for it; Start retries.
+func freePort() (int, error) {
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		if port < 1024 {
+			continue
+		}
+		return port, nil
+	}
+	return 0, errors.New("no free port on 127.0.0.1")
+}
+
+// Kind returns the kind of server.
+func (s *Secondary) Kind() Kind { return s.cfg.Kind }
+
+// Addr returns the 127.0.0.1:PORT the secondary answers on (UDP and TCP)
+// and listens for NOTIFY on.
+func (s *Secondary) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Log returns what the server has logged so far.
+func (s *Secondary) Log() string {
+	s.mu.Lock()
+	p := s.log
+	s.mu.Unlock()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	return string(b)
+}
+
+// Running reports whether the server process is still alive.
+func (s *Secondary) Running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (s *Secondary) exitErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waitErr
+}
+
+// Stop ends the server (SIGTERM, then SIGKILL after 10 s) and waits for it.
+// It is safe to call more than once; Start registers it with t.Cleanup.
+func (s *Secondary) Stop() {
+	s.mu.Lock()
+	if s.stopped || s.cmd == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Serial returns the SOA serial the secondary serves for zone, and false
+// when it does not serve the zone (yet).
+func (s *Secondary) Serial(zone string) (uint32, bool) {
+	r, err := s.Query(zone, dns.TypeSOA)
+	if err != nil || r.Rcode != dns.RcodeSuccess || !r.Authoritative {
+		return 0, false
+	}
+	for _, rr := range r.Answer {
+		if soa, ok := rr.(*dns.SOA); ok && strings.EqualFold(soa.Hdr.Name, dns.Fqdn(zone)) {
+			return soa.Serial, true
+		}
+	}
+	return 0, false
+}
+
+// WaitSerial polls the secondary until it serves zone with a serial at or
+// after serial (RFC 1982), or timeout passes. The error says what it last
+// served and carries the end of its log.
+func (s *Secondary) WaitSerial(zone string, serial uint32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var got uint32
+	var have bool
+	for {
+		got, have = s.Serial(zone)
+		if have && SerialGE(got, serial) {
+			return nil
+		}
+		if !s.Running() {
+			return fmt.Errorf("%s exited (%v) waiting for %s serial %d\n%s", s.cfg.Kind, s.exitErr(), zone, serial, tail(s.Log(), 40))
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling observable state
+	}
+	state := "does not serve the zone"
+	if have {
+		state = fmt.Sprintf("serves serial %d", got)
+	}
+	return fmt.Errorf("%s at %s: waited %v for %s serial >= %d, %s\n%s", s.cfg.Kind, s.Addr(), timeout, zone, serial, state, tail(s.Log(), 40))
+}
+
+// SerialGE reports whether a >= b in RFC 1982 serial arithmetic.
+func SerialGE(a, b uint32) bool { return a == b || int32(a-b) > 0 }
+
+// Transfer reads zone from the secondary by AXFR over TCP. The records come
+// in transfer order with the SOA first and the closing SOA dropped.
+func (s *Secondary) Transfer(zone string) ([]dns.RR, error) {
+	m := new(dns.Msg)
+	m.SetAxfr(dns.Fqdn(zone))
+	tr := &dns.Transfer{DialTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second}
+	ch, err := tr.In(m, s.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, err)
+	}
+	var rrs []dns.RR
+	var ferr error
+	for env := range ch {
+		if env.Error != nil && ferr == nil {
+			ferr = env.Error
+		}
+		rrs = append(rrs, env.RR...)
+	}
+	if ferr != nil {
+		return nil, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, ferr)
+	}
+	if n := len(rrs); n >= 2 && rrs[n-1].Header().Rrtype == dns.TypeSOA {
+		rrs = rrs[:n-1]
+	}
+	return rrs, nil
+}
+
+// Query asks the secondary one question over UDP, and again over TCP when
+// the answer is truncated.
+func (s *Secondary) Query(name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	m.RecursionDesired = false
+	m.SetEdns0(1232, false)
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(m, s.Addr())
+	if err == nil && r.Truncated {
+		c.Net = "tcp"
+		r, _, err = c.Exchange(m, s.Addr())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("query %s %s at %s: %w", name, dns.TypeToString[qtype], s.cfg.Kind, err)
+	}
+	return r, nil
+}
+
+func tail(s string, lines int) string {
+	b := []byte(strings.TrimRight(s, "\n"))
+	n := 0
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			n++
+			if n == lines {
+				return "...\n" + string(b[i+1:])
+			}
+		}
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// quote makes s a double-quoted configuration string.
+func quote(s string) string { return strconv.Quote(s) }
+
+// hostPort splits cfg.Primary.
+func hostPort(addr string) (string, string) {
+	h, p, _ := net.SplitHostPort(addr)
+	return h, p
+}

@@ -1,0 +1,228 @@
+package secondarytest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+const testZone = "example.test"
+
+var testKey = &Key{Name: "cns-xfr", Algorithm: "hmac-sha256", Secret: "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=="}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Ensure that each secondary transfers a zone at start, follows a NOTIFY
+// to the next serial by IXFR request, and hands the zone back by AXFR
+// exactly as the primary serves it.
+func TestSlave(t *testing.T) {
+	for _, k := range Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			p := newToyPrimary(t, nil)
+			p.addZone(testZone, 100, 20)
+			s := Start(t, Config{Kind: k, Primary: p.addr, Zones: []string{testZone}, Dir: t.TempDir()})
+			if err := s.WaitSerial(testZone, 100, 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Transfer(testZone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := diffZones(p.records(testZone), got); err != nil {
+				t.Fatalf("zone from %s differs from the primary's:\n%v", k, err)
+			}
+
+			serial := p.bump(testZone)
+			rcode, err := p.notify(testZone, s.Addr())
+			if err != nil || rcode != dns.RcodeSuccess {
+				t.Fatalf("notify: rcode %d, %v", rcode, err)
+			}
+			// Refresh is an hour: only the NOTIFY can bring the new serial.
+			if err := s.WaitSerial(testZone, serial, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			got, err = s.Transfer(testZone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := diffZones(p.records(testZone), got); err != nil {
+				t.Fatalf("zone from %s after NOTIFY differs:\n%v", k, err)
+			}
+			_, xfrs, _ := p.stats()
+			if len(xfrs) < 2 || xfrs[len(xfrs)-1] != "IXFR "+testZone+"." {
+				t.Errorf("transfers the primary served: %v; want the last one an IXFR", xfrs)
+			}
+
+			r, err := s.Query(fmt.Sprintf("new-%d.%s", serial, testZone), dns.TypeA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || !r.Authoritative {
+				t.Fatalf("query for the new name: %v", r)
+			}
+			if _, ok := s.Serial("other.test"); ok {
+				t.Error("Serial of a zone not slaved reports true")
+			}
+		})
+	}
+}
+
+// Ensure that a secondary given a key signs its transfers with it and
+// accepts the signed NOTIFY, and that a primary insisting on the key
+// refuses a secondary that has none or the wrong secret.
+func TestTSIG(t *testing.T) {
+	for _, k := range Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			t.Run("signed", func(t *testing.T) {
+				p := newToyPrimary(t, testKey)
+				p.addZone(testZone, 7, 5)
+				s := Start(t, Config{Kind: k, Primary: p.addr, Zones: []string{testZone}, Key: testKey, Dir: t.TempDir()})
+				if err := s.WaitSerial(testZone, 7, 15*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				serial := p.bump(testZone)
+				if rcode, err := p.notify(testZone, s.Addr()); err != nil || rcode != dns.RcodeSuccess {
+					t.Fatalf("signed notify: rcode %s, %v", dns.RcodeToString[rcode], err)
+				}
+				if err := s.WaitSerial(testZone, serial, 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Transfer(testZone)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := diffZones(p.records(testZone), got); err != nil {
+					t.Fatal(err)
+				}
+				if refused, _, _ := p.stats(); refused != 0 {
+					t.Errorf("primary refused %d requests of a secondary with the right key", refused)
+				}
+			})
+			for _, c := range []struct {
+				name string
+				key  *Key
+			}{
+				{"unsigned", nil},
+				{"wrong secret", &Key{Name: testKey.Name, Algorithm: testKey.Algorithm, Secret: "d3Jvbmctd3Jvbmctd3Jvbmctd3Jvbmctd3Jvbmc="}},
+				{"wrong name", &Key{Name: "other-key", Algorithm: testKey.Algorithm, Secret: testKey.Secret}},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					p := newToyPrimary(t, testKey)
+					p.addZone(testZone, 7, 5)
+					s := Start(t, Config{Kind: k, Primary: p.addr, Zones: []string{testZone}, Key: c.key, Dir: t.TempDir()})
+					// The secondary asks at once (it has no copy); once the
+					// primary has refused it twice, it has had its chance.
+					waitFor(t, 15*time.Second, "two refused requests", func() bool {
+						refused, _, _ := p.stats()
+						return refused >= 2
+					})
+					if serial, ok := s.Serial(testZone); ok {
+						t.Fatalf("secondary serves serial %d although the primary refused it", serial)
+					}
+					if _, xfrs, _ := p.stats(); len(xfrs) != 0 {
+						t.Fatalf("primary served %v to a refused secondary", xfrs)
+					}
+				})
+			}
+		})
+	}
+}
+
+// Ensure that BIND and Knot consume a catalog zone: the member zone it
+// lists gets slaved and follows a NOTIFY.
+func TestCatalog(t *testing.T) {
+	for _, k := range Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			if err := Available(k); err != nil {
+				t.Skip(err)
+			}
+			if err := CatalogSupported(k); err != nil {
+				t.Skip(err)
+			}
+			const cat, member = "catalog.test", "member.test"
+			p := newToyPrimary(t, testKey)
+			p.addZone(member, 10, 3)
+			p.addZone(cat, 1, 0)
+			p.setRecords(cat, []dns.RR{
+				mustRR(t, "catalog.test. 0 IN NS invalid."),
+				mustRR(t, `version.catalog.test. 0 IN TXT "2"`),
+				mustRR(t, "m1.zones.catalog.test. 0 IN PTR member.test."),
+			})
+			s := Start(t, Config{Kind: k, Primary: p.addr, Catalog: cat, Key: testKey, Dir: t.TempDir()})
+			if err := s.WaitSerial(cat, 1, 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.WaitSerial(member, 10, 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			serial := p.bump(member)
+			if rcode, err := p.notify(member, s.Addr()); err != nil || rcode != dns.RcodeSuccess {
+				t.Fatalf("notify member: rcode %d, %v", rcode, err)
+			}
+			if err := s.WaitSerial(member, serial, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Transfer(member)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := diffZones(p.records(member), got); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Ensure that a missing binary makes Available name the Debian package
+// and Start skip the test.
+func TestMissingBinary(t *testing.T) {
+	old := binaryPath
+	binaryPath = func(k Kind) string { return "/nonexistent/" + string(k) }
+	t.Cleanup(func() { binaryPath = old })
+	for k, pkg := range map[Kind]string{BIND: "bind9", Knot: "knot", NSD: "nsd"} {
+		err := Available(k)
+		if err == nil || !strings.Contains(err.Error(), "apt-get install "+pkg) {
+			t.Errorf("Available(%s) = %v; want it to name package %s", k, err, pkg)
+		}
+	}
+	ran := false
+	t.Run("skips", func(t *testing.T) {
+		defer func() { ran = true }()
+		Start(t, Config{Kind: Knot, Primary: "127.0.0.1:53", Zones: []string{testZone}})
+		t.Error("Start returned without skipping")
+	})
+	if !ran {
+		t.Error("subtest did not run")
+	}
+	if err := Available("powerdns"); err == nil {
+		t.Error("Available of an unknown kind is nil")
+	}
+}
+
+func TestSerialGE(t *testing.T) {
+	for _, c := range []struct {
+		a, b uint32
+		want bool
+	}{
+		{1, 1, true}, {2, 1, true}, {1, 2, false},
+		{0, 0xffffffff, true}, {0xffffffff, 0, false},
+		{0x80000000, 1, true}, {1, 0x80000001, false}, {5, 0x80000005 + 1, true},
+	} {
+		if got := SerialGE(c.a, c.b); got != c.want {
+			t.Errorf("SerialGE(%d, %d) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,404 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+)
+
+// Transfer message sizing: well under the 64 KiB TCP message limit, with
+// room for a TSIG record.
+const (
+	xfrMessageLimit = 60000
+	tsigRoom        = 256
+	xfrWriteTimeout = 30 * time.Second
+)
+
+// xfrWriter encodes the records of a transfer into messages and writes
+// each, length-prefixed, as soon as it is full. Owner names are compressed
+// against the previous owner and the zone apex in the same message; RDATA
+// is copied as stored. It never touches the store: it is fed from the
+// in-memory snapshot or a journal already read.
+type xfrWriter struct {
+	w     io.Writer
+	q     *query
+	zone  []byte // apex, wire
+	limit int
+	key   *tsigKey
+	mac   []byte // MAC of the request, then of the last signed message
+	now   time.Time
+
+	buf       []byte
+	count     uint16
+	messages  int
+	records   int
+	bytes     int
+	apexOff   int // offset of the apex name in buf, 0 if not written yet
+	prevOwner []byte
+	prevOff   int
+	started   bool
+}
+
+func (x *xfrWriter) begin() {
+	x.buf = x.buf[:0]
+	x.buf = append(x.buf, make([]byte, headerLen)...)
+	x.count, x.apexOff, x.prevOwner, x.prevOff = 0, 0, nil, 0
+	if x.messages == 0 {
+		// The question goes in the first message only (RFC 5936 §2.2).
+		x.buf = append(x.buf, x.q.msg[headerLen:x.q.qend]...)
+		x.apexOff = headerLen // the question name is the apex
+	}
+	x.started = true
+}
+
+// add appends one record: owner is an absolute wire name, rr an
+// owner-less record (db.RRs form).
+func (x *xfrWriter) add(owner, rr []byte) error {
+	if !x.started {
+		x.begin()
+	}
+	enc := x.ownerSize(owner)
+	if len(x.buf)+enc+len(rr) > x.limit && x.count > 0 {
+		if err := x.flush(); err != nil {
+			return err
+		}
+		x.begin()
+	}
+	x.writeOwner(owner)
+	x.buf = append(x.buf, rr...)
+	x.count++
+	x.records++
+	return nil
+}
+
+// ownerSize is how many bytes writeOwner would use.
+func (x *xfrWriter) ownerSize(owner []byte) int {
+	switch {
+	case x.prevOwner != nil && bytes.Equal(owner, x.prevOwner) && x.prevOff <= maxPointer:
+		return 2
+	case x.apexOff > 0 && x.apexOff <= maxPointer && len(owner) >= len(x.zone):
+		return len(owner) - len(x.zone) + 2
+	}
+	return len(owner)
+}
+
+func (x *xfrWriter) writeOwner(owner []byte) {
+	off := len(x.buf)
+	switch {
+	case x.prevOwner != nil && bytes.Equal(owner, x.prevOwner) && x.prevOff <= maxPointer:
+		x.buf = append(x.buf, byte(0xC0|x.prevOff>>8), byte(x.prevOff))
+		return
+	case x.apexOff > 0 && x.apexOff <= maxPointer && len(owner) >= len(x.zone):
+		x.buf = append(x.buf, owner[:len(owner)-len(x.zone)]...)
+		x.buf = append(x.buf, byte(0xC0|x.apexOff>>8), byte(x.apexOff))
+	default:
+		x.buf = append(x.buf, owner...)
+		if x.apexOff == 0 && len(owner) >= len(x.zone) {
+			x.apexOff = off + len(owner) - len(x.zone)
+		}
+	}
+	x.prevOwner, x.prevOff = owner, off
+}
+
+// flush writes the current message.
+func (x *xfrWriter) flush() error {
+	h := x.buf[:headerLen]
+	binary.BigEndian.PutUint16(h[0:], x.q.id)
+	binary.BigEndian.PutUint16(h[2:], flagQR|flagAA|x.q.flags&flagRD)
+	qd := uint16(0)
+	if x.messages == 0 {
+		qd = 1
+	}
+	binary.BigEndian.PutUint16(h[4:], qd)
+	binary.BigEndian.PutUint16(h[6:], x.count)
+	binary.BigEndian.PutUint16(h[8:], 0)
+	binary.BigEndian.PutUint16(h[10:], 0)
+	msg := x.buf
+	if x.key != nil {
+		msg, x.mac = x.key.sign(msg, x.mac, x.messages > 0, x.now)
+	}
+	var l [2]byte
+	binary.BigEndian.PutUint16(l[:], uint16(len(msg)))
+	if _, err := x.w.Write(l[:]); err != nil {
+		return err
+	}
+	if _, err := x.w.Write(msg); err != nil {
+		return err
+	}
+	x.messages++
+	x.bytes += len(msg)
+	x.buf = msg[:0]
+	x.started = false
+	return nil
+}
+
+// finish writes what is pending.
+func (x *xfrWriter) finish() error {
+	if !x.started {
+		x.begin()
+	}
+	return x.flush()
+}
+
+// transferResult is what one transfer sent.
+type transferResult struct {
+	kind     string // "AXFR", "IXFR" or "IXFR-SOA" (client up to date)
+	serial   uint32
+	records  int
+	messages int
+	bytes    int
+}
+
+// serveTransfer answers an AXFR or IXFR on a TCP connection. w is the
+// connection's buffered writer; flush is called once the answer is out.
+func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src netip.AddrPort, setDeadline func(time.Time)) error {
+	acc := s.access.Load()
+	sn := s.snap.Load()
+	z, zoff := sn.findZone(q.lower())
+	kind := dns.TypeToString[q.qtype]
+	reply := func(rcode int) error {
+		var r response
+		r.start(q, nil, maxTCPSize, s.udpSize)
+		r.rcode = rcode
+		msg := r.finish(q.id)
+		var l [2]byte
+		binary.BigEndian.PutUint16(l[:], uint16(len(msg)))
+		w.Write(l[:])
+		w.Write(msg)
+		return flush()
+	}
+	if z == nil || zoff != 0 {
+		s.log.Info("transfer refused: not a zone apex", "qtype", kind, "name", wireString(q.lower()), "client", src.String())
+		return reply(dns.RcodeRefused)
+	}
+	var key *tsigKey
+	var mac []byte
+	if q.signed {
+		v := verifyTSIG(q.msg, acc.keys)
+		if v.err != nil {
+			s.log.Warn("transfer refused: bad TSIG", "zone", z.name, "client", src.String(), "key", v.key, "err", v.err)
+			w.Write(tsigErrorReply(q.msg, v))
+			return flush()
+		}
+		key, mac = acc.keys[v.key], v.mac
+	}
+	if !acc.mayTransfer(z.name, src.Addr()) {
+		s.log.Warn("transfer refused", "zone", z.name, "qtype", kind, "client", src.String())
+		return reply(dns.RcodeRefused)
+	}
+	if need := acc.requiredKey(src.Addr()); need != nil && need != key {
+		s.log.Warn("transfer refused: peer must sign with its TSIG key", "zone", z.name, "client", src.String(), "key", need.nameStr)
+		return reply(dns.RcodeNotAuth)
+	}
+	if z.names == nil {
+		// Cold zone: build its table first rather than stream from the
+		// store while the client reads at its own pace.
+		if err := s.warmZone(z.wire); err != nil {
+			return err
+		}
+		z = s.snap.Load().zones[string(z.wire)]
+		if z == nil {
+			return reply(dns.RcodeRefused)
+		}
+	}
+	x := &xfrWriter{w: w, q: q, zone: z.wire, limit: xfrMessageLimit, key: key, mac: mac, now: time.Now()}
+	if key != nil {
+		x.limit -= tsigRoom
+	}
+	start := time.Now()
+	setDeadline(start.Add(xfrWriteTimeout))
+	res, err := s.writeTransfer(x, z, q)
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		s.log.Warn("transfer failed", "zone", z.name, "qtype", kind, "client", src.String(), "err", err)
+		return err
+	}
+	s.log.Info("transfer", "zone", z.name, "kind", res.kind, "serial", res.serial, "client", src.String(),
+		"records", res.records, "messages", res.messages, "bytes", res.bytes, "took", time.Since(start).String())
+	s.peers.transferred(src.Addr(), z.name, res)
+	return nil
+}
+
+// writeTransfer sends the zone, or the journal's difference for an IXFR
+// whose serial it holds.
+func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult, error) {
+	if q.qtype == dns.TypeIXFR && q.hasIXFRSOA {
+		if !db.SerialLess(q.ixfrSerial, z.serial) {
+			// Up to date (or ahead): the single SOA (RFC 1995 §4).
+			if err := x.add(z.wire, z.soa()); err != nil {
+				return transferResult{}, err
+			}
+			err := x.finish()
+			return transferResult{kind: "IXFR-SOA", serial: z.serial, records: x.records, messages: x.messages, bytes: x.bytes}, err
+		}
+		entries, ok, err := s.store.Journal(z.name, q.ixfrSerial)
+		if err != nil {
+			return transferResult{}, err
+		}
+		if ok && len(entries) > 0 && ixfrWorthIt(entries, z) {
+			last := entries[len(entries)-1]
+			if err := writeIXFR(x, z.wire, entries); err != nil {
+				return transferResult{}, err
+			}
+			return transferResult{kind: "IXFR", serial: last.To, records: x.records, messages: x.messages, bytes: x.bytes}, nil
+		}
+		// Too old, unknown or bigger than the zone: the whole zone, which
+		// is a valid IXFR answer (RFC 1995 §4).
+	}
+	if err := writeAXFR(x, z); err != nil {
+		return transferResult{}, err
+	}
+	return transferResult{kind: "AXFR", serial: z.serial, records: x.records, messages: x.messages, bytes: x.bytes}, nil
+}
+
+// ixfrWorthIt reports whether the difference is smaller than the zone.
+func ixfrWorthIt(entries []db.JournalEntry, z *zone) bool {
+	n := 0
+	for _, e := range entries {
+		n += len(e.Deleted) + len(e.Added) + 2
+	}
+	return n < z.names.names || n < 64
+}
+
+// writeAXFR sends SOA, NS, every record, SOA.
+func writeAXFR(x *xfrWriter, z *zone) error {
+	soa := z.soa()
+	if err := x.add(z.wire, soa); err != nil {
+		return err
+	}
+	ns, _ := rrsOfType(z.apexRRs, dns.TypeNS)
+	var err error
+	db.RRs(ns).Each(func(rr []byte) {
+		if err == nil {
+			err = x.add(z.wire, rr)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	z.names.each(func(name, rrs []byte, _ uint32) {
+		db.RRs(rrs).Each(func(rr []byte) {
+			if err == nil {
+				err = x.add(name, rr)
+			}
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if err := x.add(z.wire, soa); err != nil {
+		return err
+	}
+	return x.finish()
+}
+
+// writeIXFR sends the difference sequences of entries (RFC 1995 §4):
+// SOA(new), then per entry SOA(from), deletions, SOA(to), additions, and
+// SOA(new) again.
+func writeIXFR(x *xfrWriter, zone []byte, entries []db.JournalEntry) error {
+	last := entries[len(entries)-1].SOATo
+	steps := [][2][]byte{{zone, last}}
+	for _, e := range entries {
+		steps = append(steps, [2][]byte{zone, e.SOAFrom})
+		for _, r := range e.Deleted {
+			steps = append(steps, [2][]byte{r.Owner, r.RR})
+		}
+		steps = append(steps, [2][]byte{zone, e.SOATo})
+		for _, r := range e.Added {
+			steps = append(steps, [2][]byte{r.Owner, r.RR})
+		}
+	}
+	steps = append(steps, [2][]byte{zone, last})
+	for _, st := range steps {
+		if err := x.add(st[0], st[1]); err != nil {
+			return err
+		}
+	}
+	return x.finish()
+}
+
+// udpTransfer answers AXFR over UDP with REFUSED (RFC 5936 §4.2), and IXFR
+// over UDP with the difference when it fits one datagram, else the
+// current SOA, which sends the client to TCP (RFC 1995 §2).
+func (s *Server) udpTransfer(q *query, b []byte, limit int) []byte {
+	sn := s.snap.Load()
+	z, zoff := sn.findZone(q.lower())
+	if q.qtype == dns.TypeAXFR || z == nil || zoff != 0 {
+		return s.errorReply(q, b, dns.RcodeRefused)
+	}
+	acc := s.access.Load()
+	if q.signed || acc.requiredKey(q.src.Addr()) != nil || !acc.mayTransfer(z.name, q.src.Addr()) {
+		// Signed and key-bound transfers use TCP; the SOA tells nothing
+		// the zone's public SOA does not.
+		return s.soaOnly(q, b, z)
+	}
+	if q.hasIXFRSOA && db.SerialLess(q.ixfrSerial, z.serial) && z.names != nil {
+		entries, ok, err := s.store.Journal(z.name, q.ixfrSerial)
+		if err == nil && ok && len(entries) > 0 {
+			var out bytes.Buffer
+			x := &xfrWriter{w: &out, q: q, zone: z.wire, limit: udpLimit(q, s.udpSize), now: time.Now()}
+			if writeIXFR(x, z.wire, entries) == nil && x.messages == 1 {
+				return append(b[:0], out.Bytes()[2:]...)
+			}
+		}
+	}
+	return s.soaOnly(q, b, z)
+}
+
+func (s *Server) soaOnly(q *query, b []byte, z *zone) []byte {
+	var r response
+	r.start(q, b, minUDPSize, s.udpSize)
+	r.flags |= flagAA
+	if !r.appendRRs(z.soa(), headerLen, &r.an) {
+		r.truncate()
+	}
+	return r.finish(q.id)
+}
+
+// udpLimit is the answer size a UDP query allows.
+func udpLimit(q *query, ours uint16) int {
+	switch {
+	case !q.edns || q.ednsSize < minUDPSize:
+		return minUDPSize
+	case q.ednsSize < ours:
+		return int(q.ednsSize)
+	}
+	return int(ours)
+}
+
+// tsigErrorReply answers a request whose TSIG failed: NOTAUTH with the
+// TSIG error, unsigned (RFC 8945 §5.2), length-prefixed for TCP.
+func tsigErrorReply(req []byte, v requestTSIG) []byte {
+	var m dns.Msg
+	if err := m.Unpack(req); err != nil || m.IsTsig() == nil {
+		return nil
+	}
+	t := m.IsTsig()
+	r := new(dns.Msg)
+	r.SetRcode(&m, dns.RcodeNotAuth)
+	r.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm: t.Algorithm, TimeSigned: uint64(time.Now().Unix()), Fudge: tsigFudge, OrigId: m.Id, Error: uint16(v.rcode)}}
+	b, err := r.Pack()
+	if err != nil {
+		return nil
+	}
+	return append(binary.BigEndian.AppendUint16(nil, uint16(len(b))), b...)
+}
+
+// wireString renders a wire name for logs.
+func wireString(w []byte) string {
+	s, _, err := dns.UnpackDomainName(w, 0)
+	if err != nil {
+		return fmt.Sprintf("%x", w)
+	}
+	return s
+}

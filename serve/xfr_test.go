@@ -1,0 +1,361 @@
+package serve
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+)
+
+var testKey = Key{Name: "xfr-key", Algorithm: "hmac-sha256", Secret: base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}
+
+// xfrServer serves a store whose zone has n names, with access.
+func xfrServer(t *testing.T, n int, a Access) (*Server, *db.DB, string) {
+	t.Helper()
+	d, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	var recs []db.Record
+	for i := range n {
+		recs = append(recs, db.Record{Zone: zoneName, RR: mustRR(t, fmt.Sprintf("h%d.inst.o.dc.example.com. 30 IN A 10.1.%d.%d", i, i>>8, i&255))},
+			db.Record{Zone: zoneName, RR: mustRR(t, fmt.Sprintf(`h%d.inst.o.dc.example.com. 30 IN TXT "vm %d"`, i, i))})
+	}
+	if _, err := d.Commit(&db.ChangeSet{Zones: &db.ZoneConfig{Forward: map[string]db.Apex{zoneName: testApex()}, Reverse: testApex()},
+		VMs: []db.VMChange{{UUID: vmA, Records: recs}}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Listen: []string{"127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: a}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	_, tcp := s.Addrs()
+	return s, d, tcp[0]
+}
+
+// transfer runs an AXFR or IXFR with miekg/dns's client from local (an
+// address on lo such as 127.0.0.2) and returns the records or the error.
+func transfer(t *testing.T, addr, local string, m *dns.Msg, key *Key) ([]dns.RR, error) {
+	t.Helper()
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+	}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &dns.Transfer{Conn: &dns.Conn{Conn: nc}}
+	if key != nil {
+		tr.TsigSecret = map[string]string{dns.Fqdn(key.Name): key.Secret}
+		m.SetTsig(dns.Fqdn(key.Name), dns.HmacSHA256, 300, time.Now().Unix())
+	}
+	ch, err := tr.In(m, addr)
+	if err != nil {
+		return nil, err
+	}
+	var out []dns.RR
+	for env := range ch {
+		if env.Error != nil {
+			return out, env.Error
+		}
+		out = append(out, env.RR...)
+	}
+	return out, nil
+}
+
+func axfrMsg() *dns.Msg {
+	m := new(dns.Msg)
+	m.SetAxfr(zoneName + ".")
+	return m
+}
+
+func ixfrMsg(serial uint32) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetIxfr(zoneName+".", serial, "ns1.example.com.", "hostmaster.example.com.")
+	return m
+}
+
+func sortedStrings(rrs []dns.RR) []string {
+	var out []string
+	for _, rr := range rrs {
+		out = append(out, strings.ReplaceAll(rr.String(), "\t", " "))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Ensure an AXFR of a zone spanning several messages carries every record
+// once, SOA first and last, NS after the SOA.
+func TestAXFR(t *testing.T) {
+	s, _, addr := xfrServer(t, 3000, Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	for _, warm := range []bool{false, true} {
+		if warm {
+			s.Warm()
+		}
+		rrs, err := transfer(t, addr, "127.0.0.1", axfrMsg(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rrs) != 2+2+6000 {
+			t.Fatalf("warm=%v: %d records, want %d", warm, len(rrs), 2+2+6000)
+		}
+		if rrs[0].Header().Rrtype != dns.TypeSOA || rrs[len(rrs)-1].Header().Rrtype != dns.TypeSOA || rrs[1].Header().Rrtype != dns.TypeNS {
+			t.Errorf("warm=%v: order %s, %s ... %s", warm, rrs[0], rrs[1], rrs[len(rrs)-1])
+		}
+		seen := map[string]bool{}
+		for _, rr := range rrs[1 : len(rrs)-1] {
+			k := rr.String()
+			if seen[k] {
+				t.Errorf("duplicate %s", k)
+			}
+			seen[k] = true
+		}
+	}
+}
+
+// Ensure IXFR sends the journal's difference, a single SOA to an up to
+// date client, and the whole zone for a serial the journal lacks.
+func TestIXFR(t *testing.T) {
+	s, d, addr := xfrServer(t, 50, Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	s.Warm()
+	z := s.zoneByName(zoneName)
+	old := z.serial
+	// Move h7 and add a name: one commit.
+	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{
+		{Zone: zoneName, RR: mustRR(t, "new.inst.o.dc.example.com. 30 IN A 10.9.9.9")},
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cur := s.zoneByName(zoneName).serial
+	rrs, err := transfer(t, addr, "", ixfrMsg(old), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, rr := range rrs {
+		got = append(got, strings.ReplaceAll(rr.String(), "\t", " "))
+	}
+	want := []string{
+		fmt.Sprintf("dc.example.com. 30 IN SOA ns1.example.com. hostmaster.example.com. %d 30 60 2592000 30", cur),
+		fmt.Sprintf("dc.example.com. 30 IN SOA ns1.example.com. hostmaster.example.com. %d 30 60 2592000 30", old),
+		fmt.Sprintf("dc.example.com. 30 IN SOA ns1.example.com. hostmaster.example.com. %d 30 60 2592000 30", cur),
+		"new.inst.o.dc.example.com. 30 IN A 10.9.9.9",
+		fmt.Sprintf("dc.example.com. 30 IN SOA ns1.example.com. hostmaster.example.com. %d 30 60 2592000 30", cur),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("IXFR:\n got %q\nwant %q", got, want)
+	}
+
+	rrs, err = transfer(t, addr, "", ixfrMsg(cur), nil)
+	if err != nil || len(rrs) != 1 || rrs[0].(*dns.SOA).Serial != cur {
+		t.Errorf("IXFR from the current serial: %v %v, want the single SOA", rrs, err)
+	}
+	rrs, err = transfer(t, addr, "", ixfrMsg(old-1000), nil)
+	if err != nil || len(rrs) != 2+2+101 {
+		t.Errorf("IXFR from an unknown serial: %d records (%v), want the whole zone (105)", len(rrs), err)
+	}
+
+	// Over UDP a small difference fits one datagram.
+	m := ixfrMsg(old)
+	r, _, err := (&dns.Client{Net: "udp"}).Exchange(m, addr)
+	if err != nil || len(r.Answer) != 5 {
+		t.Errorf("IXFR over UDP: %v %v", r, err)
+	}
+}
+
+// Ensure addresses outside the ACL are refused and never get a record, and
+// a peer bound to a key must sign with it.
+func TestTransferACLAndTSIG(t *testing.T) {
+	peer := netip.MustParseAddr("127.0.0.3")
+	a := Access{
+		AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Zones:         map[string]ZoneAccess{zoneName: {Peers: []netip.Addr{peer}}},
+		Keys:          []Key{testKey},
+		PeerKeys:      map[netip.Addr]string{peer: "xfr-key"},
+	}
+	_, _, addr := xfrServer(t, 10, a)
+
+	if rrs, err := transfer(t, addr, "127.0.0.2", axfrMsg(), nil); err == nil || len(rrs) != 0 {
+		t.Errorf("unlisted client got %d records (err %v)", len(rrs), err)
+	}
+	if rrs, err := transfer(t, addr, "127.0.0.3", axfrMsg(), nil); err == nil || len(rrs) != 0 {
+		t.Errorf("key-bound peer without signature got %d records (err %v)", len(rrs), err)
+	}
+	bad := testKey
+	bad.Secret = base64.StdEncoding.EncodeToString([]byte("wrong secret, wrong secret......"))
+	if rrs, err := transfer(t, addr, "127.0.0.3", axfrMsg(), &bad); err == nil || len(rrs) != 0 {
+		t.Errorf("bad signature got %d records (err %v)", len(rrs), err)
+	}
+	// Signed correctly: the whole zone, every message verified by miekg.
+	rrs, err := transfer(t, addr, "127.0.0.3", axfrMsg(), &testKey)
+	if err != nil || len(rrs) != 2+2+20 {
+		t.Errorf("signed AXFR: %d records, %v", len(rrs), err)
+	}
+	// A signed SOA query is answered signed.
+	m := new(dns.Msg)
+	m.SetQuestion(zoneName+".", dns.TypeSOA)
+	m.SetTsig("xfr-key.", dns.HmacSHA256, 300, time.Now().Unix())
+	c := &dns.Client{TsigSecret: map[string]string{"xfr-key.": testKey.Secret}}
+	if r, _, err := c.Exchange(m, addr); err != nil || len(r.Answer) != 1 || r.IsTsig() == nil {
+		t.Errorf("signed SOA query: %v %v", r, err)
+	}
+}
+
+// Ensure the signer produces what miekg/dns verifies, for first and
+// following messages of a transfer.
+func TestTSIGSignVerifies(t *testing.T) {
+	k, err := newTSIGKey(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("a.example.", dns.TypeA)
+	m.Response = true
+	raw, _ := m.Pack()
+	now := time.Now()
+	signed, mac := k.sign(raw, nil, false, now)
+	if err := dns.TsigVerify(signed, testKey.Secret, "", false); err != nil {
+		t.Fatalf("first message: %v", err)
+	}
+	raw2, _ := m.Pack()
+	signed2, _ := k.sign(raw2, mac, true, now)
+	if err := dns.TsigVerify(signed2, testKey.Secret, fmt.Sprintf("%x", mac), true); err != nil {
+		t.Fatalf("timers-only message: %v", err)
+	}
+	if _, err := newTSIGKey(Key{Name: "k", Algorithm: "hmac-md5", Secret: testKey.Secret}); err == nil {
+		t.Error("hmac-md5 accepted")
+	}
+	if _, err := newTSIGKey(Key{Name: "k", Secret: "not base64!"}); err == nil {
+		t.Error("bad secret accepted")
+	}
+}
+
+// notifyListener records the NOTIFYs it receives and answers the first
+// `silent` of them not at all.
+type notifyListener struct {
+	conn   *net.UDPConn
+	got    chan *dns.Msg
+	silent int
+}
+
+func listenNotify(t *testing.T, silent int) *notifyListener {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &notifyListener{conn: c, got: make(chan *dns.Msg, 100), silent: silent}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, from, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			var m dns.Msg
+			if m.Unpack(buf[:n]) != nil {
+				continue
+			}
+			l.got <- &m
+			if l.silent > 0 {
+				l.silent--
+				continue
+			}
+			r := new(dns.Msg)
+			r.SetReply(&m)
+			b, _ := r.Pack()
+			c.WriteToUDP(b, from)
+		}
+	}()
+	t.Cleanup(func() { c.Close() })
+	return l
+}
+
+func (l *notifyListener) addr() netip.AddrPort { return l.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+func (l *notifyListener) next(t *testing.T, within time.Duration) *dns.Msg {
+	t.Helper()
+	select {
+	case m := <-l.got:
+		return m
+	case <-time.After(within):
+		t.Fatal("no NOTIFY arrived")
+		return nil
+	}
+}
+
+// Ensure a commit sends a NOTIFY carrying the new SOA, a silent peer gets
+// retransmissions, and a burst of commits is coalesced.
+func TestNotify(t *testing.T) {
+	quiet := listenNotify(t, 0)
+	deaf := listenNotify(t, 2)
+	a := Access{Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{quiet.addr(), deaf.addr()}}}, MinNotifyInterval: 300 * time.Millisecond}
+	s, d, _ := xfrServer(t, 5, a)
+	ctx, cancel := contextWithCancel(t)
+	defer cancel()
+	go s.Run(ctx)
+
+	commit := func(ip string) uint32 {
+		if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{
+			{Zone: zoneName, RR: mustRR(t, "n.dc.example.com. 30 IN A "+ip)},
+		}}}}); err != nil {
+			t.Fatal(err)
+		}
+		return s.zoneByName(zoneName).serial
+	}
+	serial := commit("10.0.0.1")
+	m := quiet.next(t, 2*time.Second)
+	if m.Opcode != dns.OpcodeNotify || len(m.Answer) != 1 || m.Answer[0].(*dns.SOA).Serial != serial {
+		t.Fatalf("NOTIFY: %v", m)
+	}
+	// The deaf peer is retried until it answers (it ignores two).
+	for i := 0; i < 3; i++ {
+		if m := deaf.next(t, 5*time.Second); m.Answer[0].(*dns.SOA).Serial != serial {
+			t.Fatalf("retry %d announced %v", i, m.Answer)
+		}
+	}
+
+	// A burst of five commits: one NOTIFY now or soon, then one for the last.
+	var last uint32
+	for i := 2; i < 7; i++ {
+		last = commit(fmt.Sprintf("10.0.0.%d", i))
+	}
+	deadline := time.After(3 * time.Second)
+	count := 0
+	for {
+		select {
+		case m := <-quiet.got:
+			count++
+			if m.Answer[0].(*dns.SOA).Serial == last {
+				if count > 2 {
+					t.Errorf("%d NOTIFYs for a burst, want at most 2", count)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the last serial %d was never announced (%d NOTIFYs)", last, count)
+		}
+	}
+}
+
+func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
+}
