@@ -174,13 +174,16 @@ type Feed struct {
 	users     map[string]cachedUser // by uuid, lower case
 	missing   map[string]bool       // owners whose lookup failed
 	adminUUID string
-	servers   map[string]Server // the last CNAPI listing, by uuid
-	haveCNAPI bool
-	haveNAPI  bool
-	nets      []Network // the last NAPI listing
-	pools     []NetworkPool
-	networks  map[string]bool // its network uuids
-	status    Status
+	// changelogStart is the UFDS change number read before the first
+	// listing looked owners up (-1 until then).
+	changelogStart int64
+	servers        map[string]Server // the last CNAPI listing, by uuid
+	haveCNAPI      bool
+	haveNAPI       bool
+	nets           []Network // the last NAPI listing
+	pools          []NetworkPool
+	networks       map[string]bool // its network uuids
+	status         Status
 }
 
 // Status describes what the feed has done, for tests and operators.
@@ -225,7 +228,7 @@ func NewFeed(cfg Config, sink Sink) (*Feed, error) {
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
 		pending: map[string]*pendingVM{}, inflight: map[string]bool{}, applied: map[string]appliedVM{},
 		destroyed: map[string]time.Time{}, users: map[string]cachedUser{}, missing: map[string]bool{},
-		servers: map[string]Server{}, networks: map[string]bool{},
+		servers: map[string]Server{}, networks: map[string]bool{}, changelogStart: -1,
 	}
 	var err error
 	hc, to := cfg.HTTPClient, cfg.RequestTimeout
@@ -829,6 +832,18 @@ func (f *Feed) fullSync(ctx context.Context) error {
 			owners[o] = true
 		}
 	}
+	f.mu.Lock()
+	first := f.changelogStart < 0
+	f.mu.Unlock()
+	if first {
+		// Changes after this point reach the watcher, even those made
+		// between the lookups below and its first look.
+		if n, err := f.ufds.LatestChangeNumber(ctx); err == nil {
+			f.mu.Lock()
+			f.changelogStart = n
+			f.mu.Unlock()
+		}
+	}
 	if err := f.resolveOwners(ctx, owners); err != nil {
 		f.sink.ReportFeed(HealthUFDS, err)
 		f.log.Warn("owner lookups failed; their VMs keep their records until UFDS answers", "err", err)
@@ -1086,7 +1101,9 @@ func (f *Feed) pollNAPI(ctx context.Context) {
 // changed is looked up again and handed to the sink, within one check
 // period. It also retries the owners whose lookup failed.
 func (f *Feed) watchUFDS(ctx context.Context) {
-	last := int64(-1)
+	f.mu.Lock()
+	last := f.changelogStart // where the changelog stood before the first listing's lookups
+	f.mu.Unlock()
 	refresh := map[string]bool{}
 	b := backoff{min: f.cfg.RetryMin, max: f.cfg.RetryMax}
 	var retryAt time.Time
@@ -1119,9 +1136,10 @@ func (f *Feed) watchUFDS(ctx context.Context) {
 var flagAttrs = []string{"triton_cns_enabled", "approved_for_provisioning", "login"}
 
 // readChangelog reads the entries after *last, page by page, and adds to
-// refresh the cached accounts they touched. The first call only records
-// where the changelog stands. A number that went backwards (UFDS
-// restored) marks every cached account for a fresh look.
+// refresh the cached accounts they touched. With no starting point (UFDS
+// was down during the first listing), the first call only records where
+// the changelog stands. A number that went backwards (UFDS restored) marks
+// every cached account for a fresh look.
 func (f *Feed) readChangelog(ctx context.Context, last *int64, refresh map[string]bool) error {
 	latest, err := f.ufds.LatestChangeNumber(ctx)
 	if err != nil {
