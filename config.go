@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +58,14 @@ type Config struct {
 	InventoryFile string
 	APIListen     string
 
+	// Replication.
+	AlsoNotify []netip.AddrPort  // also_notify, every zone
+	TSIGKeys   []TSIGKey         // tsig_keys
+	PeerKeys   map[string]string // peer_keys: peer name or address → key name
+	Journal    db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
+	MaxRRset   int               // max_rrset (default 90)
+	Catalog    string            // catalog_zone: RFC 9432 catalog of every zone
+
 	// Warnings name keys that were ignored.
 	Warnings []string
 }
@@ -67,12 +76,19 @@ type ForwardZone struct {
 	Networks      []string
 	Peers         []string
 	HiddenPrimary bool
+	AlsoNotify    []netip.AddrPort
+}
+
+// TSIGKey is one entry of tsig_keys.
+type TSIGKey struct {
+	Name, Algorithm, Secret string
 }
 
 // ReverseZones is reverse_zones: settings shared by every reverse zone.
 type ReverseZones struct {
 	Peers         []string
 	HiddenPrimary bool
+	AlsoNotify    []netip.AddrPort
 }
 
 // Defaults for cns's own keys.
@@ -190,6 +206,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	var rev struct {
 		Peers         []string `json:"peers"`
 		HiddenPrimary bool     `json:"hidden_primary"`
+		AlsoNotify    []string `json:"also_notify"`
 		HiddenMaster  *bool    `json:"hidden_master"` // pre-CNS-48 name
 		Slaves        []string `json:"slaves"`        // pre-CNS-46 name
 	}
@@ -197,6 +214,9 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		return nil, err
 	}
 	c.Reverse = ReverseZones{Peers: rev.Peers, HiddenPrimary: rev.HiddenPrimary}
+	if c.Reverse.AlsoNotify, err = parseNotifyTargets("reverse_zones.also_notify", rev.AlsoNotify, bad); err != nil {
+		return nil, err
+	}
 	if len(c.Reverse.Peers) == 0 {
 		c.Reverse.Peers = rev.Slaves
 	}
@@ -299,11 +319,99 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		c.APIListen = api.Listen
 	}
 
+	var notify []string
+	if _, err := get("also_notify", &notify); err != nil {
+		return nil, err
+	}
+	if c.AlsoNotify, err = parseNotifyTargets("also_notify", notify, bad); err != nil {
+		return nil, err
+	}
+	var keys map[string]struct {
+		Algorithm string `json:"algorithm"`
+		Secret    string `json:"secret"`
+	}
+	if _, err := get("tsig_keys", &keys); err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
+		k := keys[name]
+		key := fmt.Sprintf("tsig_keys[%q]", name)
+		if _, ok := dns.IsDomainName(name); !ok || name == "" {
+			return nil, bad(key, "%q is not a valid key name", name)
+		}
+		switch strings.ToLower(k.Algorithm) {
+		case "", "hmac-sha256", "hmac-sha1", "hmac-sha224", "hmac-sha384", "hmac-sha512":
+		default:
+			return nil, bad(key+".algorithm", "%q is not supported (hmac-sha256, hmac-sha1, hmac-sha224, hmac-sha384, hmac-sha512)", k.Algorithm)
+		}
+		if b, err := base64.StdEncoding.DecodeString(k.Secret); err != nil || len(b) == 0 {
+			return nil, bad(key+".secret", "must be a non-empty base64 string")
+		}
+		c.TSIGKeys = append(c.TSIGKeys, TSIGKey{Name: name, Algorithm: k.Algorithm, Secret: k.Secret})
+	}
+	if _, err := get("peer_keys", &c.PeerKeys); err != nil {
+		return nil, err
+	}
+	for peer, key := range c.PeerKeys {
+		if _, ok := keys[key]; !ok {
+			return nil, bad(fmt.Sprintf("peer_keys[%q]", peer), "key %q is not in tsig_keys", key)
+		}
+	}
+	c.Journal = db.DefaultJournalLimits
+	var jn struct {
+		Entries *int     `json:"journal_max_entries"`
+		Bytes   *int64   `json:"journal_max_bytes"`
+		Age     *float64 `json:"journal_max_age_s"`
+	}
+	if err := json.Unmarshal(data, &jn); err != nil {
+		return nil, bad("journal_max_*", "%s", typeProblem(err))
+	}
+	if jn.Entries != nil {
+		if *jn.Entries < 1 {
+			return nil, bad("journal_max_entries", "must be at least 1")
+		}
+		c.Journal.MaxEntries = *jn.Entries
+	}
+	if jn.Bytes != nil {
+		if *jn.Bytes < 4096 {
+			return nil, bad("journal_max_bytes", "must be at least 4096")
+		}
+		c.Journal.MaxBytes = *jn.Bytes
+	}
+	if jn.Age != nil {
+		if *jn.Age <= 0 {
+			return nil, bad("journal_max_age_s", "must be positive")
+		}
+		c.Journal.MaxAge = time.Duration(*jn.Age * float64(time.Second))
+	}
+	c.MaxRRset = db.DefaultMaxRRset
+	if ok, err := get("max_rrset", &c.MaxRRset); err != nil {
+		return nil, err
+	} else if ok && (c.MaxRRset < 1 || c.MaxRRset > 1000) {
+		return nil, bad("max_rrset", "must be between 1 and 1000")
+	}
+	if _, err := get("catalog_zone", &c.Catalog); err != nil {
+		return nil, err
+	}
+	if c.Catalog != "" {
+		c.Catalog = strings.ToLower(strings.TrimSuffix(c.Catalog, "."))
+		if !hostnameRE.MatchString(c.Catalog) {
+			return nil, bad("catalog_zone", "%q is not a valid zone name", c.Catalog)
+		}
+		for _, z := range c.Forward {
+			if z.Name == c.Catalog {
+				return nil, bad("catalog_zone", "%q is also a forward zone", c.Catalog)
+			}
+		}
+	}
+
 	known := map[string]bool{"my_name": true, "hostmaster": true, "forward_zones": true, "reverse_zones": true,
 		"allow_transfer": true, "use_login": true, "use_alias": true, "min_notify_interval": true,
 		"full_poll_interval": true, "reaper_poll_interval": true, "batch_window_ms": true,
 		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
-		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true}
+		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true,
+		"also_notify": true, "tsig_keys": true, "peer_keys": true, "journal_max_entries": true,
+		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true}
 	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if !known[k] && !referenceKeys[k] {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("config %s: unknown key %q ignored", name, k))
@@ -334,6 +442,7 @@ func parseForwardZones(raw json.RawMessage, bad func(string, string, ...any) err
 			HiddenPrimary bool     `json:"hidden_primary"`
 			Slaves        []string `json:"slaves"`
 			HiddenMaster  *bool    `json:"hidden_master"`
+			AlsoNotify    []string `json:"also_notify"`
 		}
 		if err := dec.Decode(&z); err != nil {
 			return nil, bad(key, "%s", typeProblem(err))
@@ -363,7 +472,11 @@ func parseForwardZones(raw json.RawMessage, bad func(string, string, ...any) err
 		if err := checkPeers(key, z.Peers, z.HiddenPrimary, bad); err != nil {
 			return nil, err
 		}
-		out = append(out, ForwardZone{Name: name, Networks: z.Networks, Peers: z.Peers, HiddenPrimary: z.HiddenPrimary})
+		notify, err := parseNotifyTargets(key+".also_notify", z.AlsoNotify, bad)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ForwardZone{Name: name, Networks: z.Networks, Peers: z.Peers, HiddenPrimary: z.HiddenPrimary, AlsoNotify: notify})
 	}
 	if len(out) == 0 {
 		return nil, bad("forward_zones", "at least one zone is required")
@@ -383,6 +496,24 @@ func checkPeers(key string, peers []string, hidden bool, bad func(string, string
 		return bad(key+".hidden_primary", "needs at least one peer: the first peer becomes the SOA primary")
 	}
 	return nil
+}
+
+// parseNotifyTargets accepts "ip", "ip:port" and "[ipv6]:port" (port 53
+// by default).
+func parseNotifyTargets(key string, list []string, bad func(string, string, ...any) error) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	for i, s := range list {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.AddrPortFrom(a, 53))
+			continue
+		}
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return nil, bad(fmt.Sprintf("%s[%d]", key, i), "%q is neither an IP address nor ip:port", s)
+		}
+		out = append(out, ap)
+	}
+	return out, nil
 }
 
 // parseAddrOrPrefix accepts "10.0.0.1" or "10.0.0.0/8" (v4 or v6).
@@ -426,7 +557,20 @@ func (c *Config) ZoneConfig() db.ZoneConfig {
 	for _, z := range c.Forward {
 		zc.Forward[z.Name] = c.apex(z.Peers, z.HiddenPrimary)
 	}
+	if c.Catalog != "" {
+		// RFC 9432 §4.1: a catalog's NS is "invalid."; it is data for
+		// secondaries, not a zone anyone resolves.
+		a := c.apex(nil, false)
+		a.NS = []string{"invalid."}
+		zc.Catalog = &db.CatalogConfig{Name: c.Catalog, Apex: a}
+	}
 	return zc
+}
+
+// DBOptions are the store's limits from the config.
+func (c *Config) DBOptions() db.Options {
+	j := c.Journal
+	return db.Options{Journal: &j, MaxRRset: c.MaxRRset}
 }
 
 // apex builds one zone's SOA and NS: cns itself is the SOA primary and the

@@ -82,6 +82,13 @@ func quietLogger() *slog.Logger {
 // with the SDC feed configured by fc.
 func startSDCCNS(t testing.TB, dbPath string, fc sdc.Config) *sdcCNS {
 	t.Helper()
+	return startSDCCNSWindow(t, dbPath, fc, 0)
+}
+
+// startSDCCNSWindow is startSDCCNS with the updater's batch window (zero:
+// the default, 100 ms).
+func startSDCCNSWindow(t testing.TB, dbPath string, fc sdc.Config, window time.Duration) *sdcCNS {
+	t.Helper()
 	cfg, err := LoadConfig("testdata/cns.json")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +106,7 @@ func startSDCCNS(t testing.TB, dbPath string, fc sdc.Config) *sdcCNS {
 		t.Fatal(err)
 	}
 	udp, _ := srv.Addrs()
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: log})
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: window, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

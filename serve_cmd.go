@@ -44,14 +44,19 @@ func (c *ServeCmd) Run() error {
 	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
 		return fmt.Errorf("db directory: %w", err)
 	}
-	store, err := db.Open(cfg.DBPath, db.Options{})
+	store, err := db.Open(cfg.DBPath, cfg.DBOptions())
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 
 	hostname, _ := os.Hostname()
-	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Version: versionString(), Identity: hostname, Logger: log}, store)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Serve at once with the addresses the config spells out; peer names
+	// are looked up in the background.
+	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Version: versionString(), Identity: hostname, Logger: log,
+		Access: transferAccess(ctx, cfg, log, false)}, store)
 	if err != nil {
 		return err
 	}
@@ -61,9 +66,20 @@ func (c *ServeCmd) Run() error {
 	defer srv.Close()
 	log.Info("serving from the db", "db", cfg.DBPath, "took", time.Since(started).String())
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var wg sync.WaitGroup
+	wg.Go(func() { srv.Run(ctx) })
+	wg.Go(func() {
+		for {
+			if err := srv.SetAccess(transferAccess(ctx, cfg, log, true)); err != nil {
+				log.Error("transfer policy", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(peerResolveInterval):
+			}
+		}
+	})
 	wg.Go(func() {
 		t := time.Now()
 		if err := srv.Warm(); err != nil {

@@ -72,7 +72,7 @@ func (d *DB) Check() ([]string, error) {
 		for _, zone := range slices.Sorted(maps.Keys(fed)) {
 			for key, vms := range fed[zone] {
 				for id := range vms {
-					if !listed[zone][key][id] {
+					if id != catalogVM && !listed[zone][key][id] {
 						add("zone %s name %x has records of vm %s, which does not list it", zone, key, formatUUID(id))
 					}
 				}

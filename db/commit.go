@@ -151,6 +151,7 @@ type nameWork struct {
 	owner []byte
 	orig  []byte // stored candidates
 	cands []candidate
+	done  bool // finished: stored and journaled
 }
 
 func newCommit(tx *bolt.Tx, d *DB, cause string) (*commit, error) {
@@ -201,15 +202,20 @@ func (c *commit) zone(name string) (*zoneWork, error) {
 // setZoneConfig stores cfg and marks every zone whose apex changed or that
 // left the configuration.
 func (c *commit) setZoneConfig(cfg *ZoneConfig) error {
-	c.cfg = ZoneConfig{Forward: maps.Clone(cfg.Forward), Reverse: cfg.Reverse}
+	c.cfg = ZoneConfig{Forward: maps.Clone(cfg.Forward), Reverse: cfg.Reverse, Catalog: cfg.Catalog}
 	if c.cfg.Forward == nil {
 		c.cfg.Forward = map[string]Apex{}
 	}
 	if err := c.tx.Bucket(bucketConfig).Put(keyZoneConfig, c.cfg.encode()); err != nil {
 		return err
 	}
-	// Every configured forward zone exists, even before it has records.
-	for _, name := range slices.Sorted(maps.Keys(c.cfg.Forward)) {
+	// Every configured forward zone (and the catalog) exists, even before
+	// it has records.
+	names := slices.Sorted(maps.Keys(c.cfg.Forward))
+	if c.cfg.Catalog != nil {
+		names = append(names, c.cfg.Catalog.Name)
+	}
+	for _, name := range names {
 		if _, err := c.zone(name); err != nil {
 			return err
 		}
@@ -368,10 +374,14 @@ func (c *commit) name(z *zoneWork, key, owner []byte) (*nameWork, error) {
 // serial and journal entry.
 func (c *commit) finish() (*Committed, error) {
 	out := &Committed{}
-	// Names, in a stable order so journals are deterministic.
-	for _, nk := range slices.Sorted(maps.Keys(c.names)) {
-		nw := c.names[nk]
-		if err := c.finishName(nw); err != nil {
+	if err := c.finishNames(); err != nil {
+		return nil, err
+	}
+	if c.cfg.Catalog != nil {
+		if err := c.updateCatalog(); err != nil {
+			return nil, err
+		}
+		if err := c.finishNames(); err != nil {
 			return nil, err
 		}
 	}
@@ -379,7 +389,8 @@ func (c *commit) finish() (*Committed, error) {
 	tomb := c.tx.Bucket(bucketTombstones)
 	for _, name := range slices.Sorted(maps.Keys(c.zones)) {
 		z := c.zones[name]
-		if z.remove || (isReverseZone(name) && z.exists && z.meta.Names == 0 && len(z.added) == 0 && len(z.deleted) > 0) {
+		switch c.fate(z) {
+		case zoneRemoved:
 			if err := tomb.Put([]byte(name), u32bytes(z.meta.Serial)); err != nil {
 				return nil, err
 			}
@@ -387,22 +398,53 @@ func (c *commit) finish() (*Committed, error) {
 				return nil, err
 			}
 			out.Zones = append(out.Zones, ZoneUpdate{Zone: name, Wire: z.wire, Removed: true})
-			continue
+		case zoneChanged:
+			u, err := c.finishZone(z, zones, tomb)
+			if err != nil {
+				return nil, err
+			}
+			out.Zones = append(out.Zones, u)
 		}
-		if z.exists && !z.apexDiff && len(z.added) == 0 && len(z.deleted) == 0 {
-			continue
-		}
-		if !z.exists && isReverseZone(name) && len(z.added) == 0 {
-			continue // a reverse zone is created by its first record
-		}
-		u, err := c.finishZone(z, zones, tomb)
-		if err != nil {
-			return nil, err
-		}
-		out.Zones = append(out.Zones, u)
 	}
 	out.Problems = c.probs
 	return out, nil
+}
+
+// finishNames finishes every name not finished yet, in a stable order so
+// journals are deterministic.
+func (c *commit) finishNames() error {
+	for _, nk := range slices.Sorted(maps.Keys(c.names)) {
+		nw := c.names[nk]
+		if nw.done {
+			continue
+		}
+		nw.done = true
+		if err := c.finishName(nw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// zoneFate is what a commit does to a zone.
+type zoneFate int
+
+const (
+	zoneUnchanged zoneFate = iota
+	zoneChanged            // created, or new records or apex
+	zoneRemoved            // left the configuration, or a reverse zone emptied
+)
+
+func (c *commit) fate(z *zoneWork) zoneFate {
+	switch {
+	case z.remove || (isReverseZone(z.name) && z.exists && z.meta.Names == 0 && len(z.added) == 0 && len(z.deleted) > 0):
+		return zoneRemoved
+	case z.exists && !z.apexDiff && len(z.added) == 0 && len(z.deleted) == 0:
+		return zoneUnchanged
+	case !z.exists && isReverseZone(z.name) && len(z.added) == 0:
+		return zoneUnchanged // a reverse zone is created by its first record
+	}
+	return zoneChanged
 }
 
 // finishName stores one name's candidates and records what it publishes

@@ -573,3 +573,57 @@ func mustKey(t *testing.T, owner, zone string) []byte {
 	}
 	return k
 }
+
+// Ensure the catalog zone lists every other zone, follows reverse zones
+// as they come and go, and journals its changes like any zone.
+func TestCatalogZone(t *testing.T) {
+	d, clk := openTest(t, Options{})
+	cfg := testConfig()
+	cfg.Catalog = &CatalogConfig{Name: "catalog.cns", Apex: testApex("invalid.")}
+	mustCommit(t, d, &ChangeSet{Zones: cfg})
+	members := func() []string {
+		var out []string
+		err := d.ScanZone("catalog.cns", func(owner []byte, rrs RRs) error {
+			recs, _ := rrs.ToRR(WireToString(owner))
+			for _, r := range recs {
+				if p, ok := r.(*dns.PTR); ok {
+					if !strings.HasPrefix(WireToString(owner), catalogMemberID(strings.TrimSuffix(p.Ptr, "."))+".zones.") {
+						t.Errorf("member %s has label %s", p.Ptr, WireToString(owner))
+					}
+					out = append(out, p.Ptr)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := members(); !slices.Equal(got, []string{"dc.example.com."}) {
+		t.Fatalf("members %q", got)
+	}
+	clk.t = clk.t.Add(time.Second)
+	mustCommit(t, d, &ChangeSet{VMs: []VMChange{{UUID: vm1, Records: []Record{rec(t, "0.0.10.in-addr.arpa", "1.0.0.10.in-addr.arpa. 30 IN PTR a.dc.example.com.")}}}})
+	if got := members(); !slices.Equal(got, []string{"0.0.10.in-addr.arpa.", "dc.example.com."}) {
+		t.Fatalf("members after a reverse zone appeared: %q", got)
+	}
+	clk.t = clk.t.Add(time.Second)
+	c := mustCommit(t, d, &ChangeSet{VMs: []VMChange{{UUID: vm1, Delete: true}}})
+	if got := members(); !slices.Equal(got, []string{"dc.example.com."}) {
+		t.Fatalf("members after the reverse zone went: %q", got)
+	}
+	var catUpdate *ZoneUpdate
+	for i := range c.Zones {
+		if c.Zones[i].Zone == "catalog.cns" {
+			catUpdate = &c.Zones[i]
+		}
+	}
+	if catUpdate == nil || catUpdate.Entry == nil || len(catUpdate.Entry.Deleted) != 1 {
+		t.Errorf("catalog change not journaled: %+v", catUpdate)
+	}
+	if probs, err := d.Check(); err != nil || len(probs) > 0 {
+		t.Errorf("check: %v %q", err, probs)
+	}
+}

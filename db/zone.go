@@ -109,12 +109,17 @@ func decodeApex(d *dec) Apex {
 type ZoneConfig struct {
 	Forward map[string]Apex
 	Reverse Apex
+	// Catalog, when set, is kept as a catalog of all the other zones.
+	Catalog *CatalogConfig
 }
 
 // apexFor returns the apex of zone and whether the zone may exist.
 func (c *ZoneConfig) apexFor(zone string) (Apex, bool) {
 	if a, ok := c.Forward[zone]; ok {
 		return a, true
+	}
+	if c.Catalog != nil && zone == c.Catalog.Name {
+		return c.Catalog.Apex, true
 	}
 	if isReverseZone(zone) {
 		return c.Reverse, true
@@ -124,7 +129,7 @@ func (c *ZoneConfig) apexFor(zone string) (Apex, bool) {
 
 func (c *ZoneConfig) encode() []byte {
 	e := &enc{}
-	e.u8(1)
+	e.u8(2)
 	names := slices.Sorted(maps.Keys(c.Forward))
 	e.u16(uint16(len(names)))
 	for _, n := range names {
@@ -133,12 +138,19 @@ func (c *ZoneConfig) encode() []byte {
 		a.encode(e)
 	}
 	c.Reverse.encode(e)
+	if c.Catalog != nil {
+		e.u8(1)
+		e.str(c.Catalog.Name)
+		c.Catalog.Apex.encode(e)
+	} else {
+		e.u8(0)
+	}
 	return e.b
 }
 
 func decodeZoneConfig(b []byte) (ZoneConfig, error) {
 	d := &dec{b: b}
-	d.version(1, "zone config")
+	d.version(2, "zone config")
 	c := ZoneConfig{Forward: map[string]Apex{}}
 	n := int(d.u16())
 	for i := 0; i < n && d.err == nil; i++ {
@@ -146,6 +158,9 @@ func decodeZoneConfig(b []byte) (ZoneConfig, error) {
 		c.Forward[name] = decodeApex(d)
 	}
 	c.Reverse = decodeApex(d)
+	if d.u8() == 1 {
+		c.Catalog = &CatalogConfig{Name: d.str(), Apex: decodeApex(d)}
+	}
 	return c, d.done("zone config")
 }
 

@@ -109,7 +109,7 @@ var kinds = map[Kind]kindInfo{
 		conf:       bindConf,
 		confExt:    "named.conf",
 		catalog:    true,
-		bindFailed: []string{"address in use", "could not listen on any interface"},
+		bindFailed: []string{"address in use", "unable to listen on any configured interfaces", "interface ignored"},
 	},
 	Knot: {
 		binary:     "/usr/sbin/knotd",
@@ -245,7 +245,7 @@ func (s *Secondary) start(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := pickPort()
 	if err != nil {
 		return err
 	}
@@ -348,6 +348,9 @@ func (s *Secondary) logMentions(needles []string) bool {
 	return false
 }
 
+// pickPort is freePort, but tests of this package hand out a taken port.
+var pickPort = freePort
+
 // freePort returns a port that was free on 127.0.0.1 for both UDP and TCP
 // a moment ago. The server may still lose a race for it; Start retries.
 func freePort() (int, error) {
@@ -440,7 +443,21 @@ func (s *Secondary) Stop() {
 
 // Serial returns the SOA serial the secondary serves for zone, and false
 // when it does not serve the zone (yet).
+//
+// Knot does not answer queries for a catalog zone it interprets (REFUSED
+// with EDE 20) but transfers it, so for Config.Catalog on Knot Serial
+// reads the SOA from an AXFR.
 func (s *Secondary) Serial(zone string) (uint32, bool) {
+	if s.cfg.Kind == Knot && s.cfg.Catalog != "" && strings.EqualFold(strings.TrimSuffix(zone, "."), s.cfg.Catalog) {
+		rrs, err := s.Transfer(zone)
+		if err != nil || len(rrs) == 0 {
+			return 0, false
+		}
+		if soa, ok := rrs[0].(*dns.SOA); ok {
+			return soa.Serial, true
+		}
+		return 0, false
+	}
 	r, err := s.Query(zone, dns.TypeSOA)
 	if err != nil || r.Rcode != dns.RcodeSuccess || !r.Authoritative {
 		return 0, false
