@@ -7,6 +7,7 @@ package feeds
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -52,6 +53,7 @@ type Updater struct {
 	servers    map[string]*serverFacts // by uuid
 	networks   map[string]*sdc.Network // by uuid
 	pools      map[string][]string     // network uuid → pool uuids
+	poolNets   map[string][]string     // pool uuid → network uuids
 	poolList   []sdc.NetworkPool       // as last given, to notice changes
 	vms        map[string]*sdc.VM      // by uuid, trimmed to what records reads
 	byOwner    map[string]map[string]bool
@@ -289,7 +291,11 @@ func (u *Updater) setNetworks(nets []sdc.Network, pools []sdc.NetworkPool, cause
 	u.networks = next
 	u.poolList = slices.Clone(pools)
 	u.pools = map[string][]string{}
+	u.poolNets = map[string][]string{}
 	for _, p := range pools {
+		for _, n := range p.Networks {
+			u.poolNets[strings.ToLower(p.UUID)] = append(u.poolNets[strings.ToLower(p.UUID)], strings.ToLower(n))
+		}
 		for _, n := range p.Networks {
 			u.pools[strings.ToLower(n)] = append(u.pools[strings.ToLower(n)], strings.ToLower(p.UUID))
 		}
@@ -547,7 +553,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	if f := u.servers[vm.ServerUUID]; f != nil {
 		cnDown = f.down
 	}
-	res := records.Compute(&u.cfg, &records.World{Networks: u.networks, Pools: u.pools},
+	res := records.Compute(&u.cfg, u.world(),
 		records.Input{VM: vm, Owner: owner, CNDown: cnDown})
 	meta, err := json.Marshal(newVMMeta(vm, owner, cnDown, &res, u.now()))
 	if err != nil {
@@ -589,4 +595,27 @@ func (u *Updater) LastCommit() CommitInfo {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.lastCommit
+}
+
+func (u *Updater) world() *records.World {
+	return &records.World{Networks: u.networks, Pools: u.pools, PoolNetworks: u.poolNets}
+}
+
+// ErrUnknownOwner is returned by Suffixes for an account nobody has seen.
+var ErrUnknownOwner = errors.New("owner not found")
+
+// Suffixes answers CloudAPI's question before it provisions a VM: which
+// DNS suffixes the VM of owner (UUID or login) on networks (network or
+// pool UUIDs) will get.
+func (u *Updater) Suffixes(owner string, networks []string) ([]string, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	usr := u.users[strings.ToLower(owner)]
+	if usr == nil {
+		usr = u.logins[owner]
+	}
+	if usr == nil {
+		return nil, ErrUnknownOwner
+	}
+	return records.Suffixes(&u.cfg, u.world(), usr, networks), nil
 }

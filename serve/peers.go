@@ -61,6 +61,7 @@ type peerTracker struct {
 	peers  map[netip.Addr]*Peer
 	dirty  map[netip.Addr]bool
 	probes chan probe
+	change chan struct{} // closed and replaced on every change
 }
 
 // probe asks a peer for its SOA serial of a zone and its version, a moment
@@ -72,7 +73,7 @@ type probe struct {
 }
 
 func newPeerTracker(s *Server, store *db.DB) *peerTracker {
-	t := &peerTracker{store: store, s: s, peers: map[netip.Addr]*Peer{}, dirty: map[netip.Addr]bool{}, probes: make(chan probe, 256)}
+	t := &peerTracker{store: store, s: s, peers: map[netip.Addr]*Peer{}, dirty: map[netip.Addr]bool{}, probes: make(chan probe, 256), change: make(chan struct{})}
 	stored, err := store.Peers()
 	if err != nil {
 		s.log.Warn("stored peers unreadable; starting without", "err", err)
@@ -107,7 +108,16 @@ func (t *peerTracker) peer(addr netip.Addr) *Peer {
 		t.peers[addr] = p
 	}
 	t.dirty[addr] = true
+	close(t.change)
+	t.change = make(chan struct{})
 	return p
+}
+
+// changed returns a channel closed at the next change.
+func (t *peerTracker) changed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.change
 }
 
 func (p *Peer) zone(name string) *PeerZone {

@@ -74,15 +74,13 @@ type Server struct {
 	closed    atomic.Bool
 	tcpActive atomic.Int64
 
-	// Stats: plain counters the admin API reads.
-	stats Stats
-}
+	// Counters: one set per UDP socket, one shared by TCP connections.
+	udpCounters []*counters
+	tcpCounters counters
+	listening   atomic.Bool
+	started     time.Time
 
-// Stats counts what the server did.
-type Stats struct {
-	UDPQueries, TCPQueries atomic.Uint64
-	Dropped, FormErr       atomic.Uint64
-	Refused, NXDomain      atomic.Uint64
+	xfrAXFR, xfrIXFR, xfrUpToDate, xfrRefused atomic.Uint64
 }
 
 // New returns a Server for the zones in store. It serves them at once,
@@ -250,10 +248,8 @@ func (s *Server) handle(q *query, msg, b []byte, limit int) []byte {
 func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte {
 	switch res {
 	case parseDrop:
-		s.stats.Dropped.Add(1)
 		return nil
 	case parseFormErr:
-		s.stats.FormErr.Add(1)
 		return s.errorReply(q, b, dns.RcodeFormatError)
 	case parseNotImp:
 		if q.opcode == dns.OpcodeNotify {
@@ -319,10 +315,14 @@ func (s *Server) Listen() error {
 		s.tcp = append(s.tcp, ln)
 		s.lmu.Unlock()
 		for _, c := range conns {
+			cnt := &counters{}
+			s.lmu.Lock()
+			s.udpCounters = append(s.udpCounters, cnt)
+			s.lmu.Unlock()
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				s.serveUDP(c)
+				s.serveUDP(c, cnt)
 			}()
 		}
 		s.wg.Add(1)
@@ -332,8 +332,13 @@ func (s *Server) Listen() error {
 		}()
 		s.log.Info("listening", "udp", conns[0].LocalAddr().String(), "tcp", ln.Addr().String(), "udp_sockets", len(conns))
 	}
+	s.started = time.Now()
+	s.listening.Store(true)
 	return nil
 }
+
+// Listening reports whether every listener is up (false once closed).
+func (s *Server) Listening() bool { return s.listening.Load() && !s.closed.Load() }
 
 // listenPair binds UDP and TCP on the same port. With port 0 the kernel
 // picks the UDP port, which may be taken for TCP: then it tries again.
@@ -379,6 +384,7 @@ func (s *Server) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.listening.Store(false)
 	s.lmu.Lock()
 	for _, c := range s.udp {
 		c.Close()

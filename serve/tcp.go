@@ -74,7 +74,6 @@ func (s *Server) serveConn(c net.Conn) {
 		if _, err := io.ReadFull(br, msg); err != nil {
 			return
 		}
-		s.stats.TCPQueries.Add(1)
 		q.tcp = true
 		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 			q.src = ta.AddrPort()
@@ -90,6 +89,7 @@ func (s *Server) serveConn(c net.Conn) {
 			continue
 		}
 		resp := s.respond(&q, res, out[:0], maxTCPSize)
+		s.tcpCounters.count(&q, resp)
 		if resp == nil {
 			continue
 		}

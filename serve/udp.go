@@ -57,7 +57,7 @@ func listenUDP(ap netip.AddrPort, n int) ([]net.PacketConn, error) {
 
 // serveUDP reads requests from c in batches and writes the answers back in
 // batches. Buffers are allocated once per socket.
-func (s *Server) serveUDP(c net.PacketConn) {
+func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
 	var bc batchConn
 	if ua, ok := c.LocalAddr().(*net.UDPAddr); ok && ua.IP.To4() == nil {
 		bc = ipv6.NewPacketConn(c)
@@ -85,12 +85,12 @@ func (s *Server) serveUDP(c net.PacketConn) {
 		k := 0
 		for i := 0; i < n; i++ {
 			m := &in[i]
-			s.stats.UDPQueries.Add(1)
 			q.tcp = false
 			if ua, ok := m.Addr.(*net.UDPAddr); ok {
 				q.src = ua.AddrPort()
 			}
 			resp := s.handle(&q, m.Buffers[0][:m.N], outBufs[k][:0], minUDPSize)
+			cnt.count(&q, resp)
 			if resp == nil {
 				continue
 			}

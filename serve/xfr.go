@@ -164,6 +164,7 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 	z, zoff := sn.findZone(q.lower())
 	kind := dns.TypeToString[q.qtype]
 	reply := func(rcode int) error {
+		s.xfrRefused.Add(1)
 		var r response
 		r.start(q, nil, maxTCPSize, s.udpSize)
 		r.rcode = rcode
@@ -184,6 +185,7 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 		v := verifyTSIG(q.msg, acc.keys)
 		if v.err != nil {
 			s.log.Warn("transfer refused: bad TSIG", "zone", z.name, "client", src.String(), "key", v.key, "err", v.err)
+			s.xfrRefused.Add(1)
 			w.Write(tsigErrorReply(q.msg, v))
 			return flush()
 		}
@@ -225,6 +227,14 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 	s.log.Info("transfer", "zone", z.name, "kind", res.kind, "serial", res.serial, "client", src.String(),
 		"records", res.records, "messages", res.messages, "bytes", res.bytes, "took", time.Since(start).String())
 	s.peers.transferred(src.Addr(), z.name, res)
+	switch res.kind {
+	case "AXFR":
+		s.xfrAXFR.Add(1)
+	case "IXFR":
+		s.xfrIXFR.Add(1)
+	default:
+		s.xfrUpToDate.Add(1)
+	}
 	return nil
 }
 

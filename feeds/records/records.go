@@ -46,6 +46,8 @@ type World struct {
 	Networks map[string]*sdc.Network
 	// Pools maps a network UUID to the UUIDs of the pools that contain it.
 	Pools map[string][]string
+	// PoolNetworks maps a pool UUID to its networks, in NAPI's order.
+	PoolNetworks map[string][]string
 }
 
 // Input is one VM and its context.
