@@ -66,6 +66,7 @@ type Updater struct {
 	kick       chan struct{}
 	commits    uint64
 	lastCommit CommitInfo
+	hist       Histogram
 	feeds      map[string]FeedStatus
 }
 
@@ -496,6 +497,7 @@ func (u *Updater) Flush() error {
 		return err
 	}
 	u.commits++
+	u.hist.observe(u.lastCommit.Duration.Seconds())
 	if cs.Zones != nil {
 		u.zonesDirty = false
 	}
@@ -618,4 +620,41 @@ func (u *Updater) Suffixes(owner string, networks []string) ([]string, error) {
 		return nil, ErrUnknownOwner
 	}
 	return records.Suffixes(&u.cfg, u.world(), usr, networks), nil
+}
+
+// Histogram is a Prometheus-style histogram of commit durations.
+type Histogram struct {
+	Bounds []float64 // upper bounds, seconds
+	Counts []uint64  // cumulative counts per bound
+	Count  uint64
+	Sum    float64
+}
+
+var commitBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+func (h *Histogram) observe(v float64) {
+	if h.Bounds == nil {
+		h.Bounds = commitBounds
+		h.Counts = make([]uint64, len(commitBounds))
+	}
+	for i, b := range h.Bounds {
+		if v <= b {
+			h.Counts[i]++
+		}
+	}
+	h.Count++
+	h.Sum += v
+}
+
+// CommitHistogram returns the commit durations so far.
+func (u *Updater) CommitHistogram() Histogram {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	h := u.hist
+	if h.Bounds == nil {
+		h.Bounds = commitBounds
+		h.Counts = make([]uint64, len(commitBounds))
+	}
+	h.Counts = slices.Clone(h.Counts)
+	return h
 }

@@ -1,0 +1,196 @@
+// Package admin is cns's REST API (the reference implementation's
+// endpoints, same paths and JSON, plus new ones), its Go client, and the
+// operations and output of cnsadm built on that client.
+package admin
+
+import "time"
+
+// The JSON shapes of the API. Reference endpoints keep the reference's
+// field names; new fields are only ever added.
+
+// Error is the restify-style error body: {"code": ..., "message": ...}.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Status  int    `json:"-"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// VM is GET /vm/:uuid.
+type VM struct {
+	UUID string `json:"uuid"`
+	// Names are the FQDNs whose TXT is the VM's UUID: its instance names
+	// and listed service names (what CloudAPI shows as dns_names).
+	Names []string `json:"names"`
+	// LastVisit is when cns last computed the VM, in ms since the epoch.
+	LastVisit int64 `json:"last_visit"`
+	// Added by cns: the listing decision and its reasons.
+	Alias        string   `json:"alias,omitempty"`
+	Owner        string   `json:"owner_uuid,omitempty"`
+	Login        string   `json:"login,omitempty"`
+	Server       string   `json:"server_uuid,omitempty"`
+	State        string   `json:"state,omitempty"`
+	ListInstance bool     `json:"list_instance"`
+	ListServices bool     `json:"list_services"`
+	Reasons      []string `json:"reasons"`
+	Services     []string `json:"services,omitempty"`
+	Problems     []string `json:"problems,omitempty"`
+	// Records are every record the VM contributes, in zone file text.
+	Records []string `json:"records,omitempty"`
+}
+
+// PeerSummary is one entry of GET /peers.
+type PeerSummary struct {
+	Address string            `json:"address"`
+	Serials map[string]uint32 `json:"serials"`
+	Version string            `json:"version,omitempty"`
+}
+
+// Peer is GET /peer/:addr.
+type Peer struct {
+	Address        string            `json:"address"`
+	Serials        map[string]uint32 `json:"serials"`
+	Version        string            `json:"version"`
+	NotifyFailures int               `json:"notify_failures"`
+	UsingNotify    bool              `json:"using_notify"`
+	UsingIXFR      bool              `json:"using_ixfr"`
+	Counters       map[string]uint64 `json:"counters"`
+	// Added by cns: per zone detail, drift included.
+	Zones map[string]PeerZone `json:"zones,omitempty"`
+}
+
+// PeerZone is one peer's state for one zone.
+type PeerZone struct {
+	Serial       uint32    `json:"serial"`
+	ZoneSerial   uint32    `json:"zone_serial"`
+	DriftSerials int64     `json:"drift_serials"` // commits it is behind (RFC 1982 difference)
+	DriftSeconds float64   `json:"drift_seconds"` // since the first change it lacks; -1 unknown
+	LastTransfer time.Time `json:"last_transfer,omitzero"`
+	LastKind     string    `json:"last_kind,omitempty"`
+	AXFR         uint64    `json:"axfr"`
+	IXFR         uint64    `json:"ixfr"`
+	NotifySerial uint32    `json:"notify_serial,omitempty"`
+	NotifySent   time.Time `json:"notify_sent,omitzero"`
+	NotifyAcked  time.Time `json:"notify_acked,omitzero"`
+	LastSOAQuery time.Time `json:"last_soa_query,omitzero"`
+}
+
+// ZoneSummary is one entry of GET /zones.
+type ZoneSummary struct {
+	Name   string `json:"name"`
+	Serial uint32 `json:"serial"`
+}
+
+// Zone is GET /zones/:zone.
+type Zone struct {
+	Name       string     `json:"name"`
+	Serial     uint32     `json:"serial"`
+	Reverse    bool       `json:"reverse"`
+	Names      int        `json:"names"`
+	Records    int        `json:"records"`
+	LastChange time.Time  `json:"last_change"`
+	Journal    Journal    `json:"journal"`
+	Peers      []ZonePeer `json:"peers"`
+}
+
+// Journal is a zone's IXFR history.
+type Journal struct {
+	From    uint32 `json:"from"` // oldest serial an IXFR can start from (0: none)
+	Entries int    `json:"entries"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// ZonePeer is one secondary of a zone.
+type ZonePeer struct {
+	Address      string  `json:"address"`
+	Serial       uint32  `json:"serial"`
+	DriftSerials int64   `json:"drift_serials"`
+	DriftSeconds float64 `json:"drift_seconds"`
+	Version      string  `json:"version,omitempty"`
+}
+
+// Records is GET /zones/:zone/records.
+type Records struct {
+	Zone    string   `json:"zone"`
+	Serial  uint32   `json:"serial"`
+	Records []string `json:"records"`
+	// Next is the name to pass as ?after= for the next page ("" at the end).
+	Next string `json:"next,omitempty"`
+}
+
+// Change is one serial of GET /zones/:zone/history.
+type Change struct {
+	From    uint32    `json:"from"`
+	To      uint32    `json:"to"`
+	Time    time.Time `json:"time"`
+	Cause   string    `json:"cause"`
+	Deleted []string  `json:"deleted"`
+	Added   []string  `json:"added"`
+}
+
+// AllowedPeer is one entry of GET /allowed-peers.
+type AllowedPeer struct {
+	Address string   `json:"address"`
+	Mask    int      `json:"mask"`
+	Zones   []string `json:"zones,omitempty"` // cns: nil means every zone
+}
+
+// SuffixesRequest is the body of POST /suffixes-for-vm.
+type SuffixesRequest struct {
+	OwnerUUID string   `json:"owner_uuid"`
+	Networks  []string `json:"networks"`
+}
+
+// Suffixes answers POST /suffixes-for-vm.
+type Suffixes struct {
+	Suffixes []string `json:"suffixes"`
+}
+
+// Feeds is GET /feeds.
+type Feeds struct {
+	Feeds      []FeedStatus `json:"feeds"`
+	Pending    int          `json:"pending"` // VMs waiting for the next commit
+	LastCommit *Commit      `json:"last_commit,omitempty"`
+}
+
+// FeedStatus is one source of truth's health.
+type FeedStatus struct {
+	Name    string    `json:"name"`
+	Healthy bool      `json:"healthy"`
+	Since   time.Time `json:"since"`
+	Reason  string    `json:"reason,omitempty"`
+	LastOK  time.Time `json:"last_ok,omitzero"`
+}
+
+// Commit describes the updater's last commit.
+type Commit struct {
+	Time       time.Time `json:"time"`
+	VMs        int       `json:"vms"`
+	DurationMS float64   `json:"duration_ms"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Wait is GET /wait: which peers serve the serial.
+type Wait struct {
+	Zone   string     `json:"zone"`
+	Serial uint32     `json:"serial"`
+	Done   bool       `json:"done"` // every peer has it
+	Peers  []WaitPeer `json:"peers"`
+}
+
+// WaitPeer is one peer's progress towards a serial.
+type WaitPeer struct {
+	Address string `json:"address"`
+	Serial  uint32 `json:"serial"`
+	Has     bool   `json:"has"`
+}
+
+// Status is GET /status: everything cnsadm status prints, in one call.
+type Status struct {
+	Version string               `json:"version"`
+	Uptime  float64              `json:"uptime_seconds"`
+	Zones   []ZoneSummary        `json:"zones"`
+	Changed map[string]time.Time `json:"changed"`
+	Peers   []Peer               `json:"peers"`
+}

@@ -1,0 +1,161 @@
+package admin
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// getMetrics writes Prometheus text format. It is written by hand: the
+// figures already exist as counters in serve and feeds, and a collector
+// library would only copy them.
+func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m := &metricWriter{w: bufio.NewWriter(w)}
+	m.gauge("cns_build_info", "cns version.", 1, "version", s.Version)
+	m.gauge("cns_uptime_seconds", "Seconds since the DNS listeners came up.", s.DNS.Uptime().Seconds())
+
+	qs := s.DNS.QueryStats()
+	m.help("cns_dns_answers_total", "counter", "DNS answers by transport and query type.")
+	for _, proto := range sortedKeys(qs.ByType) {
+		for _, t := range sortedKeys(qs.ByType[proto]) {
+			m.sample("cns_dns_answers_total", float64(qs.ByType[proto][t]), "proto", proto, "qtype", t)
+		}
+	}
+	m.help("cns_dns_rcodes_total", "counter", "DNS answers by transport and rcode.")
+	for _, proto := range sortedKeys(qs.ByRcode) {
+		for _, rc := range sortedKeys(qs.ByRcode[proto]) {
+			m.sample("cns_dns_rcodes_total", float64(qs.ByRcode[proto][rc]), "proto", proto, "rcode", rc)
+		}
+	}
+	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(qs.Dropped))
+
+	ts := s.DNS.TransferStats()
+	m.help("cns_transfers_total", "counter", "Zone transfers served, by outcome.")
+	m.sample("cns_transfers_total", float64(ts.AXFR), "kind", "axfr")
+	m.sample("cns_transfers_total", float64(ts.IXFR), "kind", "ixfr")
+	m.sample("cns_transfers_total", float64(ts.UpToDate), "kind", "up_to_date")
+	m.sample("cns_transfers_total", float64(ts.Refused), "kind", "refused")
+
+	pending := 0
+	for _, n := range s.DNS.NotifyStatus() {
+		if n.Pending {
+			pending++
+		}
+	}
+	m.gauge("cns_notify_pending", "NOTIFY targets that have not answered for the zone's serial.", float64(pending))
+
+	m.help("cns_zone_serial", "gauge", "Serial served per zone.")
+	for _, z := range s.DNS.Zones() {
+		m.sample("cns_zone_serial", float64(z.Serial), "zone", z.Name)
+	}
+	if zones, err := s.Store.Zones(); err == nil {
+		m.help("cns_zone_records", "gauge", "Records per zone, apex excluded.")
+		for _, z := range zones {
+			m.sample("cns_zone_records", float64(z.Records), "zone", z.Name)
+		}
+		m.help("cns_zone_last_change_seconds", "gauge", "Seconds since each zone last changed.")
+		for _, z := range zones {
+			m.sample("cns_zone_last_change_seconds", time.Since(z.LastChange).Seconds(), "zone", z.Name)
+		}
+	}
+
+	peers := s.DNS.Peers()
+	m.help("cns_peer_serial", "gauge", "Serial each secondary is known to have, per zone.")
+	for _, p := range peers {
+		for _, z := range sortedKeys(p.Zones) {
+			m.sample("cns_peer_serial", float64(p.Zones[z].Serial), "peer", p.Address, "zone", z)
+		}
+	}
+	m.help("cns_peer_drift_serials", "gauge", "Commits each secondary is behind, per zone.")
+	m.help("cns_peer_drift_seconds", "gauge", "Seconds since the first change each secondary lacks (-1: unknown).")
+	for _, p := range peers {
+		for _, z := range sortedKeys(p.Zones) {
+			cur, _ := s.DNS.ZoneSerial(z)
+			ds, dt := s.drift(z, p.Zones[z].Serial, cur)
+			m.sample("cns_peer_drift_serials", float64(ds), "peer", p.Address, "zone", z)
+			m.sample("cns_peer_drift_seconds", dt, "peer", p.Address, "zone", z)
+		}
+	}
+
+	if s.Updater != nil {
+		h := s.Updater.CommitHistogram()
+		m.help("cns_commit_duration_seconds", "histogram", "Time to commit one change set.")
+		for i, le := range h.Bounds {
+			m.sample("cns_commit_duration_seconds_bucket", float64(h.Counts[i]), "le", fmt.Sprint(le))
+		}
+		m.sample("cns_commit_duration_seconds_bucket", float64(h.Count), "le", "+Inf")
+		m.sample("cns_commit_duration_seconds_sum", h.Sum)
+		m.sample("cns_commit_duration_seconds_count", float64(h.Count))
+		m.gauge("cns_pending_vms", "VMs waiting for the next commit.", float64(s.Updater.Pending()))
+		m.help("cns_feed_healthy", "gauge", "1 when the feed's last attempt succeeded.")
+		for _, f := range s.Updater.Feeds() {
+			m.sample("cns_feed_healthy", b2f(f.Healthy), "feed", f.Name)
+		}
+		m.help("cns_feed_lag_seconds", "gauge", "Seconds since each feed last delivered good data.")
+		for _, f := range s.Updater.Feeds() {
+			lag := -1.0
+			if !f.LastOK.IsZero() {
+				lag = time.Since(f.LastOK).Seconds()
+			}
+			m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
+		}
+	}
+	return m.w.Flush()
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// metricWriter writes the Prometheus text exposition format.
+type metricWriter struct{ w *bufio.Writer }
+
+func (m *metricWriter) help(name, typ, help string) {
+	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (m *metricWriter) sample(name string, v float64, labels ...string) {
+	m.w.WriteString(name)
+	if len(labels) > 0 {
+		m.w.WriteByte('{')
+		for i := 0; i+1 < len(labels); i += 2 {
+			if i > 0 {
+				m.w.WriteByte(',')
+			}
+			fmt.Fprintf(m.w, "%s=\"%s\"", labels[i], escapeLabel(labels[i+1]))
+		}
+		m.w.WriteByte('}')
+	}
+	fmt.Fprintf(m.w, " %g\n", v)
+}
+
+func (m *metricWriter) gauge(name, help string, v float64, labels ...string) {
+	m.help(name, "gauge", help)
+	m.sample(name, v, labels...)
+}
+
+func (m *metricWriter) counter(name, help string, v float64) {
+	m.help(name, "counter", help)
+	m.sample(name, v)
+}
+
+// labelEscaper applies the exposition format's only escapes.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(strings.ToValidUTF8(s, "?")) }

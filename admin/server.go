@@ -1,0 +1,652 @@
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/serve"
+)
+
+// Server is the REST API of a running cns.
+type Server struct {
+	Store   *db.DB
+	DNS     *serve.Server
+	Updater *feeds.Updater // nil: no feed (read-only endpoints still work)
+	Version string
+	// Token, when set, lets remote callers use the mutating endpoints
+	// (DELETE /peer, POST /config/reload, GET /db/backup) with
+	// "Authorization: Bearer <token>"; without it only loopback may.
+	Token string
+	// ReadToken, when set, is required (or Token) for every other endpoint
+	// but /ping.
+	ReadToken string
+	// Reload re-reads the configuration (POST /config/reload).
+	Reload func() error
+	Log    *slog.Logger
+}
+
+// maxBody bounds request bodies: the API takes small JSON objects only.
+const maxBody = 64 << 10
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	read := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.Handle(pattern, s.wrap(h, false))
+	}
+	write := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.Handle(pattern, s.wrap(h, true))
+	}
+	mux.HandleFunc("GET /ping", s.ping)
+	read("GET /vm/{uuid}", s.getVM)
+	read("GET /peers", s.getPeers)
+	read("GET /peer/{addr}", s.getPeer)
+	write("DELETE /peer/{addr}", s.deletePeer)
+	read("GET /zones", s.getZones)
+	read("GET /zones/{zone}", s.getZone)
+	read("GET /zones/{zone}/records", s.getRecords)
+	read("GET /zones/{zone}/history", s.getHistory)
+	read("GET /allowed-peers", s.getAllowedPeers)
+	read("POST /suffixes-for-vm", s.postSuffixes)
+	read("GET /feeds", s.getFeeds)
+	read("GET /wait", s.getWait)
+	read("GET /status", s.getStatus)
+	read("GET /metrics", s.getMetrics)
+	write("GET /db/backup", s.getBackup)
+	write("POST /config/reload", s.postReload)
+	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		return &Error{Status: http.StatusNotFound, Code: "ResourceNotFound", Message: r.URL.Path + " does not exist"}
+	}, false))
+	return mux
+}
+
+// Serve runs the API on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// wrap applies authentication and turns returned errors into JSON error
+// bodies. A panic in a handler becomes a 500, never a dead process.
+func (s *Server) wrap(h func(http.ResponseWriter, *http.Request) error, mutating bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.Log.Error("api handler panic", "path", r.URL.Path, "panic", fmt.Sprint(p))
+				writeError(w, &Error{Status: 500, Code: "InternalError", Message: "internal error"})
+			}
+		}()
+		if err := s.authorize(r, mutating); err != nil {
+			writeError(w, err)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		if err := h(w, r); err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				s.Log.Error("api", "path", r.URL.Path, "err", err)
+				e = &Error{Status: 500, Code: "InternalError", Message: err.Error()}
+			}
+			writeError(w, e)
+		}
+	})
+}
+
+// authorize lets loopback do anything; elsewhere mutations need Token and,
+// when ReadToken is set, reads need ReadToken or Token.
+func (s *Server) authorize(r *http.Request, mutating bool) error {
+	bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	has := func(tok string) bool {
+		return tok != "" && subtle.ConstantTimeCompare([]byte(bearer), []byte(tok)) == 1
+	}
+	if mutating {
+		if fromLoopback(r) || has(s.Token) {
+			return nil
+		}
+		return &Error{Status: http.StatusForbidden, Code: "Forbidden", Message: "this endpoint is for loopback callers or holders of the API token"}
+	}
+	if s.ReadToken == "" || has(s.ReadToken) || has(s.Token) || fromLoopback(r) {
+		return nil
+	}
+	return &Error{Status: http.StatusUnauthorized, Code: "Unauthorized", Message: "a bearer token is required"}
+}
+
+func fromLoopback(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && ap.Addr().IsLoopback()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e error) {
+	var ae *Error
+	if !errors.As(e, &ae) {
+		ae = &Error{Status: 500, Code: "InternalError", Message: e.Error()}
+	}
+	if ae.Status == 0 {
+		ae.Status = 500
+	}
+	writeJSON(w, ae.Status, ae)
+}
+
+func notFound(msg string) error {
+	return &Error{Status: http.StatusNotFound, Code: "ResourceNotFound", Message: msg}
+}
+func badRequest(format string, args ...any) error {
+	return &Error{Status: http.StatusBadRequest, Code: "InvalidArgument", Message: fmt.Sprintf(format, args...)}
+}
+
+// ping answers 200 when the DNS listeners are up, 503 otherwise. Feed
+// trouble does not fail it: restarting cns would not heal a feed.
+func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
+	if s.DNS == nil || !s.DNS.Listening() {
+		writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: "ServiceUnavailable", Message: "DNS listeners are not up"})
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("uuid")
+	vm, ok, err := s.Store.VM(id)
+	if err != nil && !ok {
+		return badRequest("%q is not a VM UUID", id)
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound("VM not found")
+	}
+	return writeJSON(w, http.StatusOK, vmJSON(vm))
+}
+
+// vmJSON renders a stored VM.
+func vmJSON(vm db.VM) VM {
+	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
+	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
+		out.LastVisit = m.Updated.UnixMilli()
+		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
+		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
+		out.Reasons = append(out.Reasons, m.Reasons...)
+		out.Services, out.Problems = m.Services, m.Problems
+	}
+	for _, rec := range vm.Records {
+		for _, rr := range rec.RRs {
+			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
+			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID {
+				name := strings.TrimSuffix(rec.Owner, ".")
+				if !slices.Contains(out.Names, name) {
+					out.Names = append(out.Names, name)
+				}
+			}
+		}
+	}
+	slices.Sort(out.Names)
+	return out
+}
+
+func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) error {
+	out := []PeerSummary{}
+	for _, p := range s.DNS.Peers() {
+		ps := PeerSummary{Address: p.Address, Serials: map[string]uint32{}, Version: p.Version}
+		for z, pz := range p.Zones {
+			ps.Serials[z] = pz.Serial
+		}
+		out = append(out, ps)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// peerAddr parses and normalizes a peer address (IPv6 forms collapse).
+func peerAddr(r *http.Request) (netip.Addr, error) {
+	a, err := netip.ParseAddr(r.PathValue("addr"))
+	if err != nil {
+		return netip.Addr{}, badRequest("%q is not an IP address", r.PathValue("addr"))
+	}
+	return a.Unmap(), nil
+}
+
+func (s *Server) getPeer(w http.ResponseWriter, r *http.Request) error {
+	addr, err := peerAddr(r)
+	if err != nil {
+		return err
+	}
+	for _, p := range s.DNS.Peers() {
+		if p.Address == addr.String() {
+			return writeJSON(w, http.StatusOK, s.peerJSON(p))
+		}
+	}
+	return notFound("Peer not found")
+}
+
+// peerJSON renders a peer with its drift per zone.
+func (s *Server) peerJSON(p serve.Peer) Peer {
+	out := Peer{Address: p.Address, Serials: map[string]uint32{}, Version: p.Version, NotifyFailures: p.NotifyFailures,
+		UsingNotify: p.NotifyFailures < 5, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"], Counters: map[string]uint64{},
+		Zones: map[string]PeerZone{}}
+	if out.Version == "" {
+		out.Version = "unknown"
+	}
+	for _, c := range []string{"soa", "axfr", "ixfr", "goodxfer"} {
+		out.Counters[c] = p.Counters[c]
+	}
+	for z, pz := range p.Zones {
+		out.Serials[z] = pz.Serial
+		cur, _ := s.DNS.ZoneSerial(z)
+		ds, dt := s.drift(z, pz.Serial, cur)
+		out.Zones[z] = PeerZone{Serial: pz.Serial, ZoneSerial: cur, DriftSerials: ds, DriftSeconds: dt,
+			LastTransfer: pz.LastTransfer, LastKind: pz.LastKind, AXFR: pz.AXFR, IXFR: pz.IXFR,
+			NotifySerial: pz.NotifySerial, NotifySent: pz.NotifySent, NotifyAcked: pz.NotifyAcked, LastSOAQuery: pz.LastSOAQuery}
+	}
+	return out
+}
+
+// drift says how far behind a peer at serial `have` is: in commits, and in
+// seconds since the first change it lacks (-1 when the journal no longer
+// tells).
+func (s *Server) drift(zone string, have, cur uint32) (int64, float64) {
+	if have == cur || cur == 0 {
+		return 0, 0
+	}
+	entries, ok, err := s.Store.Journal(zone, have)
+	if err != nil || !ok || len(entries) == 0 {
+		return int64(int32(cur - have)), -1
+	}
+	return int64(len(entries)), time.Since(entries[0].Time).Seconds()
+}
+
+func (s *Server) deletePeer(w http.ResponseWriter, r *http.Request) error {
+	addr, err := peerAddr(r)
+	if err != nil {
+		return err
+	}
+	if !s.DNS.DeletePeer(addr) {
+		return notFound("Peer not found")
+	}
+	s.Log.Info("peer deleted through the API", "peer", addr.String(), "caller", r.RemoteAddr)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) getZones(w http.ResponseWriter, r *http.Request) error {
+	out := []ZoneSummary{}
+	for _, z := range s.DNS.Zones() {
+		out = append(out, ZoneSummary{Name: z.Name, Serial: z.Serial})
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// zoneName reads the {zone} path value.
+func zoneName(r *http.Request) string {
+	return strings.ToLower(strings.TrimSuffix(r.PathValue("zone"), "."))
+}
+
+func (s *Server) getZone(w http.ResponseWriter, r *http.Request) error {
+	name := zoneName(r)
+	zi, ok, err := s.Store.Zone(name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound("zone " + name + " not found")
+	}
+	out := Zone{Name: zi.Name, Serial: zi.Serial, Reverse: zi.Reverse, Names: zi.Names, Records: zi.Records,
+		LastChange: zi.LastChange, Journal: Journal{From: zi.JournalFrom, Entries: zi.JournalEntries, Bytes: zi.JournalBytes}, Peers: []ZonePeer{}}
+	if cur, ok := s.DNS.ZoneSerial(name); ok {
+		out.Serial = cur
+	}
+	out.Peers = s.zonePeers(name, out.Serial)
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// zonePeers lists the expected secondaries of a zone with what they have.
+func (s *Server) zonePeers(zone string, cur uint32) []ZonePeer {
+	known := map[string]serve.Peer{}
+	for _, p := range s.DNS.Peers() {
+		known[p.Address] = p
+	}
+	out := []ZonePeer{}
+	for _, a := range s.DNS.ZonePeers(zone) {
+		zp := ZonePeer{Address: a.String(), DriftSeconds: -1}
+		if p, ok := known[a.String()]; ok {
+			zp.Version = p.Version
+			if pz := p.Zones[zone]; pz != nil {
+				zp.Serial = pz.Serial
+				zp.DriftSerials, zp.DriftSeconds = s.drift(zone, pz.Serial, cur)
+			}
+		}
+		out = append(out, zp)
+	}
+	return out
+}
+
+func (s *Server) getRecords(w http.ResponseWriter, r *http.Request) error {
+	zone := zoneName(r)
+	zi, ok, err := s.Store.Zone(zone)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound("zone " + zone + " not found")
+	}
+	out := Records{Zone: zone, Serial: zi.Serial, Records: []string{}}
+	render := func(owner string, rrs db.RRs) error {
+		list, err := rrs.ToRR(owner)
+		for _, rr := range list {
+			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
+		}
+		return err
+	}
+	if name := r.URL.Query().Get("name"); name != "" {
+		fq := dns.Fqdn(strings.ToLower(name))
+		if !dns.IsSubDomain(dns.Fqdn(zone), fq) {
+			fq = dns.Fqdn(strings.ToLower(name) + "." + zone) // a name relative to the zone
+		}
+		if fq == dns.Fqdn(zone) {
+			for _, rr := range append([]dns.RR{zi.Apex.SOA(zone, zi.Serial)}, zi.Apex.NSRecords(zone)...) {
+				out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
+			}
+			return writeJSON(w, http.StatusOK, out)
+		}
+		zw, _ := db.ZoneWire(zone)
+		ow, err := db.ZoneWire(strings.TrimSuffix(fq, "."))
+		if err != nil {
+			return badRequest("name %q: %v", name, err)
+		}
+		rrs, _, err := s.Store.Lookup(zone, zw, ow)
+		if err != nil {
+			return badRequest("%v", err)
+		}
+		if err := render(fq, rrs); err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, out)
+	}
+	// A page of the whole zone in store order.
+	limit, err := intParam(r, "limit", 1000)
+	if err != nil {
+		return err
+	}
+	after := strings.ToLower(r.URL.Query().Get("after"))
+	names := 0
+	started := after == ""
+	errStop := errors.New("page full")
+	err = s.Store.ScanZone(zone, func(owner []byte, rrs db.RRs) error {
+		name := db.WireToString(owner)
+		if !started {
+			started = name == dns.Fqdn(after)
+			return nil
+		}
+		if names == limit {
+			out.Next = strings.TrimSuffix(out.Next, ".")
+			return errStop
+		}
+		names++
+		out.Next = name
+		return render(name, rrs)
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	if !errors.Is(err, errStop) {
+		out.Next = ""
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func intParam(r *http.Request, key string, def int) (int, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest("%s=%q is not a non-negative integer", key, v)
+	}
+	return n, nil
+}
+
+func serialParam(r *http.Request, key string) (uint32, bool, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return 0, false, badRequest("%s=%q is not a serial", key, v)
+	}
+	return uint32(n), true, nil
+}
+
+func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
+	zone := zoneName(r)
+	if _, ok, err := s.Store.Zone(zone); err != nil || !ok {
+		if err != nil {
+			return err
+		}
+		return notFound("zone " + zone + " not found")
+	}
+	since, _, err := serialParam(r, "since")
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(r, "limit", 100)
+	if err != nil {
+		return err
+	}
+	entries, err := s.Store.History(zone, since, limit)
+	if err != nil {
+		return err
+	}
+	out := []Change{}
+	for _, e := range entries {
+		out = append(out, changeJSON(e))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// changeJSON renders a journal entry.
+func changeJSON(e db.JournalEntry) Change {
+	c := Change{From: e.From, To: e.To, Time: e.Time, Cause: e.Cause, Deleted: []string{}, Added: []string{}}
+	for _, list := range []struct {
+		in  []db.JournalRR
+		out *[]string
+	}{{e.Deleted, &c.Deleted}, {e.Added, &c.Added}} {
+		for _, jr := range list.in {
+			rr, err := db.DecodeRR(jr.Owner, jr.RR)
+			if err != nil {
+				*list.out = append(*list.out, "; "+err.Error())
+				continue
+			}
+			*list.out = append(*list.out, strings.ReplaceAll(rr.String(), "\t", " "))
+		}
+	}
+	return c
+}
+
+func (s *Server) getAllowedPeers(w http.ResponseWriter, r *http.Request) error {
+	out := []AllowedPeer{}
+	for _, a := range s.DNS.AllowedPeers() {
+		out = append(out, AllowedPeer{Address: a.Prefix.Addr().String(), Mask: a.Prefix.Bits(), Zones: a.Zones})
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) postSuffixes(w http.ResponseWriter, r *http.Request) error {
+	var req SuffixesRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return badRequest("body: %v", err)
+	}
+	if req.OwnerUUID == "" {
+		return badRequest("owner_uuid is required")
+	}
+	for i, n := range req.Networks {
+		if _, err := parseUUIDLike(n); err != nil {
+			return badRequest("networks[%d]: %q is not a UUID", i, n)
+		}
+	}
+	if s.Updater == nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "ServiceUnavailable", Message: "no feed: owners and networks are unknown"}
+	}
+	suffixes, err := s.Updater.Suffixes(req.OwnerUUID, req.Networks)
+	if errors.Is(err, feeds.ErrUnknownOwner) {
+		return &Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: "Failed to retrieve owner from UFDS"}
+	}
+	if err != nil {
+		return err
+	}
+	if suffixes == nil {
+		suffixes = []string{}
+	}
+	return writeJSON(w, http.StatusOK, Suffixes{Suffixes: suffixes})
+}
+
+func parseUUIDLike(s string) (string, error) {
+	if len(s) != 36 || strings.Count(s, "-") != 4 {
+		return "", errors.New("not a UUID")
+	}
+	return s, nil
+}
+
+func (s *Server) getFeeds(w http.ResponseWriter, r *http.Request) error {
+	out := Feeds{Feeds: []FeedStatus{}}
+	if s.Updater != nil {
+		for _, f := range s.Updater.Feeds() {
+			out.Feeds = append(out.Feeds, FeedStatus(f))
+		}
+		out.Pending = s.Updater.Pending()
+		if lc := s.Updater.LastCommit(); !lc.Time.IsZero() {
+			out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000, Error: lc.Err}
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// getWait long-polls until every peer of the zone serves the serial (the
+// zone's current one by default), or the timeout (default 30 s, at most
+// 120 s) passes: 200 with who has it, or 408 with the same body.
+func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
+	zone := strings.ToLower(strings.TrimSuffix(r.URL.Query().Get("zone"), "."))
+	if zone == "" {
+		return badRequest("zone is required")
+	}
+	cur, ok := s.DNS.ZoneSerial(zone)
+	if !ok {
+		return notFound("zone " + zone + " not found")
+	}
+	serial, given, err := serialParam(r, "serial")
+	if err != nil {
+		return err
+	}
+	if !given {
+		serial = cur
+	}
+	timeout := 30 * time.Second
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil || secs < 0 {
+			return badRequest("timeout=%q is not a number of seconds", v)
+		}
+		timeout = min(time.Duration(secs*float64(time.Second)), 120*time.Second)
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		changed := s.DNS.PeersChanged()
+		res := s.waitState(zone, serial)
+		if res.Done {
+			return writeJSON(w, http.StatusOK, res)
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return writeJSON(w, http.StatusRequestTimeout, res)
+		case <-r.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (s *Server) waitState(zone string, serial uint32) Wait {
+	res := Wait{Zone: zone, Serial: serial, Done: true, Peers: []WaitPeer{}}
+	for _, p := range s.zonePeers(zone, serial) {
+		has := p.Serial == serial || db.SerialLess(serial, p.Serial)
+		res.Peers = append(res.Peers, WaitPeer{Address: p.Address, Serial: p.Serial, Has: has})
+		res.Done = res.Done && has
+	}
+	return res
+}
+
+func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
+	out := Status{Version: s.Version, Uptime: s.DNS.Uptime().Seconds(), Zones: []ZoneSummary{}, Changed: map[string]time.Time{}, Peers: []Peer{}}
+	zones, err := s.Store.Zones()
+	if err != nil {
+		return err
+	}
+	for _, z := range zones {
+		out.Changed[z.Name] = z.LastChange
+	}
+	for _, z := range s.DNS.Zones() {
+		out.Zones = append(out.Zones, ZoneSummary{Name: z.Name, Serial: z.Serial})
+	}
+	for _, p := range s.DNS.Peers() {
+		out.Peers = append(out.Peers, s.peerJSON(p))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getBackup(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="cns.db"`)
+	n, err := s.Store.Backup(w)
+	if err != nil {
+		s.Log.Error("backup failed", "err", err, "bytes", n)
+		return nil // the body has started; the client sees a short file
+	}
+	s.Log.Info("backup sent", "bytes", n, "caller", r.RemoteAddr)
+	return nil
+}
+
+func (s *Server) postReload(w http.ResponseWriter, r *http.Request) error {
+	io.Copy(io.Discard, r.Body)
+	if s.Reload == nil {
+		return &Error{Status: http.StatusNotImplemented, Code: "NotImplemented", Message: "reload is not available"}
+	}
+	if err := s.Reload(); err != nil {
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "InvalidConfig", Message: err.Error()}
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}
