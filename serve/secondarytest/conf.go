@@ -66,6 +66,15 @@ func bindConf(cfg *Config, port int, identity string) (string, error) {
 			quote(cfg.Catalog+"."), primaries, quote(filepath.Join(d, "catz")))
 	}
 	b.WriteString("};\ncontrols { };\n")
+	// named runs with -f -d 3: xfer-in logs at debug 3 whether a transfer
+	// was incremental; everything else at info, all on stderr.
+	b.WriteString(`logging {
+	channel main { stderr; severity info; print-time yes; print-category yes; };
+	channel xfer { stderr; severity debug 3; print-time yes; print-category yes; };
+	category default { main; };
+	category xfer-in { xfer; };
+};
+`)
 	zones := cfg.Zones
 	if cfg.Catalog != "" {
 		zones = append([]string{cfg.Catalog}, zones...)

@@ -34,6 +34,15 @@ type toyZone struct {
 	name   string // fqdn
 	serial uint32
 	rrs    []dns.RR // everything but the SOA
+	// added[s] is the record bump added to go from s-1 to s, so an IXFR
+	// from a serial bump made can be answered incrementally.
+	added map[uint32]dns.RR
+}
+
+func (z *toyZone) soaAt(serial uint32) *dns.SOA {
+	soa := z.soa()
+	soa.Serial = serial
+	return soa
 }
 
 func (z *toyZone) soa() *dns.SOA {
@@ -116,7 +125,12 @@ func (p *toyPrimary) bump(zone string) uint32 {
 	defer p.mu.Unlock()
 	z := p.zones[dns.Fqdn(zone)]
 	z.serial++
-	z.rrs = append(z.rrs, mustRR(p.t, fmt.Sprintf("new-%d.%s 60 IN A 192.0.2.%d", z.serial, z.name, z.serial%250+1)))
+	rr := mustRR(p.t, fmt.Sprintf("new-%d.%s 60 IN A 192.0.2.%d", z.serial, z.name, z.serial%250+1))
+	z.rrs = append(z.rrs, rr)
+	if z.added == nil {
+		z.added = map[uint32]dns.RR{}
+	}
+	z.added[z.serial] = rr
 	return z.serial
 }
 
@@ -158,6 +172,29 @@ func (p *toyPrimary) notify(zone, addr string) (int, error) {
 	return -1, err
 }
 
+// notifyNoWait sends one NOTIFY for zone to addr and does not wait for
+// the answer (the target may be paused).
+func (p *toyPrimary) notifyNoWait(zone, addr string) {
+	p.mu.Lock()
+	soa := p.zones[dns.Fqdn(zone)].soa()
+	p.mu.Unlock()
+	m := new(dns.Msg)
+	m.SetNotify(dns.Fqdn(zone))
+	m.Answer = []dns.RR{soa}
+	b, err := m.Pack()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(b); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 func (p *toyPrimary) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(r)
@@ -189,10 +226,11 @@ func (p *toyPrimary) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	p.mu.Lock()
 	z := p.zones[strings.ToLower(q.Name)]
 	var soa *dns.SOA
-	var rrs []dns.RR
+	var rrs, ixfr []dns.RR
 	if z != nil {
 		soa = z.soa()
 		rrs = append(rrs, z.rrs...)
+		ixfr = z.incremental(r)
 	}
 	if z != nil && q.Qtype == dns.TypeSOA {
 		p.soaQs++
@@ -223,6 +261,9 @@ func (p *toyPrimary) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		errc := make(chan error, 1)
 		go func() { errc <- tr.Out(w, r, ch) }()
 		all := append(append([]dns.RR{soa}, rrs...), soa)
+		if q.Qtype == dns.TypeIXFR && ixfr != nil {
+			all = ixfr
+		}
 		for len(all) > 0 {
 			n := min(len(all), 100)
 			ch <- &dns.Envelope{RR: all[:n]}
@@ -241,6 +282,31 @@ func (p *toyPrimary) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	sign(m)
 	w.WriteMsg(m)
+}
+
+// incremental returns the IXFR answer to r when r asks from a serial the
+// zone's bump history covers: one difference sequence per bump (RFC 1995
+// §4), or the single SOA when the client is current. Otherwise nil.
+func (z *toyZone) incremental(r *dns.Msg) []dns.RR {
+	if r.Question[0].Qtype != dns.TypeIXFR || len(r.Ns) != 1 {
+		return nil
+	}
+	have, ok := r.Ns[0].(*dns.SOA)
+	if !ok {
+		return nil
+	}
+	if have.Serial == z.serial {
+		return []dns.RR{z.soa()}
+	}
+	out := []dns.RR{z.soa()}
+	for s := have.Serial + 1; SerialGE(z.serial, s); s++ {
+		rr, ok := z.added[s]
+		if !ok {
+			return nil
+		}
+		out = append(out, z.soaAt(s-1), z.soaAt(s), rr)
+	}
+	return append(out, z.soa())
 }
 
 func mustRR(t testing.TB, s string) dns.RR {

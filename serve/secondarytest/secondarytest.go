@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,12 @@ type Config struct {
 	// Dir is the working directory (t.TempDir()); everything the server
 	// writes lives under it.
 	Dir string
+	// Port, when non-zero, is the 127.0.0.1 port to listen on (see
+	// FreePort), for a primary that must be configured with its
+	// secondaries' addresses before they start. Start fails the test if
+	// it is taken. Zero picks a free port, and another if that one is
+	// lost to a race.
+	Port int
 	// StartTimeout bounds how long Start waits for the server to answer
 	// (default 20 s).
 	StartTimeout time.Duration
@@ -105,7 +112,7 @@ var kinds = map[Kind]kindInfo{
 	BIND: {
 		binary:     "/usr/sbin/named",
 		pkg:        "bind9",
-		args:       func(conf string) []string { return []string{"-g", "-4", "-n", "1", "-c", conf} },
+		args:       func(conf string) []string { return []string{"-f", "-d", "3", "-4", "-n", "1", "-c", conf} },
 		conf:       bindConf,
 		confExt:    "named.conf",
 		catalog:    true,
@@ -231,7 +238,7 @@ func Start(t testing.TB, cfg Config) *Secondary {
 			return s
 		}
 		lastErr = err
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, errPortTaken) || cfg.Port != 0 {
 			break
 		}
 	}
@@ -245,9 +252,12 @@ func (s *Secondary) start(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	port, err := pickPort()
-	if err != nil {
-		return err
+	port := s.cfg.Port
+	if port == 0 {
+		var err error
+		if port, err = pickPort(); err != nil {
+			return err
+		}
 	}
 	identity := fmt.Sprintf("secondarytest-%s-%d-%d", s.cfg.Kind, os.Getpid(), port)
 	cfg := s.cfg
@@ -270,6 +280,7 @@ func (s *Secondary) start(dir string) error {
 	cmd.Stdout = lf
 	cmd.Stderr = lf
 	cmd.Env = append(os.Environ(), "TZ=UTC")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Pause/Resume signal the group
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return err
@@ -351,6 +362,10 @@ func (s *Secondary) logMentions(needles []string) bool {
 // pickPort is freePort, but tests of this package hand out a taken port.
 var pickPort = freePort
 
+// FreePort returns a port that was free on 127.0.0.1 for both UDP and TCP
+// a moment ago, for Config.Port (or a primary's own listener).
+func FreePort() (int, error) { return freePort() }
+
 // freePort returns a port that was free on 127.0.0.1 for both UDP and TCP
 // a moment ago. The server may still lose a race for it; Start retries.
 func freePort() (int, error) {
@@ -410,13 +425,34 @@ func (s *Secondary) Running() bool {
 	}
 }
 
+// Pause stops the server process (SIGSTOP) without ending it: it answers
+// nothing, NOTIFYs and queries queue in its sockets, and its timers do not
+// run, as a secondary cut off from its primary. Resume continues it.
+func (s *Secondary) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Secondary) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Secondary) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || !s.Running() {
+		return fmt.Errorf("%s is not running", s.cfg.Kind)
+	}
+	// NSD forks (a main process, xfrd and server children), all in the
+	// process group of the one started; signal the group.
+	return syscall.Kill(-cmd.Process.Pid, sig)
+}
+
 func (s *Secondary) exitErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.waitErr
 }
 
-// Stop ends the server (SIGTERM, then SIGKILL after 10 s) and waits for it.
+// Stop ends the server (SIGTERM, then SIGKILL after 10 s) and waits for it;
+// whatever is left of its process group is killed.
 // It is safe to call more than once; Start registers it with t.Cleanup.
 func (s *Secondary) Stop() {
 	s.mu.Lock()
@@ -432,13 +468,17 @@ func (s *Secondary) Stop() {
 		return
 	default:
 	}
+	pgid := -cmd.Process.Pid
+	_ = syscall.Kill(pgid, syscall.SIGCONT) // a paused server cannot act on SIGTERM
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(pgid, syscall.SIGKILL)
 		<-done
 	}
+	// Children that outlived their parent (NSD's xfrd and servers).
+	_ = syscall.Kill(pgid, syscall.SIGKILL)
 }
 
 // Serial returns the SOA serial the secondary serves for zone, and false
@@ -567,4 +607,68 @@ func quote(s string) string { return strconv.Quote(s) }
 func hostPort(addr string) (string, string) {
 	h, p, _ := net.SplitHostPort(addr)
 	return h, p
+}
+
+// Xfr is one zone transfer a secondary logged as received and applied.
+type Xfr struct {
+	Zone   string // no trailing dot
+	Serial uint32 // the serial it brought the zone to
+	// Type is "IXFR" or "AXFR" as the secondary saw it (an AXFR-style
+	// answer to an IXFR request is "AXFR"); NSD does not log it: "".
+	Type  string
+	Bytes int // as the secondary counts them
+}
+
+var (
+	bindXfrType  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: got (incremental|nonincremental) response`)
+	bindXfrDone  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer completed: \d+ messages, \d+ records, (\d+) bytes, .*\(serial (\d+)\)`)
+	knotXfrDone  = regexp.MustCompile(`\[(\S+?)\.?\] (IXFR|AXFR), incoming, remote \S+, finished, [\d.]+ seconds, \d+ messages, (\d+) bytes`)
+	knotXfrApply = regexp.MustCompile(`\[(\S+?)\.?\] refresh, remote \S+, zone updated, .*serial \S+ -> (\d+)`)
+	nsdXfr       = regexp.MustCompile(`\bzone (\S+?)\.? received update to serial (\d+) at .* of (\d+) bytes`)
+)
+
+// Transfers lists the transfers the secondary has logged so far, oldest
+// first, read from its log.
+func (s *Secondary) Transfers() []Xfr {
+	var out []Xfr
+	pending := map[string]Xfr{} // zone → type/bytes seen, serial not yet
+	for _, line := range strings.Split(s.Log(), "\n") {
+		switch s.cfg.Kind {
+		case BIND:
+			if m := bindXfrType.FindStringSubmatch(line); m != nil {
+				t := "AXFR"
+				if m[2] == "incremental" {
+					t = "IXFR"
+				}
+				pending[m[1]] = Xfr{Zone: m[1], Type: t}
+			} else if m := bindXfrDone.FindStringSubmatch(line); m != nil {
+				x := pending[m[1]]
+				delete(pending, m[1])
+				x.Zone, x.Bytes, x.Serial = m[1], atoi(m[2]), uint32(atoi(m[3]))
+				out = append(out, x)
+			}
+		case Knot:
+			if m := knotXfrDone.FindStringSubmatch(line); m != nil {
+				pending[m[1]] = Xfr{Zone: m[1], Type: m[2], Bytes: atoi(m[3])}
+			} else if m := knotXfrApply.FindStringSubmatch(line); m != nil {
+				x, ok := pending[m[1]]
+				if !ok {
+					continue
+				}
+				delete(pending, m[1])
+				x.Serial = uint32(atoi(m[2]))
+				out = append(out, x)
+			}
+		case NSD:
+			if m := nsdXfr.FindStringSubmatch(line); m != nil {
+				out = append(out, Xfr{Zone: m[1], Serial: uint32(atoi(m[2])), Bytes: atoi(m[3])})
+			}
+		}
+	}
+	return out
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

@@ -62,9 +62,18 @@ func TestSlave(t *testing.T) {
 			if err := diffZones(p.records(testZone), got); err != nil {
 				t.Fatalf("zone from %s after NOTIFY differs:\n%v", k, err)
 			}
-			_, xfrs, _ := p.stats()
-			if len(xfrs) < 2 || xfrs[len(xfrs)-1] != "IXFR "+testZone+"." {
-				t.Errorf("transfers the primary served: %v; want the last one an IXFR", xfrs)
+			if _, served, _ := p.stats(); len(served) < 2 || served[len(served)-1] != "IXFR "+testZone+"." {
+				t.Errorf("transfers the primary served: %v; want the last one an IXFR", served)
+			}
+
+			// The secondary's own account: an AXFR to 100, then an IXFR
+			// (NSD does not say which).
+			xfrs := s.Transfers()
+			if len(xfrs) != 2 || xfrs[0].Serial != 100 || xfrs[1].Serial != serial || xfrs[0].Bytes == 0 || xfrs[1].Bytes >= xfrs[0].Bytes {
+				t.Fatalf("Transfers() = %+v", xfrs)
+			}
+			if k != NSD && (xfrs[0].Type != "AXFR" || xfrs[1].Type != "IXFR") {
+				t.Errorf("transfer types %q, %q; want AXFR, IXFR", xfrs[0].Type, xfrs[1].Type)
 			}
 
 			r, err := s.Query(fmt.Sprintf("new-%d.%s", serial, testZone), dns.TypeA)
@@ -76,6 +85,36 @@ func TestSlave(t *testing.T) {
 			}
 			if _, ok := s.Serial("other.test"); ok {
 				t.Error("Serial of a zone not slaved reports true")
+			}
+		})
+	}
+}
+
+// Ensure that a paused secondary hears nothing, and once resumed acts on
+// the NOTIFY that waited in its socket.
+func TestPause(t *testing.T) {
+	for _, k := range Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			p := newToyPrimary(t, nil)
+			p.addZone(testZone, 1, 3)
+			s := Start(t, Config{Kind: k, Primary: p.addr, Zones: []string{testZone}, Dir: t.TempDir()})
+			if err := s.WaitSerial(testZone, 1, 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := s.Serial(testZone); ok {
+				t.Fatal("a paused secondary answered")
+			}
+			p.bump(testZone)
+			serial := p.bump(testZone)
+			p.notifyNoWait(testZone, s.Addr())
+			if err := s.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.WaitSerial(testZone, serial, 10*time.Second); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
