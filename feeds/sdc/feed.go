@@ -821,11 +821,13 @@ func (f *Feed) fullSync(ctx context.Context) error {
 			return fmt.Errorf("no network listing yet: %w", err)
 		}
 	}
+	listStart := time.Now()
 	vms, err := f.vmapi.ListAllVMs(ctx, VMFilter{State: "active"})
 	f.sink.ReportFeed(HealthVMAPI, err)
 	if err != nil {
 		return err
 	}
+	listTook := time.Since(listStart)
 	owners := map[string]bool{}
 	for i := range vms {
 		if o := strings.ToLower(vms[i].OwnerUUID); o != "" {
@@ -844,11 +846,13 @@ func (f *Feed) fullSync(ctx context.Context) error {
 			f.mu.Unlock()
 		}
 	}
+	ownersStart := time.Now()
 	if err := f.resolveOwners(ctx, owners); err != nil {
 		f.sink.ReportFeed(HealthUFDS, err)
 		f.log.Warn("owner lookups failed; their VMs keep their records until UFDS answers", "err", err)
 	}
 
+	ownersTook := time.Since(ownersStart)
 	f.sinkMu.Lock()
 	f.mu.Lock()
 	admin := f.adminUUID
@@ -895,7 +899,8 @@ func (f *Feed) fullSync(ctx context.Context) error {
 	f.status.LastFullSyncVMs = len(vms)
 	f.mu.Unlock()
 	f.syncedOnce.Do(func() { close(f.synced) })
-	f.log.Info("full listing applied", "vms", len(vms), "servers", len(servers), "users", len(inv.Users), "took", time.Since(start).String())
+	f.log.Info("full listing applied", "vms", len(vms), "servers", len(servers), "users", len(inv.Users),
+		"took", time.Since(start).String(), "vmapi_took", listTook.String(), "ufds_took", ownersTook.String())
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-ldap/ldap/v3"
@@ -31,10 +32,15 @@ const ChangelogPage = 1000
 // (the reference's assert crashed on it).
 var ErrAmbiguousUser = errors.New("ufds: more than one account matches")
 
+// ufdsConns is how many connections a UFDS client spreads requests
+// over, like the reference's pool (2 to 4): UFDS answers the requests of
+// one connection in order.
+const ufdsConns = 4
+
 // UFDS is a client of UFDS over LDAP(S) (sdc-apis §5): user lookups and
-// the changelog. It keeps one connection, bound as the configured DN,
-// and dials again after any connection failure. Requests may be issued
-// concurrently: LDAP multiplexes them on the connection.
+// the changelog. It keeps a few connections, bound as the configured DN,
+// dialled when first needed and again after any failure. It is safe for
+// concurrent use.
 type UFDS struct {
 	url     string
 	bindDN  string
@@ -42,8 +48,9 @@ type UFDS struct {
 	tls     *tls.Config
 	timeout time.Duration
 
-	mu   sync.Mutex
-	conn *ldap.Conn
+	next  atomic.Uint32
+	mu    sync.Mutex
+	conns [ufdsConns]*ldap.Conn
 }
 
 // NewUFDS returns a client for opts; it does not connect yet.
@@ -62,23 +69,26 @@ func NewUFDS(opts UFDSOptions, timeout time.Duration) (*UFDS, error) {
 	return &UFDS{url: u, bindDN: opts.BindDN, bindPW: opts.BindPassword, tls: tc, timeout: timeout}, nil
 }
 
-// Close drops the connection.
+// Close drops the connections.
 func (u *UFDS) Close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.conn != nil {
-		u.conn.Close()
-		u.conn = nil
+	for i, c := range u.conns {
+		if c != nil {
+			c.Close()
+			u.conns[i] = nil
+		}
 	}
 }
 
-// connection returns the bound connection, dialling and binding first
-// when there is none.
+// connection returns one of the bound connections, in turn, dialling and
+// binding first when it is not there.
 func (u *UFDS) connection() (*ldap.Conn, error) {
+	i := u.next.Add(1) % ufdsConns
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.conn != nil && !u.conn.IsClosing() {
-		return u.conn, nil
+	if c := u.conns[i]; c != nil && !c.IsClosing() {
+		return c, nil
 	}
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	c, err := ldap.DialURL(u.url, ldap.DialWithDialer(d), ldap.DialWithTLSConfig(u.tls))
@@ -90,41 +100,55 @@ func (u *UFDS) connection() (*ldap.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("ufds: bind as %q: %w", u.bindDN, err)
 	}
-	u.conn = c
+	u.conns[i] = c
 	return c, nil
 }
 
 // search runs one search, dropping the connection when it failed in a
-// way that leaves it unusable.
+// way that leaves it unusable. A search that failed on the connection
+// itself (reset while idle, say) is tried once more on a fresh one
+// (searches are idempotent); the other connections are dropped too, as
+// what broke one (UFDS restarted) has most likely broken them all.
 func (u *UFDS) search(ctx context.Context, req *ldap.SearchRequest) (*ldap.SearchResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	c, err := u.connection()
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.Search(req)
-	if err != nil && res != nil && ldap.IsErrorWithCode(err, ldap.LDAPResultSizeLimitExceeded) {
-		return res, nil // UFDS answers success; a standard server says so
-	}
-	if err != nil {
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var c *ldap.Conn
+		if c, err = u.connection(); err != nil {
+			return nil, err
+		}
+		var res *ldap.SearchResult
+		res, err = c.Search(req)
+		if err != nil && res != nil && ldap.IsErrorWithCode(err, ldap.LDAPResultSizeLimitExceeded) {
+			return res, nil // UFDS answers success; a standard server says so
+		}
+		if err == nil {
+			return res, nil
+		}
 		var le *ldap.Error
-		if !errors.As(err, &le) || le.ResultCode >= ldap.ErrorNetwork || c.IsClosing() ||
-			le.ResultCode == ldap.LDAPResultInsufficientAccessRights || le.ResultCode == ldap.LDAPResultUnavailable ||
-			le.ResultCode == ldap.LDAPResultBusy {
+		network := !errors.As(err, &le) || le.ResultCode >= ldap.ErrorNetwork || c.IsClosing()
+		if network {
+			u.Close()
+			continue
+		}
+		if le.ResultCode == ldap.LDAPResultInsufficientAccessRights ||
+			le.ResultCode == ldap.LDAPResultUnavailable || le.ResultCode == ldap.LDAPResultBusy {
 			u.drop(c)
 		}
-		return nil, fmt.Errorf("ufds search %s %s: %w", req.BaseDN, req.Filter, err)
+		break
 	}
-	return res, nil
+	return nil, fmt.Errorf("ufds search %s %s: %w", req.BaseDN, req.Filter, err)
 }
 
 func (u *UFDS) drop(c *ldap.Conn) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.conn == c {
-		u.conn = nil
+	for i := range u.conns {
+		if u.conns[i] == c {
+			u.conns[i] = nil
+		}
 	}
 	c.Close()
 }

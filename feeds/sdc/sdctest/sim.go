@@ -67,9 +67,17 @@ type Sim struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	mu        sync.Mutex
-	vms       map[string]*vmRecord
-	vmOrder   []string
+	mu      sync.Mutex
+	vms     map[string]*vmRecord
+	vmOrder []string
+	// vmGen counts VM mutations; listCount caches one ListVms count for
+	// the generation it was made in.
+	vmGen     uint64
+	listCount struct {
+		gen   uint64
+		query string
+		n     int
+	}
 	servers   map[string]sdc.Server
 	users     map[string]*userEntry
 	userOrder []string

@@ -53,7 +53,12 @@ const (
 	scopeSub  = 2
 )
 
+// userLDAPEntry is the account as LDAP returns it, built once per
+// version of the account (searches run over every account).
 func userLDAPEntry(e *userEntry) ldapEntry {
+	if e.entry != nil {
+		return *e.entry
+	}
 	out := ldapEntry{dn: e.dn()}
 	// objectclass first, then uuid and login, then the rest by name.
 	order := []string{"objectclass", "uuid", "login"}
@@ -68,6 +73,7 @@ func userLDAPEntry(e *userEntry) ldapEntry {
 			out.attrs = append(out.attrs, ldapAttr{name, slices.Clone(v)})
 		}
 	}
+	e.entry = &out
 	return out
 }
 
@@ -198,7 +204,7 @@ const (
 var integerAttrs = []string{"changenumber", "count"}
 
 func compareValues(attr, a, b string) int {
-	if slices.Contains(integerAttrs, strings.ToLower(attr)) {
+	if slices.ContainsFunc(integerAttrs, func(x string) bool { return strings.EqualFold(x, attr) }) {
 		x, errA := strconv.ParseInt(a, 10, 64)
 		y, errB := strconv.ParseInt(b, 10, 64)
 		if errA == nil && errB == nil {
@@ -211,7 +217,37 @@ func compareValues(attr, a, b string) int {
 			return 0
 		}
 	}
-	return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+	return compareFold(a, b)
+}
+
+// compareFold orders two strings ignoring case, without allocating for
+// ASCII (every search compares each value of every account).
+func compareFold(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, y := a[i], b[i]
+		if x >= 0x80 || y >= 0x80 {
+			return strings.Compare(strings.ToLower(a[i:]), strings.ToLower(b[i:]))
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(a) < len(b):
+		return -1
+	case len(a) > len(b):
+		return 1
+	}
+	return 0
 }
 
 type filterError string

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -232,35 +233,37 @@ func (s *Sim) listVMs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// Like moray with its indexes, a page costs what it returns: the
+	// marker is found by binary search in the uuid DESC order, and the
+	// resource count (which ignores paging) is cached until a VM changes.
+	limit := vq.limit
+	m := strings.ToLower(vq.marker)
+	skip := vq.offset
+	want := limit
+	if vq.hasMarker {
+		want = limit + 1
+	}
+	var page []*vmRecord
 	s.mu.Lock()
-	var matched []*vmRecord
-	for _, u := range s.sortedVMs(true) {
-		if rec := s.vms[u]; vq.match(&rec.vm) {
-			matched = append(matched, rec)
+	order := s.sortedVMs(true)
+	total := s.countLocked(&vq, countKey(r.URL.Query()))
+	start := 0
+	if vq.hasMarker {
+		start = sort.Search(len(order), func(i int) bool { return strings.ToLower(order[i]) <= m })
+	}
+	for i := start; i < len(order) && len(page) < want; i++ {
+		rec := s.vms[order[i]]
+		switch {
+		case !vq.match(&rec.vm):
+		case !vq.hasMarker && skip > 0:
+			skip--
+		default:
+			page = append(page, rec)
 		}
 	}
 	s.mu.Unlock()
-
-	total := len(matched)
-	page := matched
-	limit := vq.limit
 	if vq.hasMarker {
-		m := strings.ToLower(vq.marker)
-		page = nil
-		for _, rec := range matched {
-			if strings.ToLower(rec.vm.UUID) <= m {
-				page = append(page, rec)
-			}
-		}
-		if len(page) > limit+1 {
-			page = page[:limit+1]
-		}
 		page = slices.DeleteFunc(page, func(rec *vmRecord) bool { return strings.ToLower(rec.vm.UUID) == m })
-	} else {
-		page = page[min(vq.offset, len(page)):]
-		if len(page) > limit {
-			page = page[:limit]
-		}
 	}
 
 	var buf bytes.Buffer
@@ -274,6 +277,36 @@ func (s *Sim) listVMs(w http.ResponseWriter, r *http.Request) {
 	buf.WriteByte(']')
 	w.Header().Set("x-joyent-resource-count", strconv.Itoa(total))
 	writeBody(w, http.StatusOK, buf.Bytes())
+}
+
+// countKey is a ListVms query without its paging and projection: the
+// part that decides the resource count.
+func countKey(q url.Values) string {
+	c := url.Values{}
+	for k, v := range q {
+		switch k {
+		case "limit", "marker", "offset", "fields":
+		default:
+			c[k] = v
+		}
+	}
+	return c.Encode()
+}
+
+// countLocked counts the VMs vq matches, from the cache when the world has
+// not changed since the same query was counted.
+func (s *Sim) countLocked(vq *vmQuery, key string) int {
+	if c := &s.listCount; c.gen == s.vmGen && c.query == key && c.gen != 0 {
+		return c.n
+	}
+	n := 0
+	for _, rec := range s.vms {
+		if vq.match(&rec.vm) {
+			n++
+		}
+	}
+	s.listCount.gen, s.listCount.query, s.listCount.n = s.vmGen, key, n
+	return n
 }
 
 // projectVM applies ListVms/GetVm "fields": listed keys only, unknown names

@@ -40,6 +40,7 @@ func (s *Sim) load(inv sdc.Inventory) error {
 	now := s.stamp()
 	s.vms = make(map[string]*vmRecord, len(inv.VMs))
 	s.vmOrder = nil
+	s.vmGen++
 	for _, vm := range inv.VMs {
 		if err := checkVM(&vm); err != nil {
 			return err
@@ -159,6 +160,7 @@ func (s *Sim) createVMLocked(vm sdc.VM) error {
 	r := newVMRecord(vm)
 	s.vms[vm.UUID] = r
 	s.vmOrder = nil
+	s.vmGen++
 	s.publishVMLocked(vm.UUID, changedKeys(map[string]any{}, r.doc), r.wire)
 	return nil
 }
@@ -222,6 +224,7 @@ func (s *Sim) modifyVMLocked(uuid string, fn func(vm *sdc.VM)) error {
 		r = newVMRecord(vm)
 	}
 	s.vms[uuid] = r
+	s.vmGen++
 	s.publishVMLocked(uuid, changedKeys(old.doc, r.doc), r.wire)
 	return nil
 }
@@ -292,6 +295,7 @@ func (s *Sim) PurgeVM(uuid string) error {
 	}
 	delete(s.vms, uuid)
 	s.vmOrder = nil
+	s.vmGen++
 	return nil
 }
 
@@ -487,6 +491,8 @@ func (s *Sim) RemoveNetworkPool(uuid string) error {
 // UFDS stores any attribute; values are strings.
 type userEntry struct {
 	attrs map[string][]string
+	// entry caches the LDAP form of attrs; any change to attrs clears it.
+	entry *ldapEntry
 }
 
 func newUserEntry(u sdc.User) *userEntry {
@@ -586,6 +592,7 @@ func (s *Sim) SetUserAttrs(uuid string, attrs map[string]string) error {
 		if attr == "uuid" {
 			return fmt.Errorf("sdctest: modify user %s: uuid cannot change", uuid)
 		}
+		e.entry = nil
 		if v := attrs[name]; v != "" {
 			e.attrs[attr] = []string{v}
 			changes = append(changes, change{"replace", modification{attr, []string{v}}})
