@@ -57,6 +57,11 @@ type Config struct {
 	DNSListen     []string
 	InventoryFile string
 	APIListen     string
+	APIToken      string // api_server.token: remote callers of mutating endpoints
+	APIReadToken  string // api_server.read_token: required for reads when set
+	LogLevel      string // log_level: trace, debug, info, warn, error
+	HideVersion   bool   // hide_version: version.bind/version.server answer REFUSED
+	HideIdentity  bool   // hide_identity: id.server/hostname.bind answer REFUSED
 
 	// Replication.
 	AlsoNotify []netip.AddrPort  // also_notify, every zone
@@ -104,7 +109,6 @@ var defaultDNSListen = []string{"0.0.0.0:53", "[::]:53"}
 var referenceKeys = map[string]bool{
 	"redis_opts": true, "binder_domain": true, "mahi_opts": true,
 	"datacenter_name": true, "dns_domain": true, "instance_uuid": true,
-	"log_level": true,
 }
 
 // ConfigError is a configuration problem: the file, the key and what is
@@ -308,7 +312,9 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		}
 	}
 	var api struct {
-		Listen string `json:"listen"`
+		Listen    string `json:"listen"`
+		Token     string `json:"token"`
+		ReadToken string `json:"read_token"`
 	}
 	if ok, err := get("api_server", &api); err != nil {
 		return nil, err
@@ -317,6 +323,19 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 			return nil, bad("api_server.listen", "%q is not an IP:port address (%v)", api.Listen, err)
 		}
 		c.APIListen = api.Listen
+	}
+	c.APIToken, c.APIReadToken = api.Token, api.ReadToken
+	if _, err := get("log_level", &c.LogLevel); err != nil {
+		return nil, err
+	}
+	if _, err := parseLogLevel(c.LogLevel); err != nil {
+		return nil, bad("log_level", "%v", err)
+	}
+	if _, err := get("hide_version", &c.HideVersion); err != nil {
+		return nil, err
+	}
+	if _, err := get("hide_identity", &c.HideIdentity); err != nil {
+		return nil, err
 	}
 
 	var notify []string
@@ -411,7 +430,8 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
 		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true,
 		"also_notify": true, "tsig_keys": true, "peer_keys": true, "journal_max_entries": true,
-		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true}
+		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true,
+		"log_level": true, "hide_version": true, "hide_identity": true}
 	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if !known[k] && !referenceKeys[k] {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("config %s: unknown key %q ignored", name, k))

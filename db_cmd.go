@@ -2,26 +2,104 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
+	"text/tabwriter"
+	"time"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve"
 )
 
-// DBCmd inspects a db file without changing it.
+// DBCmd inspects a db file without changing it. The file is opened
+// read-only; a file a running server holds is refused with a pointer to
+// `cns adm backup`, which gets a consistent copy through the API.
 type DBCmd struct {
 	Path string `name:"db" required:"" type:"existingfile" help:"The db file."`
+	JSON bool   `name:"json" help:"Print JSON."`
 
-	Zones  DBZonesCmd  `cmd:"" help:"List zones: name, serial, record count."`
-	Export DBExportCmd `cmd:"" help:"Print a zone as RFC 1035 zone text."`
-	Check  DBCheckCmd  `cmd:"" help:"Verify the file: journals replay to the stored zones, serials increase, no orphans."`
+	Info    DBInfoCmd    `cmd:"" help:"Schema, size and counts."`
+	Zones   DBZonesCmd   `cmd:"" help:"List zones: name, serial, record count."`
+	Export  DBExportCmd  `cmd:"" help:"Print a zone as RFC 1035 zone text."`
+	Journal DBJournalCmd `cmd:"" help:"Print a zone's journal: what each serial changed."`
+	VM      DBVMCmd      `cmd:"" name:"vm" help:"What the db holds about a VM."`
+	Peers   DBPeersCmd   `cmd:"" help:"The peers the server tracked."`
+	Check   DBCheckCmd   `cmd:"" help:"Verify the file: journals replay to the stored zones, serials increase, no orphans."`
+	Backup  DBBackupCmd  `cmd:"" help:"Write a consistent copy of the file."`
 }
 
 // open opens the file read-only.
 func (c *DBCmd) open() (*db.DB, error) {
 	return db.Open(c.Path, db.Options{ReadOnly: true})
+}
+
+// print writes v as JSON with --json, else calls text with a buffered
+// stdout.
+func (c *DBCmd) print(v any, text func(io.Writer) error) error {
+	w := bufio.NewWriter(os.Stdout)
+	var err error
+	if c.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(v)
+	} else {
+		err = text(w)
+	}
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// DBInfoCmd describes the file.
+type DBInfoCmd struct{}
+
+func (DBInfoCmd) Run(c *DBCmd) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	fi, err := os.Stat(c.Path)
+	if err != nil {
+		return err
+	}
+	zones, err := store.Zones()
+	if err != nil {
+		return err
+	}
+	vms := 0
+	if err := store.EachVM(func(string, []byte) error { vms++; return nil }); err != nil {
+		return err
+	}
+	peers, err := store.Peers()
+	if err != nil {
+		return err
+	}
+	info := struct {
+		File    string `json:"file"`
+		Bytes   int64  `json:"bytes"`
+		Schema  int    `json:"schema"`
+		Zones   int    `json:"zones"`
+		Names   int    `json:"names"`
+		Records int    `json:"records"`
+		VMs     int    `json:"vms"`
+		Peers   int    `json:"peers"`
+	}{File: c.Path, Bytes: fi.Size(), Schema: db.SchemaVersion, Zones: len(zones), VMs: vms, Peers: len(peers)}
+	for _, z := range zones {
+		info.Names += z.Names
+		info.Records += z.Records
+	}
+	return c.print(info, func(w io.Writer) error {
+		fmt.Fprintf(w, "file:    %s (%d bytes)\nschema:  %d\nzones:   %d\nnames:   %d\nrecords: %d\nvms:     %d\npeers:   %d\n",
+			info.File, info.Bytes, info.Schema, info.Zones, info.Names, info.Records, info.VMs, info.Peers)
+		return nil
+	})
 }
 
 // DBZonesCmd lists zones.
@@ -37,10 +115,12 @@ func (DBZonesCmd) Run(c *DBCmd) error {
 	if err != nil {
 		return err
 	}
-	for _, z := range zones {
-		fmt.Printf("%s %d %d\n", z.Name, z.Serial, z.Records)
-	}
-	return nil
+	return c.print(zones, func(w io.Writer) error {
+		for _, z := range zones {
+			fmt.Fprintf(w, "%s %d %d\n", z.Name, z.Serial, z.Records)
+		}
+		return nil
+	})
 }
 
 // DBExportCmd prints a zone.
@@ -90,6 +170,104 @@ func exportZone(w io.Writer, store *db.DB, zone string) error {
 	})
 }
 
+// DBJournalCmd prints a zone's journal.
+type DBJournalCmd struct {
+	Zone  string `arg:"" help:"Zone name."`
+	Since uint32 `help:"Only entries after this serial."`
+}
+
+func (j DBJournalCmd) Run(c *DBCmd) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	entries, err := store.History(strings.ToLower(strings.TrimSuffix(j.Zone, ".")), j.Since, 0)
+	if err != nil {
+		return err
+	}
+	changes := make([]admin.Change, 0, len(entries))
+	for _, e := range entries {
+		changes = append(changes, admin.ChangeJSON(e))
+	}
+	return c.print(changes, func(w io.Writer) error { return admin.WriteHistory(w, changes) })
+}
+
+// DBVMCmd prints what the db holds about a VM.
+type DBVMCmd struct {
+	UUID string `arg:"" help:"VM UUID."`
+}
+
+func (v DBVMCmd) Run(c *DBCmd) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	vm, ok, err := store.VM(v.UUID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("VM %s is not in %s", v.UUID, c.Path)
+	}
+	out := admin.VMJSON(vm)
+	return c.print(out, func(w io.Writer) error {
+		if err := admin.WriteVM(w, &out, time.Now()); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "records:")
+		for _, r := range out.Records {
+			fmt.Fprintf(w, "    %s\n", r)
+		}
+		return nil
+	})
+}
+
+// DBPeersCmd prints the stored peer state.
+type DBPeersCmd struct{}
+
+func (DBPeersCmd) Run(c *DBCmd) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	raw, err := store.Peers()
+	if err != nil {
+		return err
+	}
+	var peers []serve.Peer
+	for addr, b := range raw {
+		var p serve.Peer
+		if err := json.Unmarshal(b, &p); err != nil {
+			return fmt.Errorf("peer %s: %w", addr, err)
+		}
+		peers = append(peers, p)
+	}
+	sort.Slice(peers, func(i, j int) bool { return peers[i].Address < peers[j].Address })
+	return c.print(peers, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "PEER\tZONE\tSERIAL\tLAST TRANSFER\tAXFR\tIXFR\tVERSION")
+		for _, p := range peers {
+			zones := make([]string, 0, len(p.Zones))
+			for z := range p.Zones {
+				zones = append(zones, z)
+			}
+			sort.Strings(zones)
+			for _, z := range zones {
+				pz := p.Zones[z]
+				last := ""
+				if !pz.LastTransfer.IsZero() {
+					last = pz.LastTransfer.UTC().Format(time.RFC3339) + " " + pz.LastKind
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", p.Address, z, pz.Serial, last, pz.AXFR, pz.IXFR, p.Version)
+			}
+		}
+		return tw.Flush()
+	})
+}
+
 // DBCheckCmd verifies a db file.
 type DBCheckCmd struct{}
 
@@ -114,5 +292,32 @@ func (DBCheckCmd) Run(c *DBCmd) error {
 		return err
 	}
 	fmt.Printf("ok: %d zones consistent\n", len(zones))
+	return nil
+}
+
+// DBBackupCmd copies the file consistently.
+type DBBackupCmd struct {
+	Out string `arg:"" help:"File to write (must not exist)."`
+}
+
+func (b DBBackupCmd) Run(c *DBCmd) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	f, err := os.OpenFile(b.Out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	n, err := store.Backup(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(b.Out)
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s (%d bytes)\n", b.Out, n)
 	return nil
 }

@@ -33,6 +33,7 @@ const (
 type CLI struct {
 	Serve   ServeCmd   `cmd:"" help:"Run the naming service: serve DNS from the db and keep it in step with the data center."`
 	DB      DBCmd      `cmd:"" name:"db" help:"Inspect a db file offline (read-only)."`
+	Adm     AdmCmd     `cmd:"" name:"adm" help:"Operate a running cns (the same binary installed as cnsadm)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
 	Sim     SimCmd     `cmd:"" help:"Run a simulated Triton data center (VMAPI, changefeed, CNAPI, NAPI, UFDS) on 127.0.0.1 from an inventory file; prints the config keys for cns serve."`
 }
@@ -65,12 +66,14 @@ func versionString() string {
 func main() {
 	args := os.Args[1:]
 	// The same binary installed as cnsadm is `cns adm`.
+	name := "cns"
 	if strings.HasPrefix(filepath.Base(os.Args[0]), "cnsadm") {
 		args = append([]string{"adm"}, args...)
+		name = "cnsadm"
 	}
 	var cli CLI
 	parser, err := kong.New(&cli,
-		kong.Name("cns"),
+		kong.Name(name),
 		kong.Description("Triton Container Naming Service."),
 		kong.UsageOnError(),
 	)
@@ -79,8 +82,8 @@ func main() {
 	}
 	kctx, err := parser.Parse(args)
 	parser.FatalIfErrorf(err)
-	if err := kctx.Run(&cli.DB); err != nil {
-		fmt.Fprintln(os.Stderr, "cns:", err)
+	if err := kctx.Run(&cli.DB, &cli.Adm); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		var ce *ConfigError
 		if errors.As(err, &ce) {
 			os.Exit(exitConfigError)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -142,7 +143,9 @@ func (m *metricWriter) sample(name string, v float64, labels ...string) {
 		}
 		m.w.WriteByte('}')
 	}
-	fmt.Fprintf(m.w, " %g\n", v)
+	m.w.WriteByte(' ')
+	m.w.WriteString(strconv.FormatFloat(v, 'f', -1, 64))
+	m.w.WriteByte('\n')
 }
 
 func (m *metricWriter) gauge(name, help string, v float64, labels ...string) {

@@ -188,11 +188,11 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("VM not found")
 	}
-	return writeJSON(w, http.StatusOK, vmJSON(vm))
+	return writeJSON(w, http.StatusOK, VMJSON(vm))
 }
 
-// vmJSON renders a stored VM.
-func vmJSON(vm db.VM) VM {
+// VMJSON renders a stored VM.
+func VMJSON(vm db.VM) VM {
 	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
 	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
 		out.LastVisit = m.Updated.UnixMilli()
@@ -471,13 +471,13 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []Change{}
 	for _, e := range entries {
-		out = append(out, changeJSON(e))
+		out = append(out, ChangeJSON(e))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// changeJSON renders a journal entry.
-func changeJSON(e db.JournalEntry) Change {
+// ChangeJSON renders a journal entry.
+func ChangeJSON(e db.JournalEntry) Change {
 	c := Change{From: e.From, To: e.To, Time: e.Time, Cause: e.Cause, Deleted: []string{}, Added: []string{}}
 	for _, list := range []struct {
 		in  []db.JournalRR

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tritondatacenter/cns/admin"
+)
+
+// AdmCmd is cnsadm: the operator's tool, talking to a running cns through
+// its API (and, for config and zones, to where the configuration lives).
+type AdmCmd struct {
+	API        string `name:"api" env:"CNS_API" help:"API of the cns to talk to (default: api_server.listen in --config-file)."`
+	Token      string `name:"token" env:"CNS_API_TOKEN" help:"Bearer token for the API."`
+	ConfigFile string `name:"config-file" env:"CNS_CONFIG" default:"/opt/triton/cns/etc/config.json" help:"The server's config file."`
+	JSON       bool   `name:"json" help:"Print the API's JSON instead of tables."`
+
+	Status  AdmStatusCmd  `cmd:"" help:"Zones with their serials, and every peer's serial, drift and version."`
+	VM      AdmVMCmd      `cmd:"" name:"vm" help:"A VM's names, and why it is or is not listed."`
+	Peers   AdmPeersCmd   `cmd:"" help:"List peers, show one, or delete one (-d)."`
+	Config  AdmConfigCmd  `cmd:"" help:"Show or change the main settings (key=value, key+=value, key-=value)."`
+	Zones   AdmZonesCmd   `cmd:"" help:"Show, add (-a), delete (-d) or change zones."`
+	History AdmHistoryCmd `cmd:"" help:"What changed in a zone, serial by serial, and why."`
+	Wait    AdmWaitCmd    `cmd:"" help:"Wait until every peer of a zone serves a serial."`
+	Feeds   AdmFeedsCmd   `cmd:"" help:"Health of each feed and of the updater."`
+	Backup  AdmBackupCmd  `cmd:"" help:"Write a consistent copy of the running server's db."`
+	Upgrade AdmUpgradeCmd `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
+}
+
+// client builds the API client: --api, else the config file's
+// api_server.listen, else the reference's port 80 on loopback.
+func (a *AdmCmd) client() *admin.Client {
+	base := a.API
+	if base == "" {
+		if cfg, err := LoadConfig(a.ConfigFile); err == nil && cfg.APIListen != "" {
+			base = cfg.APIListen
+			if a.Token == "" {
+				a.Token = cfg.APIToken
+			}
+		}
+	}
+	if base == "" {
+		base = "127.0.0.1:80"
+	}
+	return admin.NewClient(base, a.Token)
+}
+
+// out prints v as JSON with --json, else calls text.
+func (a *AdmCmd) out(v any, text func(io.Writer) error) error {
+	if a.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return text(os.Stdout)
+}
+
+func ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 2*time.Minute)
+}
+
+// AdmStatusCmd is cnsadm status.
+type AdmStatusCmd struct{}
+
+func (AdmStatusCmd) Run(a *AdmCmd) error {
+	c, cancel := ctx()
+	defer cancel()
+	st, err := a.client().Status(c)
+	if err != nil {
+		return err
+	}
+	return a.out(st, func(w io.Writer) error { return admin.WriteStatus(w, st, time.Now()) })
+}
+
+// AdmVMCmd is cnsadm vm.
+type AdmVMCmd struct {
+	UUID string `arg:"" help:"VM UUID."`
+}
+
+func (v AdmVMCmd) Run(a *AdmCmd) error {
+	c, cancel := ctx()
+	defer cancel()
+	vm, err := a.client().VM(c, v.UUID)
+	if admin.IsNotFound(err) {
+		return fmt.Errorf("VM %s not found: cns has never seen it (wrong UUID, or not yet visited by the feed)", v.UUID)
+	}
+	if err != nil {
+		return err
+	}
+	return a.out(vm, func(w io.Writer) error { return admin.WriteVM(w, vm, time.Now()) })
+}
+
+// AdmPeersCmd is cnsadm peers.
+type AdmPeersCmd struct {
+	Delete bool   `short:"d" help:"Delete the peer (it comes back if it transfers again)."`
+	Addr   string `arg:"" optional:"" help:"Peer address."`
+}
+
+func (p AdmPeersCmd) Run(a *AdmCmd) error {
+	c, cancel := ctx()
+	defer cancel()
+	cl := a.client()
+	switch {
+	case p.Delete && p.Addr == "":
+		return errors.New("peers -d needs an address")
+	case p.Delete:
+		if err := cl.DeletePeer(c, p.Addr); err != nil {
+			if admin.IsNotFound(err) {
+				return fmt.Errorf("peer %s not found", p.Addr)
+			}
+			return err
+		}
+		fmt.Printf("peer %s deleted\n", p.Addr)
+		return nil
+	case p.Addr == "":
+		peers, err := cl.Peers(c)
+		if err != nil {
+			return err
+		}
+		return a.out(peers, func(w io.Writer) error { return admin.WritePeers(w, peers) })
+	}
+	peer, err := cl.Peer(c, p.Addr)
+	if admin.IsNotFound(err) {
+		return fmt.Errorf("peer %s not found", p.Addr)
+	}
+	if err != nil {
+		return err
+	}
+	return a.out(peer, func(w io.Writer) error { return admin.WritePeer(w, peer) })
+}
+
+// editor returns the configuration editor: SAPI in an SDC zone (when
+// mdata-get knows a sapi-url, or CNS_SAPI_URL is set), else the file.
+func (a *AdmCmd) editor() *admin.Editor {
+	var store admin.ConfigStore = admin.FileStore{Path: a.ConfigFile}
+	sapi := os.Getenv("CNS_SAPI_URL")
+	if sapi == "" {
+		if out, err := exec.Command("mdata-get", "sapi-url").Output(); err == nil {
+			sapi = strings.TrimSpace(string(out))
+		}
+	}
+	if sapi != "" {
+		store = admin.SAPIStore{URL: sapi, Base: admin.FileStore{Path: a.ConfigFile}}
+	}
+	return &admin.Editor{
+		Store: store,
+		Validate: func(data []byte) error {
+			_, err := ParseConfig(data, a.ConfigFile)
+			return err
+		},
+		Reload: func(c context.Context) error { return a.client().Reload(c) },
+	}
+}
+
+func parseModifiers(args []string) ([]admin.Modifier, error) {
+	var mods []admin.Modifier
+	for _, s := range args {
+		m, err := admin.ParseModifier(s)
+		if err != nil {
+			return nil, err
+		}
+		mods = append(mods, m)
+	}
+	return mods, nil
+}
+
+// AdmConfigCmd is cnsadm config.
+type AdmConfigCmd struct {
+	Modifiers []string `arg:"" optional:"" help:"key=value, key+=value (lists), key-=value (lists)."`
+}
+
+func (cc AdmConfigCmd) Run(a *AdmCmd) error {
+	mods, err := parseModifiers(cc.Modifiers)
+	if err != nil {
+		return err
+	}
+	c, cancel := ctx()
+	defer cancel()
+	e := a.editor()
+	var cfg map[string]any
+	if len(mods) == 0 {
+		cfg, err = e.Store.Load()
+	} else {
+		cfg, err = e.Config(c, mods)
+	}
+	if err != nil {
+		return err
+	}
+	cols, _ := strconv.Atoi(os.Getenv("COLUMNS"))
+	return a.out(cfg, func(w io.Writer) error { return admin.WriteConfig(w, cfg, cols) })
+}
+
+// AdmZonesCmd is cnsadm zones.
+type AdmZonesCmd struct {
+	Add       bool     `short:"a" help:"Add the zone."`
+	Delete    bool     `short:"d" help:"Delete the zone."`
+	Zone      string   `arg:"" optional:"" help:"Zone name, or \"reverse\" for the reverse zones' settings."`
+	Modifiers []string `arg:"" optional:"" help:"networks=..., peers=..., hidden_primary=..., also_notify=..., zone=NEWNAME."`
+}
+
+func (z AdmZonesCmd) Run(a *AdmCmd) error {
+	e := a.editor()
+	if z.Zone == "" {
+		if z.Add || z.Delete {
+			return errors.New("zones -a and -d need a zone name")
+		}
+		cfg, err := e.Store.Load()
+		if err != nil {
+			return err
+		}
+		return a.out(cfg["forward_zones"], func(w io.Writer) error { return admin.WriteZones(w, cfg) })
+	}
+	mods, err := parseModifiers(z.Modifiers)
+	if err != nil {
+		return err
+	}
+	c, cancel := ctx()
+	defer cancel()
+	zone, err := e.Zone(c, z.Zone, z.Add, z.Delete, mods)
+	if admin.IsNothingToDo(err) {
+		fmt.Printf("zone %s not added: give its settings, e.g. networks=*\n", z.Zone)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if z.Delete {
+		fmt.Printf("zone %s deleted\n", z.Zone)
+		return nil
+	}
+	return a.out(zone, func(w io.Writer) error { return admin.WriteZone(w, z.Zone, zone) })
+}
+
+// AdmHistoryCmd is cnsadm history.
+type AdmHistoryCmd struct {
+	Zone  string `arg:"" help:"Zone name."`
+	Since uint32 `help:"Only changes after this serial."`
+	Limit int    `default:"20" help:"At most this many changes (newest)."`
+}
+
+func (h AdmHistoryCmd) Run(a *AdmCmd) error {
+	c, cancel := ctx()
+	defer cancel()
+	changes, err := a.client().History(c, h.Zone, h.Since, h.Limit)
+	if err != nil {
+		return err
+	}
+	return a.out(changes, func(w io.Writer) error { return admin.WriteHistory(w, changes) })
+}
+
+// AdmWaitCmd is cnsadm wait.
+type AdmWaitCmd struct {
+	Zone    string        `arg:"" help:"Zone name."`
+	Serial  uint32        `arg:"" optional:"" help:"Serial (default: the current one)."`
+	Timeout time.Duration `default:"60s" help:"Give up after this long."`
+}
+
+func (wc AdmWaitCmd) Run(a *AdmCmd) error {
+	c, cancel := context.WithTimeout(context.Background(), wc.Timeout+time.Minute)
+	defer cancel()
+	res, err := a.client().Wait(c, wc.Zone, wc.Serial, wc.Timeout)
+	if err != nil {
+		return err
+	}
+	if err := a.out(res, func(w io.Writer) error { return admin.WriteWait(w, res) }); err != nil {
+		return err
+	}
+	if !res.Done {
+		return fmt.Errorf("zone %s serial %d: not every peer has it after %v", res.Zone, res.Serial, wc.Timeout)
+	}
+	return nil
+}
+
+// AdmFeedsCmd is cnsadm feeds.
+type AdmFeedsCmd struct{}
+
+func (AdmFeedsCmd) Run(a *AdmCmd) error {
+	c, cancel := ctx()
+	defer cancel()
+	f, err := a.client().Feeds(c)
+	if err != nil {
+		return err
+	}
+	return a.out(f, func(w io.Writer) error { return admin.WriteFeeds(w, f, time.Now()) })
+}
+
+// AdmBackupCmd is cnsadm backup.
+type AdmBackupCmd struct {
+	Out string `arg:"" help:"File to write (- for stdout)."`
+}
+
+func (b AdmBackupCmd) Run(a *AdmCmd) error {
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var w io.Writer = os.Stdout
+	var f *os.File
+	if b.Out != "-" {
+		var err error
+		if f, err = os.OpenFile(b.Out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+			return err
+		}
+		w = f
+	}
+	n, err := a.client().Backup(c, w)
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(b.Out)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if b.Out != "-" {
+		fmt.Fprintf(os.Stderr, "wrote %s (%d bytes)\n", b.Out, n)
+	}
+	return nil
+}
+
+// AdmUpgradeCmd migrates configuration keys of old releases: slaves →
+// peers (CNS-46) and hidden_master → hidden_primary (CNS-48).
+type AdmUpgradeCmd struct{}
+
+func (AdmUpgradeCmd) Run(a *AdmCmd) error {
+	e := a.editor()
+	cfg, err := e.Store.Load()
+	if err != nil {
+		return err
+	}
+	changed := false
+	migrate := func(z map[string]any) {
+		if v, ok := z["slaves"]; ok {
+			if _, has := z["peers"]; !has {
+				z["peers"] = v
+			}
+			delete(z, "slaves")
+			changed = true
+		}
+		if v, ok := z["hidden_master"]; ok {
+			if _, has := z["hidden_primary"]; !has {
+				z["hidden_primary"] = v
+			}
+			delete(z, "hidden_master")
+			changed = true
+		}
+	}
+	zones, _ := cfg["forward_zones"].(map[string]any)
+	for _, z := range zones {
+		if zm, ok := z.(map[string]any); ok {
+			migrate(zm)
+		}
+	}
+	rev, _ := cfg["reverse_zones"].(map[string]any)
+	if rev != nil {
+		migrate(rev)
+	}
+	if !changed {
+		fmt.Println("no schema upgrades required")
+		return nil
+	}
+	fmt.Println("upgrading configuration past CNS-46...")
+	return e.Store.Save(map[string]any{"forward_zones": zones, "reverse_zones": rev})
+}

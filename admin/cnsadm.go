@@ -1,0 +1,233 @@
+package admin
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// What cnsadm prints. The reference verbs keep the reference's layout so
+// operators' habits and scripts still work.
+
+// Ago renders a duration the way cnsadm always has: sec, min, hr, day, wk,
+// rounded, with a plural s ("3 days").
+func Ago(d time.Duration) string {
+	v := d.Seconds()
+	unit := "sec"
+	for _, step := range []struct {
+		limit, div float64
+		next       string
+	}{{59.5, 60, "min"}, {59.5, 60, "hr"}, {23.5, 24, "day"}, {6.5, 7, "wk"}} {
+		if v < step.limit {
+			break
+		}
+		v /= step.div
+		unit = step.next
+	}
+	n := int(math.Round(v))
+	if n != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("%d %s", n, unit)
+}
+
+// WriteStatus prints the zones table and the peers table of cnsadm status.
+func WriteStatus(w io.Writer, st *Status, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ZONE\tLATEST SERIAL\tCHANGED")
+	serials := map[string]uint32{}
+	for _, z := range st.Zones {
+		serials[z.Name] = z.Serial
+		changed := ""
+		if t, ok := st.Changed[z.Name]; ok && !t.IsZero() {
+			changed = Ago(now.Sub(t)) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", z.Name, z.Serial, changed)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tZONE\tLATEST SERIAL\tDRIFT\tVERSION")
+	for _, p := range st.Peers {
+		zones := make([]string, 0, len(p.Serials))
+		for z := range p.Serials {
+			zones = append(zones, z)
+		}
+		sort.Strings(zones)
+		for i, z := range zones {
+			addr, version := "", ""
+			if i == 0 {
+				addr, version = p.Address, p.Version
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", addr, z, p.Serials[z], driftText(p, z, serials), version)
+		}
+	}
+	return tw.Flush()
+}
+
+// driftText is empty in sync, a time when behind, ??? for a zone cns does
+// not serve.
+func driftText(p Peer, zone string, serials map[string]uint32) string {
+	cur, ok := serials[zone]
+	if !ok {
+		return "???"
+	}
+	pz, ok := p.Zones[zone]
+	if !ok || pz.Serial == cur || pz.DriftSerials == 0 {
+		return ""
+	}
+	if pz.DriftSeconds < 0 {
+		return fmt.Sprintf("%d serials", pz.DriftSerials)
+	}
+	return Ago(time.Duration(pz.DriftSeconds * float64(time.Second)))
+}
+
+// reasonText spells out the reference's listing flags.
+var reasonText = map[string]string{
+	"invalid_tag":       "the triton.cns.services tag is invalid: no service names",
+	"inst_en_flag":      "triton.cns.status metadata is not \"up\": out of its services",
+	"cn_down":           "its compute node is down: out of its services",
+	"vm_down":           "the VM is not running: out of its services",
+	"user_en_flag":      "the owner has not enabled CNS (triton_cns_enabled): not listed",
+	"user_not_approved": "the owner is not approved for provisioning: not listed",
+	"ptr":               "triton.cns.reverse_ptr re-enabled its instance names",
+	"admin":             "an admin VM with services: always listed",
+	"poseidon":          "a Manta (poseidon) VM with services: always listed",
+	"inst_en_tag":       "the triton.cns.disable tag is set: not listed",
+	"destroyed":         "the VM is destroyed: not listed",
+	"held":              "status down, but the self-removal hysteresis keeps it in its services for now",
+}
+
+// WriteVM prints cnsadm vm.
+func WriteVM(w io.Writer, vm *VM, now time.Time) error {
+	fmt.Fprintf(w, "uuid:       %s\n", vm.UUID)
+	if vm.Alias != "" {
+		fmt.Fprintf(w, "alias:      %s\n", vm.Alias)
+	}
+	if vm.LastVisit > 0 {
+		fmt.Fprintf(w, "last_visit: %s ago\n", Ago(now.Sub(time.UnixMilli(vm.LastVisit))))
+	}
+	listed := []string{}
+	if vm.ListInstance {
+		listed = append(listed, "instance names")
+	}
+	if vm.ListServices {
+		listed = append(listed, "service names")
+	}
+	if len(listed) == 0 {
+		listed = append(listed, "nothing")
+	}
+	fmt.Fprintf(w, "listed:     %s\n", strings.Join(listed, ", "))
+	if len(vm.Reasons) > 0 {
+		fmt.Fprintln(w, "why:")
+		for _, r := range vm.Reasons {
+			text := reasonText[r]
+			if text == "" {
+				text = "(unknown flag)"
+			}
+			fmt.Fprintf(w, "    %-18s %s\n", r, text)
+		}
+	}
+	for _, p := range vm.Problems {
+		fmt.Fprintf(w, "problem:    %s\n", p)
+	}
+	fmt.Fprintln(w, "names:")
+	for _, n := range vm.Names {
+		fmt.Fprintf(w, "    %s\n", n)
+	}
+	return nil
+}
+
+// WritePeer prints cnsadm peers <addr>.
+func WritePeer(w io.Writer, p *Peer) error {
+	fmt.Fprintf(w, "address:      %s\n", p.Address)
+	fmt.Fprintf(w, "version:      %s\n", p.Version)
+	fmt.Fprintf(w, "using_notify: %v\n", p.UsingNotify)
+	fmt.Fprintf(w, "using_ixfr:   %v\n", p.UsingIXFR)
+	fmt.Fprintln(w, "serials:")
+	for _, z := range sortedKeys(p.Serials) {
+		fmt.Fprintf(w, "    %s: %d\n", z, p.Serials[z])
+	}
+	fmt.Fprintln(w, "counters:")
+	for _, c := range sortedKeys(p.Counters) {
+		fmt.Fprintf(w, "    %s: %d\n", c, p.Counters[c])
+	}
+	return nil
+}
+
+// WritePeers prints the list of peers (cnsadm peers with no address).
+func WritePeers(w io.Writer, peers []PeerSummary) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tZONES\tVERSION")
+	for _, p := range peers {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", p.Address, len(p.Serials), p.Version)
+	}
+	return tw.Flush()
+}
+
+// WriteHistory prints cnsadm history: per serial, when, why and what.
+func WriteHistory(w io.Writer, changes []Change) error {
+	for i, c := range changes {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "serial %d → %d  %s  %s\n", c.From, c.To, c.Time.UTC().Format(time.RFC3339), c.Cause)
+		for _, r := range c.Deleted {
+			fmt.Fprintf(w, "  - %s\n", r)
+		}
+		for _, r := range c.Added {
+			fmt.Fprintf(w, "  + %s\n", r)
+		}
+	}
+	return nil
+}
+
+// WriteFeeds prints cnsadm feeds.
+func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FEED\tSTATE\tSINCE\tLAST OK\tREASON")
+	for _, x := range f.Feeds {
+		state := "healthy"
+		if !x.Healthy {
+			state = "degraded"
+		}
+		lastOK := "never"
+		if !x.LastOK.IsZero() {
+			lastOK = Ago(now.Sub(x.LastOK)) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\n", x.Name, state, Ago(now.Sub(x.Since)), lastOK, x.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\npending VMs: %d\n", f.Pending)
+	if c := f.LastCommit; c != nil {
+		fmt.Fprintf(w, "last commit: %s ago, %d VMs, %.1f ms", Ago(now.Sub(c.Time)), c.VMs, c.DurationMS)
+		if c.Error != "" {
+			fmt.Fprintf(w, ", failed: %s", c.Error)
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// WriteWait prints cnsadm wait.
+func WriteWait(w io.Writer, res *Wait) error {
+	state := "done"
+	if !res.Done {
+		state = "timed out"
+	}
+	fmt.Fprintf(w, "zone %s serial %d: %s\n", res.Zone, res.Serial, state)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tSERIAL\tHAS IT")
+	for _, p := range res.Peers {
+		fmt.Fprintf(tw, "%s\t%d\t%v\n", p.Address, p.Serial, p.Has)
+	}
+	return tw.Flush()
+}

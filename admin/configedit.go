@@ -1,0 +1,517 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// cnsadm config and cnsadm zones edit the configuration: in an SDC zone
+// the SAPI service metadata (config-agent then renders the file), elsewhere
+// the config file itself. Every edit is validated before it is written.
+
+// ConfigStore is where the configuration lives.
+type ConfigStore interface {
+	// Load returns the configuration as a JSON object.
+	Load() (map[string]any, error)
+	// Save writes the changed top-level keys (nil value: delete the key).
+	Save(changes map[string]any) error
+	// Describe names the store for messages.
+	Describe() string
+}
+
+// FileStore is a config.json on disk.
+type FileStore struct{ Path string }
+
+func (f FileStore) Describe() string { return f.Path }
+
+func (f FileStore) Load() (map[string]any, error) {
+	data, err := os.ReadFile(f.Path)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return m, nil
+}
+
+// Save rewrites the file atomically (temp file and rename).
+func (f FileStore) Save(changes map[string]any) error {
+	m, err := f.Load()
+	if err != nil {
+		return err
+	}
+	for k, v := range changes {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	data, err := json.MarshalIndent(m, "", "\t")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".cnsadm-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(f.Path); err == nil {
+		os.Chmod(tmp.Name(), fi.Mode().Perm())
+	}
+	return os.Rename(tmp.Name(), f.Path)
+}
+
+// SAPIStore is the cns service's metadata in SAPI.
+type SAPIStore struct {
+	URL  string // SAPI base URL
+	HTTP *http.Client
+	// Base is the rendered config file, for the keys SAPI metadata does
+	// not hold (those config-agent's template fills in).
+	Base FileStore
+}
+
+func (s SAPIStore) Describe() string { return "SAPI " + s.URL + " (service cns)" }
+
+func (s SAPIStore) client() *http.Client {
+	if s.HTTP != nil {
+		return s.HTTP
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// service returns the cns service's uuid and metadata.
+func (s SAPIStore) service() (string, map[string]any, error) {
+	resp, err := s.client().Get(strings.TrimSuffix(s.URL, "/") + "/services?name=cns")
+	if err != nil {
+		return "", nil, fmt.Errorf("SAPI: %w", err)
+	}
+	defer resp.Body.Close()
+	var svcs []struct {
+		UUID     string         `json:"uuid"`
+		Metadata map[string]any `json:"metadata"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", nil, fmt.Errorf("SAPI: GET /services?name=cns: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&svcs); err != nil {
+		return "", nil, fmt.Errorf("SAPI: %w", err)
+	}
+	if len(svcs) != 1 {
+		return "", nil, fmt.Errorf("SAPI: %d services named cns, want 1", len(svcs))
+	}
+	return svcs[0].UUID, svcs[0].Metadata, nil
+}
+
+// Load overlays the SAPI metadata on the rendered file, as the reference
+// cnsadm does.
+func (s SAPIStore) Load() (map[string]any, error) {
+	m, err := s.Base.Load()
+	if err != nil {
+		m = map[string]any{}
+	}
+	_, meta, err := s.service()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range meta {
+		m[k] = v
+	}
+	return m, nil
+}
+
+// Save writes the changes as service metadata: PUT /services/<uuid>
+// {"metadata": changes}. config-agent renders the file and restarts cns.
+// A deleted key is sent with action "delete".
+func (s SAPIStore) Save(changes map[string]any) error {
+	uuid, _, err := s.service()
+	if err != nil {
+		return err
+	}
+	update, remove := map[string]any{}, map[string]any{}
+	for k, v := range changes {
+		if v == nil {
+			remove[k] = true
+		} else {
+			update[k] = v
+		}
+	}
+	for _, body := range []map[string]any{{"metadata": update}, {"action": "delete", "metadata": remove}} {
+		if len(body["metadata"].(map[string]any)) == 0 {
+			continue
+		}
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("PUT", strings.TrimSuffix(s.URL, "/")+"/services/"+uuid, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := s.client().Do(req)
+		if err != nil {
+			return fmt.Errorf("SAPI: %w", err)
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("SAPI: PUT /services/%s: %s %s", uuid, resp.Status, strings.TrimSpace(string(msg)))
+		}
+	}
+	return nil
+}
+
+// Modifier is one `key=value`, `key+=value` or `key-=value` argument.
+type Modifier struct {
+	Key   string
+	Op    string // "=", "+=", "-="
+	Value string
+}
+
+var modifierRE = regexp.MustCompile(`^([a-z][a-z0-9_.-]*[a-z0-9])([+-]?=)(.+)$`)
+
+// ParseModifier parses a cnsadm modifier.
+func ParseModifier(s string) (Modifier, error) {
+	m := modifierRE.FindStringSubmatch(s)
+	if m == nil {
+		return Modifier{}, fmt.Errorf("%q is not a modifier (key=value, key+=value or key-=value)", s)
+	}
+	return Modifier{Key: m[1], Op: m[2], Value: m[3]}, nil
+}
+
+// valueKind says how a key's value is written on the command line.
+type valueKind int
+
+const (
+	kindString valueKind = iota
+	kindBool
+	kindArray
+	kindNumber
+	kindObject
+)
+
+// configKinds are the kinds of the keys cnsadm edits often; other keys
+// take the kind of their current value.
+var configKinds = map[string]valueKind{
+	"my_name": kindString, "hostmaster": kindString, "use_login": kindBool, "use_alias": kindBool,
+	"allow_transfer": kindArray, "also_notify": kindArray, "min_notify_interval": kindNumber,
+	"forward_zones": kindObject, "reverse_zones": kindObject, "networks": kindArray, "peers": kindArray,
+	"hidden_primary": kindBool, "dns_listen": kindArray, "db_path": kindString, "inventory_file": kindString,
+	"max_rrset": kindNumber, "batch_window_ms": kindNumber, "log_level": kindString, "catalog_zone": kindString,
+}
+
+func kindOf(key string, current any) valueKind {
+	if k, ok := configKinds[key]; ok {
+		return k
+	}
+	switch current.(type) {
+	case bool:
+		return kindBool
+	case []any:
+		return kindArray
+	case float64:
+		return kindNumber
+	case map[string]any:
+		return kindObject
+	}
+	return kindString
+}
+
+// Apply applies a modifier to obj (a JSON object), in place.
+func (m Modifier) Apply(obj map[string]any) error {
+	cur := obj[m.Key]
+	kind := kindOf(m.Key, cur)
+	if m.Op != "=" && kind != kindArray {
+		return fmt.Errorf("%s: %s works on lists only", m.Key, m.Op)
+	}
+	switch kind {
+	case kindBool:
+		switch strings.ToLower(m.Value) {
+		case "true", "yes", "on":
+			obj[m.Key] = true
+		case "false", "no", "off":
+			obj[m.Key] = false
+		default:
+			return fmt.Errorf("%s: %q is not a boolean (true/yes/on, false/no/off)", m.Key, m.Value)
+		}
+	case kindNumber:
+		n, err := strconv.ParseFloat(m.Value, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a number", m.Key, m.Value)
+		}
+		obj[m.Key] = n
+	case kindObject:
+		var v map[string]any
+		if err := json.Unmarshal([]byte(m.Value), &v); err != nil {
+			return fmt.Errorf("%s: want a JSON object: %v", m.Key, err)
+		}
+		obj[m.Key] = v
+	case kindArray:
+		items := strings.Split(m.Value, ",")
+		var list []any
+		if existing, ok := cur.([]any); ok {
+			list = slices.Clone(existing)
+		}
+		switch m.Op {
+		case "=":
+			list = nil
+			for _, it := range items {
+				list = append(list, strings.TrimSpace(it))
+			}
+		case "+=":
+			for _, it := range items {
+				if it = strings.TrimSpace(it); !slices.Contains(list, any(it)) {
+					list = append(list, it)
+				}
+			}
+		case "-=":
+			for _, it := range items {
+				it = strings.TrimSpace(it)
+				if !slices.Contains(list, any(it)) {
+					return fmt.Errorf("%s: %q is not in the list", m.Key, it)
+				}
+				list = slices.DeleteFunc(list, func(x any) bool { return x == it })
+			}
+		}
+		if list == nil {
+			list = []any{}
+		}
+		obj[m.Key] = list
+	default:
+		obj[m.Key] = m.Value
+	}
+	return nil
+}
+
+// Editor changes the configuration through a store, validating the whole
+// result first.
+type Editor struct {
+	Store ConfigStore
+	// Validate checks a complete configuration (the server's own parser).
+	Validate func(cfg []byte) error
+	// Reload asks the running server to apply the new file (file stores).
+	Reload func(context.Context) error
+}
+
+// errNothingToDo marks a zones -a without modifiers: it only prints.
+var errNothingToDo = errors.New("nothing to change")
+
+// Config applies modifiers to the top-level configuration.
+func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, error) {
+	cfg, err := e.Store.Load()
+	if err != nil {
+		return nil, err
+	}
+	changes := map[string]any{}
+	for _, m := range mods {
+		if strings.Contains(m.Key, ".") || m.Key == "forward_zones" {
+			return nil, fmt.Errorf("%s: edit zones with cnsadm zones", m.Key)
+		}
+		if err := m.Apply(cfg); err != nil {
+			return nil, err
+		}
+		changes[m.Key] = cfg[m.Key]
+	}
+	return cfg, e.commit(ctx, cfg, changes)
+}
+
+// Zone edits one forward zone (or "reverse"/"ip-reverse-lookup" for the
+// reverse zones' settings): add creates it, del deletes it, modifiers
+// change it, and zone=NEW renames it.
+func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Modifier) (map[string]any, error) {
+	cfg, err := e.Store.Load()
+	if err != nil {
+		return nil, err
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	reverse := name == "reverse" || name == "ip-reverse-lookup"
+	zones, _ := cfg["forward_zones"].(map[string]any)
+	if zones == nil {
+		zones = map[string]any{}
+	}
+	var z map[string]any
+	switch {
+	case reverse:
+		if add || del {
+			return nil, errors.New("the reverse zones' settings cannot be added or deleted")
+		}
+		z, _ = cfg["reverse_zones"].(map[string]any)
+		if z == nil {
+			z = map[string]any{}
+		}
+	case add:
+		if _, ok := zones[name]; ok {
+			return nil, fmt.Errorf("zone %s already exists", name)
+		}
+		z = map[string]any{}
+	default:
+		zz, ok := zones[name].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("zone %s is not configured", name)
+		}
+		z = zz
+	}
+	if del {
+		delete(zones, name)
+		cfg["forward_zones"] = zones
+		return z, e.commit(ctx, cfg, map[string]any{"forward_zones": zones})
+	}
+	if len(mods) == 0 {
+		if add {
+			return z, errNothingToDo
+		}
+		return z, nil
+	}
+	newName := name
+	for _, m := range mods {
+		if m.Key == "zone" {
+			if reverse || m.Op != "=" {
+				return nil, errors.New("zone=NEW renames a forward zone")
+			}
+			newName = strings.ToLower(strings.TrimSuffix(m.Value, "."))
+			continue
+		}
+		if err := m.Apply(z); err != nil {
+			return nil, err
+		}
+	}
+	if reverse {
+		cfg["reverse_zones"] = z
+		return z, e.commit(ctx, cfg, map[string]any{"reverse_zones": z})
+	}
+	delete(zones, name)
+	zones[newName] = z
+	cfg["forward_zones"] = zones
+	return z, e.commit(ctx, cfg, map[string]any{"forward_zones": zones})
+}
+
+// commit validates the whole new configuration, saves the changed keys and
+// asks the server to reload (file stores; SAPI stores reload through
+// config-agent).
+func (e *Editor) commit(ctx context.Context, cfg, changes map[string]any) error {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	if e.Validate != nil {
+		if err := e.Validate(data); err != nil {
+			return fmt.Errorf("not saved: %w", err)
+		}
+	}
+	if err := e.Store.Save(changes); err != nil {
+		return err
+	}
+	if _, isFile := e.Store.(FileStore); isFile && e.Reload != nil {
+		if err := e.Reload(ctx); err != nil {
+			return fmt.Errorf("saved to %s, but the server did not reload: %w", e.Store.Describe(), err)
+		}
+	}
+	return nil
+}
+
+// IsNothingToDo reports a zones -a without modifiers.
+func IsNothingToDo(err error) bool { return errors.Is(err, errNothingToDo) }
+
+// configHelp is the help column of cnsadm config.
+var configHelp = map[string]string{
+	"my_name":        "this server's name: SOA MNAME and first NS",
+	"hostmaster":     "zone contact (SOA RNAME), user@domain",
+	"use_login":      "add names with the owner's login",
+	"use_alias":      "add names with the VM's alias",
+	"allow_transfer": "addresses and prefixes allowed to transfer zones",
+}
+
+// WriteConfig prints cnsadm config: the main settings, with a help column
+// when the terminal is wide enough.
+func WriteConfig(w io.Writer, cfg map[string]any, columns int) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, k := range []string{"my_name", "hostmaster", "use_login", "use_alias", "allow_transfer"} {
+		v := cfg[k]
+		var s string
+		switch x := v.(type) {
+		case nil:
+			s = "(unset)"
+		case []any:
+			parts := make([]string, len(x))
+			for i, it := range x {
+				parts[i] = fmt.Sprint(it)
+			}
+			s = strings.Join(parts, ", ")
+		default:
+			s = fmt.Sprint(x)
+		}
+		if columns >= 100 {
+			fmt.Fprintf(tw, "%s:\t%s\t%s\n", k, s, configHelp[k])
+		} else {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, s)
+		}
+	}
+	return tw.Flush()
+}
+
+// WriteZones prints cnsadm zones: ZONE NETWORKS PEERS HIDDEN PRIMARY, the
+// reverse settings as (ip-reverse-lookup).
+func WriteZones(w io.Writer, cfg map[string]any) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ZONE\tNETWORKS\tPEERS\tHIDDEN PRIMARY")
+	zones, _ := cfg["forward_zones"].(map[string]any)
+	for _, name := range sortedKeys(zones) {
+		z, _ := zones[name].(map[string]any)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", name, networksText(z["networks"]), listText(z["peers"]), z["hidden_primary"] == true)
+	}
+	rev, _ := cfg["reverse_zones"].(map[string]any)
+	fmt.Fprintf(tw, "(ip-reverse-lookup)\t\t%s\t%v\n", listText(rev["peers"]), rev["hidden_primary"] == true)
+	return tw.Flush()
+}
+
+// WriteZone prints one zone's settings.
+func WriteZone(w io.Writer, name string, z map[string]any) error {
+	fmt.Fprintf(w, "zone:           %s\n", name)
+	if name != "reverse" && name != "ip-reverse-lookup" {
+		fmt.Fprintf(w, "networks:       %s\n", listText(z["networks"]))
+	}
+	fmt.Fprintf(w, "peers:          %s\n", listText(z["peers"]))
+	fmt.Fprintf(w, "hidden_primary: %v\n", z["hidden_primary"] == true)
+	if an := listText(z["also_notify"]); an != "" {
+		fmt.Fprintf(w, "also_notify:    %s\n", an)
+	}
+	return nil
+}
+
+func listText(v any) string {
+	list, _ := v.([]any)
+	parts := make([]string, len(list))
+	for i, it := range list {
+		parts[i] = fmt.Sprint(it)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// networksText is "*", "(N UUIDs)" or empty, as the reference shows it.
+func networksText(v any) string {
+	list, _ := v.([]any)
+	if slices.Contains(list, any("*")) {
+		return "*"
+	}
+	if len(list) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("(%d UUIDs)", len(list))
+}
