@@ -300,6 +300,10 @@ func (s *Secondary) start(dir string) error {
 	if err := s.waitUp(identity); err != nil {
 		taken := s.logMentions(s.kind.bindFailed)
 		s.Stop()
+		// BIND logs to syslog until its logging config is read, so its
+		// complaint about the port may not be in the log: the port being
+		// held by someone else once the server is gone says it too.
+		taken = taken || !portFree(port)
 		if taken {
 			return fmt.Errorf("%w: %v", errPortTaken, err)
 		}
@@ -389,6 +393,22 @@ func freePort() (int, error) {
 	return 0, errors.New("no free port on 127.0.0.1")
 }
 
+// portFree reports whether port can be bound on 127.0.0.1, UDP and TCP.
+func portFree(port int) bool {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	l, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return false
+	}
+	defer l.Close()
+	u, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
+
 // Kind returns the kind of server.
 func (s *Secondary) Kind() Kind { return s.cfg.Kind }
 
@@ -428,7 +448,22 @@ func (s *Secondary) Running() bool {
 // Pause stops the server process (SIGSTOP) without ending it: it answers
 // nothing, NOTIFYs and queries queue in its sockets, and its timers do not
 // run, as a secondary cut off from its primary. Resume continues it.
-func (s *Secondary) Pause() error { return s.signal(syscall.SIGSTOP) }
+func (s *Secondary) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	// SIGSTOP takes effect asynchronously: wait until every thread of
+	// every process in the group is stopped.
+	pgid := s.pid()
+	deadline := time.Now().Add(5 * time.Second)
+	for !groupStopped(pgid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not stop within 5 s", s.cfg.Kind)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
 
 // Resume continues a paused server (SIGCONT).
 func (s *Secondary) Resume() error { return s.signal(syscall.SIGCONT) }
@@ -443,6 +478,63 @@ func (s *Secondary) signal(sig syscall.Signal) error {
 	// NSD forks (a main process, xfrd and server children), all in the
 	// process group of the one started; signal the group.
 	return syscall.Kill(-cmd.Process.Pid, sig)
+}
+
+func (s *Secondary) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
+}
+
+// groupStopped reports whether every thread of every process in process
+// group pgid is stopped (state T in /proc). Without /proc it reports true.
+func groupStopped(pgid int) bool {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		_, pg, ok := procStat(filepath.Join("/proc", p.Name(), "stat"))
+		if !ok || pg != pgid {
+			continue
+		}
+		tasks, err := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
+		if err != nil {
+			continue
+		}
+		for _, task := range tasks {
+			st, _, ok := procStat(filepath.Join("/proc", p.Name(), "task", task.Name(), "stat"))
+			if ok && st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// procStat reads the state and process group from a /proc stat file.
+func procStat(path string) (state byte, pgrp int, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	// "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(f[2])
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
 }
 
 func (s *Secondary) exitErr() error {
