@@ -162,7 +162,7 @@ type Feed struct {
 	// mu, never inside it.
 	sinkMu  sync.Mutex
 	listing bool
-	recent  map[string]*VM // VMs applied from changes since the listing began
+	recent  map[string]*VM // VMs applied (nil: removed) from changes since the listing began
 
 	mu        sync.Mutex
 	pending   map[string]*pendingVM
@@ -509,6 +509,9 @@ func (f *Feed) process(ctx context.Context, id string, p *pendingVM) error {
 		if len(page.VMs) == 0 {
 			f.log.Info("VM unknown to VMAPI; removing it", "vm", id)
 			f.sinkMu.Lock()
+			if f.listing {
+				f.recent[id] = nil // a page listed before must not bring it back
+			}
 			f.sink.RemoveVM(id, "VM unknown to VMAPI")
 			f.sinkMu.Unlock()
 			f.mu.Lock()
@@ -905,28 +908,47 @@ func (f *Feed) fullSync(ctx context.Context) error {
 }
 
 // mergeRecent puts into a listing the VMs that changes applied while it
-// ran, unless the listing's copy is newer: a page fetched before a change
-// must not undo it.
+// ran, unless the listing's copy is newer, and takes out those removed
+// meanwhile: a page fetched before a change must not undo it.
 func mergeRecent(vms []VM, recent map[string]*VM) []VM {
 	if len(recent) == 0 {
 		return vms
 	}
 	idx := make(map[string]int, len(recent))
 	for i := range vms {
-		if id := strings.ToLower(vms[i].UUID); recent[id] != nil {
+		if id := strings.ToLower(vms[i].UUID); hasKey(recent, id) {
 			idx[id] = i
 		}
 	}
+	gone := map[int]bool{}
 	for id, vm := range recent {
-		i, ok := idx[id]
+		i, listed := idx[id]
 		switch {
-		case !ok:
+		case vm == nil:
+			if listed {
+				gone[i] = true
+			}
+		case !listed:
 			vms = append(vms, *vm)
 		case !newer(&vms[i], vm):
 			vms[i] = *vm
 		}
 	}
-	return vms
+	if len(gone) == 0 {
+		return vms
+	}
+	out := vms[:0]
+	for i := range vms {
+		if !gone[i] {
+			out = append(out, vms[i])
+		}
+	}
+	return out
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // ---- compute nodes (CNAPI) ----

@@ -1,0 +1,223 @@
+package sdc
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+)
+
+func vmAt(uuid, alias, modified string) VM {
+	return VM{UUID: uuid, Alias: &alias, LastModified: modified, State: "running"}
+}
+
+// A listing's page fetched before a change must not undo it; a page
+// fetched after one wins; a VM removed meanwhile stays removed.
+func TestMergeRecent(t *testing.T) {
+	const (
+		a = "00000000-0000-4000-8000-00000000000a"
+		b = "00000000-0000-4000-8000-00000000000b"
+		c = "00000000-0000-4000-8000-00000000000c"
+		d = "00000000-0000-4000-8000-00000000000d"
+		e = "00000000-0000-4000-8000-00000000000e"
+	)
+	listing := []VM{
+		vmAt(a, "a-listed", "2026-01-01T00:00:01.000Z"),
+		vmAt(b, "b-listed", "2026-01-01T00:00:09.000Z"),
+		vmAt(c, "c-listed", "2026-01-01T00:00:01.000Z"),
+		vmAt(e, "e-listed", "2026-01-01T00:00:01.000Z"),
+	}
+	ra, rb, rd := vmAt(a, "a-changed", "2026-01-01T00:00:05.000Z"), vmAt(b, "b-changed", "2026-01-01T00:00:05.000Z"),
+		vmAt(d, "d-created", "2026-01-01T00:00:05.000Z")
+	got := mergeRecent(listing, map[string]*VM{a: &ra, b: &rb, d: &rd, e: nil})
+	want := map[string]string{a: "a-changed", b: "b-listed", c: "c-listed", d: "d-created"}
+	if len(got) != len(want) {
+		t.Fatalf("%d VMs, want %d", len(got), len(want))
+	}
+	for _, vm := range got {
+		if want[vm.UUID] != vm.AliasString() {
+			t.Errorf("%s: %s, want %s", vm.UUID, vm.AliasString(), want[vm.UUID])
+		}
+	}
+}
+
+// A resourceObject is applied when newer than what was applied, ignored
+// when older or the same, fetched when it cannot be ordered.
+func TestJudgeResourceObject(t *testing.T) {
+	f := &Feed{applied: map[string]appliedVM{}}
+	const id = "00000000-0000-4000-8000-000000000001"
+	change := func(modified string) *Change {
+		vm := vmAt(id, "x", modified)
+		raw, _ := json.Marshal(vm)
+		return &Change{UUID: id, Object: &vm, Raw: raw}
+	}
+	t0 := change("2026-01-01T00:00:05.000Z")
+	if got := f.judge(id, t0); got != objApply {
+		t.Fatalf("first object: %v", got)
+	}
+	f.applied[id] = appliedVM{modified: must(time.Parse(time.RFC3339Nano, "2026-01-01T00:00:05.000Z")), hash: hashRaw(t0.Raw)}
+	for _, tc := range []struct {
+		c    *Change
+		want judgement
+	}{
+		{t0, objStale}, // a duplicate
+		{change("2026-01-01T00:00:04.000Z"), objStale},
+		{change("2026-01-01T00:00:06.000Z"), objApply},
+		{change(""), objFetch},
+	} {
+		if got := f.judge(id, tc.c); got != tc.want {
+			t.Errorf("last_modified %q: %v, want %v", tc.c.Object.LastModified, got, tc.want)
+		}
+	}
+	// Same time, other content: cannot tell which is last.
+	other := change("2026-01-01T00:00:05.000Z")
+	other.Object.State = "stopped"
+	other.Raw, _ = json.Marshal(other.Object)
+	if got := f.judge(id, other); got != objFetch {
+		t.Errorf("same time, other object: %v", got)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Changes to one VM coalesce into one pending fetch that keeps the
+// newest object.
+func TestEnqueueCoalesces(t *testing.T) {
+	f := &Feed{pending: map[string]*pendingVM{}, inflight: map[string]bool{}, wake: make(chan struct{}, 1)}
+	const id = "00000000-0000-4000-8000-000000000001"
+	newerVM, olderVM := vmAt(id, "new", "2026-01-01T00:00:06.000Z"), vmAt(id, "old", "2026-01-01T00:00:05.000Z")
+	f.enqueue(&Change{UUID: id, Object: &newerVM, Raw: []byte("n")})
+	f.enqueue(&Change{UUID: id, Object: &olderVM, Raw: []byte("o")})
+	f.enqueue(&Change{UUID: id})
+	if len(f.ready) != 1 || len(f.pending) != 1 || f.pending[id].change.Object.AliasString() != "new" {
+		t.Fatalf("ready %v, pending %+v", f.ready, f.pending[id])
+	}
+	got, p, ok := f.take()
+	if !ok || got != id || p.change == nil {
+		t.Fatal("take")
+	}
+	// A change while in flight waits for the fetch to finish.
+	f.enqueue(&Change{UUID: id})
+	if len(f.ready) != 0 {
+		t.Fatal("queued while in flight")
+	}
+	f.finish(id, p, nil)
+	if len(f.ready) != 1 {
+		t.Fatal("not queued after the fetch")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := backoff{min: time.Second, max: 8 * time.Second}
+	var last time.Duration
+	for i := range 10 {
+		d := b.next()
+		ceiling := min(time.Second<<i, 8*time.Second)
+		if d < ceiling/2 || d > ceiling {
+			t.Fatalf("delay %d: %v outside [%v, %v]", i, d, ceiling/2, ceiling)
+		}
+		last = d
+	}
+	b.reset()
+	if d := b.next(); d > time.Second || last < 4*time.Second {
+		t.Fatalf("after reset %v (last %v)", d, last)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	for in, want := range map[string]string{
+		"vmapi.coal.joyent.us":      "http://vmapi.coal.joyent.us",
+		"10.0.0.5:8080":             "http://10.0.0.5:8080",
+		"http://127.0.0.1:4000/":    "http://127.0.0.1:4000",
+		"https://vmapi.example.com": "https://vmapi.example.com",
+	} {
+		if u, err := HTTPURL(in); err != nil || u.String() != want {
+			t.Errorf("HTTPURL(%q) = %v, %v; want %s", in, u, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"ufds.coal.joyent.us":   "ldaps://ufds.coal.joyent.us:636",
+		"ldap://127.0.0.1":      "ldap://127.0.0.1:389",
+		"ldaps://127.0.0.1:999": "ldaps://127.0.0.1:999",
+	} {
+		if u, err := LDAPURL(in); err != nil || u != want {
+			t.Errorf("LDAPURL(%q) = %v, %v; want %s", in, u, err, want)
+		}
+	}
+	for _, bad := range []string{"", "ftp://x", "http://"} {
+		if _, err := HTTPURL(bad); err == nil {
+			t.Errorf("HTTPURL(%q) accepted", bad)
+		}
+	}
+	if _, err := LDAPURL("http://x"); err == nil {
+		t.Error("LDAPURL accepted http")
+	}
+}
+
+func TestParseEndpoints(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	ep, err := ParseEndpoints(raw(`{"address":"vmapi.x","limit":5000}`), raw(`{"address":"cnapi.x"}`),
+		raw(`{"address":"napi.x"}`), raw(`{"address":"ufds.x","bindDN":"cn=root","bindPassword":"secret"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.VMAPI.Limit != MaxVMAPILimit || ep.Changefeed.Resource != "vm" || !slices.Equal(ep.Changefeed.SubResources, DefaultSubResources) || ep.Changefeed.Instance == "" {
+		t.Fatalf("%+v", ep)
+	}
+	for _, tc := range []struct {
+		key  string
+		opts [5]string
+	}{
+		{"cnapi_opts", [5]string{`{"address":"v"}`, ``, `{"address":"n"}`, `{"address":"u"}`, ``}},
+		{"napi_opts.address", [5]string{`{"address":"v"}`, `{"address":"c"}`, `{"address":"ftp://n"}`, `{"address":"u"}`, ``}},
+		{"ufds_opts.ca_file", [5]string{`{"address":"v"}`, `{"address":"c"}`, `{"address":"n"}`, `{"address":"u","ca_file":"/nonexistent"}`, ``}},
+		{"changefeed_opts.resource", [5]string{`{"address":"v"}`, `{"address":"c"}`, `{"address":"n"}`, `{"address":"u"}`, `{"resource":"server"}`}},
+		{"vmapi_opts", [5]string{`{"address":5}`, `{"address":"c"}`, `{"address":"n"}`, `{"address":"u"}`, ``}},
+	} {
+		var r [5]json.RawMessage
+		for i, o := range tc.opts {
+			if o != "" {
+				r[i] = raw(o)
+			}
+		}
+		_, err := ParseEndpoints(r[0], r[1], r[2], r[3], r[4])
+		oe, ok := err.(*OptionError)
+		if !ok || oe.Key != tc.key {
+			t.Errorf("want an error on %s, got %v", tc.key, err)
+		}
+	}
+}
+
+func TestCNVMs(t *testing.T) {
+	servers := []Server{{UUID: "44454C4C-4800-1034-804A-B2C04F354D31", Hostname: "cn07", Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_7"}},
+		{UUID: "not-a-uuid"}}
+	if vms := CNVMs(servers, ""); vms != nil {
+		t.Fatal("fake VMs without an admin account")
+	}
+	vms := CNVMs(servers, "930896af-bf8c-48d4-885c-6573a94b1853")
+	if len(vms) != 1 {
+		t.Fatalf("%d VMs", len(vms))
+	}
+	vm := vms[0]
+	if vm.UUID != "44454c4c-4800-1034-804a-b2c04f354d31" || vm.AliasString() != "cn07" || vm.Tags["smartdc_role"] != "cn07" ||
+		vm.State != "running" || len(vm.NICs) != 1 || vm.NICs[0].NICTag != "admin_rack_7" || *vm.NICs[0].VLANID != 0 {
+		t.Fatalf("%+v", vm)
+	}
+}
+
+func TestChangedAttrs(t *testing.T) {
+	for in, want := range map[string][]string{
+		`[{"operation":"replace","modification":{"type":"triton_cns_enabled","vals":["true"]}},{"operation":"delete","modification":{"type":"Login","vals":[]}}]`: {"triton_cns_enabled", "login"},
+		`{"uuid":["x"],"login":["y"],"approved_for_provisioning":["true"]}`:                                                                                       {"approved_for_provisioning", "login", "uuid"},
+		`not json`: nil,
+	} {
+		if got := changedAttrs(in); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", in, got, want)
+		}
+	}
+}
