@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -225,7 +226,7 @@ func (s *service) reload() error {
 		"dns_listen":     reflect.DeepEqual(old.DNSListen, next.DNSListen),
 		"api_server":     old.APIListen == next.APIListen && old.APIToken == next.APIToken && old.APIReadToken == next.APIReadToken,
 		"inventory_file": old.InventoryFile == next.InventoryFile,
-		"sdc options":    reflect.DeepEqual([]any{old.VMAPI, old.CNAPI, old.NAPI, old.UFDS, old.Changefeed}, []any{next.VMAPI, next.CNAPI, next.NAPI, next.UFDS, next.Changefeed}),
+		"sdc options":    sameJSON(old.VMAPI, next.VMAPI) && sameJSON(old.CNAPI, next.CNAPI) && sameJSON(old.NAPI, next.NAPI) && sameJSON(old.UFDS, next.UFDS) && sameJSON(old.Changefeed, next.Changefeed),
 		"journal limits": old.Journal == next.Journal && old.MaxRRset == next.MaxRRset,
 	} {
 		if !same {
@@ -243,4 +244,12 @@ func (s *service) reload() error {
 	}
 	s.log.Info("configuration reloaded", "file", s.path)
 	return nil
+}
+
+// sameJSON compares two JSON values by meaning, not spelling.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	json.Unmarshal(a, &x)
+	json.Unmarshal(b, &y)
+	return reflect.DeepEqual(x, y)
 }

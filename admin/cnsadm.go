@@ -173,6 +173,10 @@ func WritePeers(w io.Writer, peers []PeerSummary) error {
 
 // WriteHistory prints cnsadm history: per serial, when, why and what.
 func WriteHistory(w io.Writer, changes []Change) error {
+	if len(changes) == 0 {
+		_, err := fmt.Fprintln(w, "no changes in the journal (a zone's first version has none)")
+		return err
+	}
 	for i, c := range changes {
 		if i > 0 {
 			fmt.Fprintln(w)

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// startWithAPI runs the demo data center with the API on an ephemeral
+// port and returns the process, its API address and its config path.
+func startWithAPI(t *testing.T) (*proc, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) {
+		c["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+	})
+	p := startCNS(t, cfg)
+	l := p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" })
+	p.waitCommitted(0)
+	return p, "http://" + l.str("addr"), cfg
+}
+
+var (
+	admSerialRE = regexp.MustCompile(`\b1[7-9]\d{8}\b`)
+	admAgoRE    = regexp.MustCompile(`\d+ (sec|min|hr|day|wk)s? ago`)
+	admMsRE     = regexp.MustCompile(`\d+\.\d ms`)
+)
+
+func normalizeAdm(s string) string {
+	s = admSerialRE.ReplaceAllString(s, "SERIAL")
+	s = admMsRE.ReplaceAllString(s, "N ms")
+	return admAgoRE.ReplaceAllString(s, "N ago")
+}
+
+func admGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "cnsadm", name+".txt")
+	if os.Getenv("CNS_UPDATE_GOLDEN") != "" {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, []byte(got), 0o644)
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || string(want) != got {
+		t.Errorf("cnsadm %s differs from %s (CNS_UPDATE_GOLDEN=1 to rewrite, then review):\n%s", name, path, got)
+	}
+}
+
+// cnsadm's read verbs against a running server, compared with goldens.
+func TestCnsadmOutput(t *testing.T) {
+	p, api, cfg := startWithAPI(t)
+	// A transfer, so there is a peer to show.
+	tr := new(dns.Transfer)
+	m := new(dns.Msg)
+	m.SetAxfr(demoZone + ".")
+	ch, err := tr.In(m, p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ch {
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"status", []string{"status"}},
+		{"vm-listed", []string{"vm", "b752d788-c0e4-4307-8c56-353a4ea66c02"}},
+		{"vm-unlisted", []string{"vm", "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"}},
+		{"vm-stopped", []string{"vm", "b9974d54-9a8f-4f94-b667-d41ae9d26935"}},
+		{"peers", []string{"peers"}},
+		{"peer", []string{"peers", "127.0.0.1"}},
+		{"zones", []string{"zones"}},
+		{"zone", []string{"zones", demoZone}},
+		{"config", []string{"config"}},
+		{"history", []string{"history", demoZone}},
+		{"feeds", []string{"feeds"}},
+	} {
+		args := append([]string{"adm", "--api", api, "--config-file", cfg}, tc.args...)
+		out, stderr, code := runCNS(t, args...)
+		if code != 0 {
+			t.Errorf("cnsadm %s: exit %d: %s", tc.name, code, stderr)
+			continue
+		}
+		admGolden(t, tc.name, normalizeAdm(out))
+	}
+
+	// --json prints the API's JSON.
+	out, _, code := runCNS(t, "adm", "--api", api, "--json", "vm", "b752d788-c0e4-4307-8c56-353a4ea66c02")
+	var v map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v["uuid"] != "b752d788-c0e4-4307-8c56-353a4ea66c02" {
+		t.Errorf("--json vm: exit %d: %s", code, out)
+	}
+	// An unknown VM is a clear message, not a crash.
+	_, stderr, code := runCNS(t, "adm", "--api", api, "vm", "00000000-0000-4000-8000-000000000000")
+	if code != 1 || !strings.Contains(stderr, "not found") {
+		t.Errorf("unknown vm: exit %d: %s", code, stderr)
+	}
+	// wait with no peers configured is done at once.
+	out, _, code = runCNS(t, "adm", "--api", api, "wait", demoZone, "--timeout", "2s")
+	if code != 0 || !strings.Contains(out, ": done") {
+		t.Errorf("wait: exit %d: %s", code, out)
+	}
+	// peers -d forgets the peer.
+	if _, stderr, code := runCNS(t, "adm", "--api", api, "peers", "-d", "127.0.0.1"); code != 0 {
+		t.Errorf("peers -d: %s", stderr)
+	}
+	if _, stderr, code := runCNS(t, "adm", "--api", api, "peers", "127.0.0.1"); code == 0 || !strings.Contains(stderr, "not found") {
+		t.Errorf("deleted peer still shown: %s", stderr)
+	}
+}
+
+// cnsadm config and zones validate, write the config file and make the
+// server reload it; a change that does not validate is not written.
+func TestCnsadmEditsConfig(t *testing.T) {
+	p, api, cfg := startWithAPI(t)
+	adm := func(args ...string) (string, string, int) {
+		return runCNS(t, append([]string{"adm", "--api", api, "--config-file", cfg}, args...)...)
+	}
+	loginName := "web0.inst.alice." + demoZone
+	if r := p.query("udp", loginName, dns.TypeA); len(r.Answer) == 0 {
+		t.Fatalf("%s not served before the change", loginName)
+	}
+	before, _ := os.ReadFile(cfg)
+
+	// Invalid edits are refused and leave the file alone.
+	for _, args := range [][]string{
+		{"config", "hostmaster=nobody"},
+		{"config", "use_login=perhaps"},
+		{"zones", demoZone, "networks=public"},
+		{"zones", "-a", "bad zone!", "networks=*"},
+		{"config", "allow_transfer-=10.9.9.9"},
+	} {
+		if _, stderr, code := adm(args...); code == 0 || stderr == "" {
+			t.Errorf("cnsadm %v accepted (exit %d)", args, code)
+		}
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+		t.Fatal("a refused edit changed the config file")
+	}
+
+	// A good edit: the file changes and the running server applies it.
+	mark := p.mark()
+	if out, stderr, code := adm("config", "use_login=false", "allow_transfer+=10.0.0.0/8"); code != 0 {
+		t.Fatalf("config edit: %s %s", out, stderr)
+	}
+	p.waitLogFrom(mark, 10*time.Second, func(l logLine) bool { return l.str("msg") == "configuration reloaded" })
+	p.waitCommitted(mark)
+	if r := p.query("udp", loginName, dns.TypeA); r.Rcode != dns.RcodeNameError {
+		t.Errorf("login name still served after use_login=false: %v", r.Answer)
+	}
+	var c map[string]any
+	data, _ := os.ReadFile(cfg)
+	json.Unmarshal(data, &c)
+	if c["use_login"] != false || !strings.Contains(string(data), "10.0.0.0/8") || c["inventory_file"] == nil {
+		t.Errorf("config file after edit: %s", data)
+	}
+
+	// A new zone.
+	mark = p.mark()
+	if _, stderr, code := adm("zones", "-a", "extra.example.com", "networks=*"); code != 0 {
+		t.Fatalf("zones -a: %s", stderr)
+	}
+	p.waitLogFrom(mark, 10*time.Second, func(l logLine) bool { return l.str("msg") == "configuration reloaded" })
+	p.waitCommitted(mark)
+	if r := p.query("udp", "extra.example.com", dns.TypeSOA); len(r.Answer) != 1 {
+		t.Errorf("new zone not served: %v", r)
+	}
+	if out, _, _ := adm("zones"); !strings.Contains(out, "extra.example.com") {
+		t.Errorf("zones list lacks the new zone:\n%s", out)
+	}
+	if _, stderr, code := adm("zones", "-d", "extra.example.com"); code != 0 {
+		t.Fatalf("zones -d: %s", stderr)
+	}
+}
+
+// cns db reads fixture files, refuses corrupt ones with a message, and
+// refuses a file a running server holds, pointing at cns adm backup.
+func TestDBCommands(t *testing.T) {
+	p, api, cfg := startWithAPI(t)
+	dir := filepath.Dir(cfg)
+	dbPath := filepath.Join(dir, "cns.db")
+
+	_, stderr, code := runCNS(t, "db", "--db", dbPath, "zones")
+	if code == 0 || !strings.Contains(stderr, "locked") || !strings.Contains(stderr, "cns adm backup") {
+		t.Errorf("db held by a server: exit %d: %s", code, stderr)
+	}
+	backup := filepath.Join(dir, "copy.db")
+	if _, stderr, code := runCNS(t, "adm", "--api", api, "backup", backup); code != 0 {
+		t.Fatalf("adm backup: %s", stderr)
+	}
+	p.stop(syscall.SIGTERM)
+
+	for _, args := range [][]string{
+		{"info"}, {"zones"}, {"check"}, {"journal", demoZone}, {"peers"},
+		{"vm", "b752d788-c0e4-4307-8c56-353a4ea66c02"}, {"export", demoZone},
+	} {
+		for _, f := range []string{dbPath, backup} {
+			out, stderr, code := runCNS(t, append([]string{"db", "--db", f}, args...)...)
+			if code != 0 || out == "" {
+				t.Errorf("cns db %v on %s: exit %d: %s", args, filepath.Base(f), code, stderr)
+			}
+		}
+	}
+	if out, _, _ := runCNS(t, "db", "--db", backup, "info"); !strings.Contains(out, "vms:     21") {
+		t.Errorf("backup info:\n%s", out)
+	}
+	if _, _, code := runCNS(t, "db", "--db", dbPath, "vm", "00000000-0000-4000-8000-000000000000"); code == 0 {
+		t.Error("unknown VM: exit 0")
+	}
+	copy2 := filepath.Join(dir, "copy2.db")
+	if _, stderr, code := runCNS(t, "db", "--db", dbPath, "backup", copy2); code != 0 {
+		t.Errorf("db backup: %s", stderr)
+	}
+
+	// A corrupt file: a clear error, and the file is left as it was.
+	bad := filepath.Join(dir, "bad.db")
+	data, _ := os.ReadFile(backup)
+	for i := 2 * 4096; i < len(data); i++ {
+		data[i] ^= 0x5a // scramble every page but the two meta pages
+	}
+	os.WriteFile(bad, data, 0o600)
+	for _, args := range [][]string{{"info"}, {"check"}, {"zones"}, {"export", demoZone}} {
+		_, stderr, code := runCNS(t, append([]string{"db", "--db", bad}, args...)...)
+		if strings.Contains(stderr, "goroutine ") {
+			t.Errorf("corrupt db %v crashed: %s", args, stderr)
+		}
+		if args[0] == "check" && code == 0 {
+			t.Errorf("corrupt db passed check")
+		}
+	}
+	after, _ := os.ReadFile(bad)
+	if string(after) != string(data) {
+		t.Error("reading a corrupt db changed it")
+	}
+}
