@@ -25,6 +25,7 @@ import (
 type ServeCmd struct {
 	Config   string `short:"c" required:"" type:"path" help:"Config file: the reference implementation's config.json plus cns's keys."`
 	LogLevel string `enum:",trace,debug,info,warn,error" default:"" help:"Log level (overrides log_level in the config)."`
+	Check    bool   `help:"Only validate the config file and exit (status 96 when it is invalid)."`
 }
 
 // service is a running cns: the store, the DNS server, the updater and its
@@ -55,6 +56,13 @@ func (c *ServeCmd) Run() error {
 	cfg, err := LoadConfig(c.Config)
 	if err != nil {
 		return err
+	}
+	if c.Check {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(os.Stderr, "warning:", w)
+		}
+		fmt.Printf("%s: ok (%d forward zones)\n", c.Config, len(cfg.Forward))
+		return nil
 	}
 	s.cfg = cfg
 	s.applyLogLevel(cfg)

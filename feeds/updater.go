@@ -568,6 +568,10 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
 	}
+	// The reference updater's debug line, field for field (operators grep
+	// for it): why, list services, list instance, services, records.
+	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
+		"svcs", len(res.Services), "c", len(vc.Records))
 	return vc, true
 }
 
