@@ -819,3 +819,49 @@ func (p *proc) hasA(name, ip string) bool {
 	}
 	return false
 }
+
+// A CN reboot shows first as its VMs changing state on the changefeed;
+// cns then looks at the CNs at once (not at the next 60 s poll), so the
+// VMs coming back on the freshly booted CN stay out of services until it
+// has settled, and their instance names stay.
+func TestSDCRebootBurst(t *testing.T) {
+	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	fc := testFeedConfig(t, sim)
+	fc.CNAPIInterval = time.Hour
+	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), fc)
+	c.synced(20 * time.Second)
+	if !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") {
+		t.Fatal("web0 not in its service before the reboot")
+	}
+
+	start := time.Now()
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = now })
+	setState := func(state string) {
+		if _, err := sim.ModifyVMsOnServer(dcCN01, func(vm *sdc.VM) { vm.State = state }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setState("stopped")
+	setState("running")
+	waitFor(t, "web0 out of its service", 10*time.Second, func() bool {
+		return !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30")
+	})
+	t.Logf("reboot burst: CN down and its VMs out of services in %v", time.Since(start).Round(time.Millisecond))
+	// Once every change is applied, the running VMs are still out: the CN
+	// is down, not just the VMs stopped for a moment.
+	waitFor(t, "the burst to be applied", 10*time.Second, func() bool {
+		v, _ := sim.VM(dcWeb0)
+		return v.State == "running" && c.feed.Status().Pending == 0 && c.u.Pending() == 0
+	})
+	if c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") {
+		t.Fatal("web0 is back in its service on a CN booted moments ago")
+	}
+	if !c.hasA("web0.inst.alice."+cnsZone, "198.51.100.30") || !c.hasA("web.svc.alice."+cnsZone, "198.51.100.31") {
+		t.Error("the reboot removed more than the rebooted CN's VMs from services")
+	}
+}

@@ -51,6 +51,8 @@ const (
 	DefaultWorkers              = 8
 	DefaultRetryMin             = 2 * time.Second
 	DefaultRetryMax             = 30 * time.Second
+	// cnapiMinGap spaces the CNAPI polls that VM state changes ask for.
+	cnapiMinGap = 2 * time.Second
 	// userTTL is how long a looked-up account is trusted without a
 	// changelog entry about it before a full listing looks it up again.
 	userTTL = 15 * time.Minute
@@ -151,6 +153,7 @@ type Feed struct {
 
 	relist     chan struct{} // a full listing is due
 	napiNow    chan struct{} // a VM names a network the last NAPI listing lacked
+	cnapiNow   chan struct{} // a VM changed state: its CN may have rebooted
 	wake       chan struct{} // an event is ready for a worker
 	bootstrap  chan struct{} // closed at the first changefeed bootstrap
 	synced     chan struct{} // closed when the first full listing is applied
@@ -224,7 +227,8 @@ func NewFeed(cfg Config, sink Sink) (*Feed, error) {
 	cfg.setDefaults()
 	f := &Feed{
 		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now,
-		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
 		pending: map[string]*pendingVM{}, inflight: map[string]bool{}, applied: map[string]appliedVM{},
 		destroyed: map[string]time.Time{}, users: map[string]cachedUser{}, missing: map[string]bool{},
@@ -343,6 +347,13 @@ func (f *Feed) enqueue(ch *Change) {
 	id := strings.ToLower(ch.UUID)
 	if !IsUUID(id) {
 		return
+	}
+	if slices.Contains(ch.SubResources, "state") {
+		// A CN reboot shows first as its VMs changing state: look at the
+		// CNs now rather than at the next poll, so that the VMs coming back
+		// on a CN booted minutes ago stay out of services (the CN-down
+		// rule) instead of flapping in and out.
+		signal(f.cnapiNow)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -987,15 +998,22 @@ func CNVMs(servers []Server, adminUUID string) []VM {
 	return out
 }
 
-// pollCNAPI refreshes the compute nodes. A CN that rebooted or changed
-// its down state gets its VMs listed again (the reference's targeted
-// poll), since their state moved while the CN was away.
+// pollCNAPI refreshes the compute nodes, periodically and soon after a
+// VM changed state (at most every cnapiMinGap). A CN that rebooted or
+// changed its down state gets its VMs listed again (the reference's
+// targeted poll), since their state moved while the CN was away.
 func (f *Feed) pollCNAPI(ctx context.Context) {
 	b := backoff{min: f.cfg.RetryMin, max: f.cfg.RetryMax}
 	wait := f.cfg.CNAPIInterval
 	for {
-		if !sleep(ctx, wait) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-t.C:
+		case <-f.cnapiNow:
+			t.Stop()
 		}
 		servers, err := f.cnapi.ListServers(ctx)
 		f.sink.ReportFeed(HealthCNAPI, err)
@@ -1007,6 +1025,10 @@ func (f *Feed) pollCNAPI(ctx context.Context) {
 		wait = f.cfg.CNAPIInterval
 		for _, s := range f.applyServers(servers) {
 			f.resyncServer(ctx, s)
+		}
+		// A burst of state changes (a CN rebooting) asks once per gap.
+		if !sleep(ctx, min(cnapiMinGap, f.cfg.CNAPIInterval)) {
+			return
 		}
 	}
 }
