@@ -713,6 +713,7 @@ type Xfr struct {
 
 var (
 	bindXfrType  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: got (incremental|nonincremental) response`)
+	bindXfrState = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer status: (.*)`)
 	bindXfrDone  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer completed: \d+ messages, \d+ records, (\d+) bytes, .*\(serial (\d+)\)`)
 	knotXfrDone  = regexp.MustCompile(`\[(\S+?)\.?\] (IXFR|AXFR), incoming, remote \S+, finished, [\d.]+ seconds, \d+ messages, (\d+) bytes`)
 	knotXfrApply = regexp.MustCompile(`\[(\S+?)\.?\] refresh, remote \S+, zone updated, .*serial \S+ -> (\d+)`)
@@ -723,7 +724,8 @@ var (
 // first, read from its log.
 func (s *Secondary) Transfers() []Xfr {
 	var out []Xfr
-	pending := map[string]Xfr{} // zone → type/bytes seen, serial not yet
+	pending := map[string]Xfr{}   // zone → type/bytes seen, serial not yet
+	status := map[string]string{} // zone → BIND's last transfer status
 	for _, line := range strings.Split(s.Log(), "\n") {
 		switch s.cfg.Kind {
 		case BIND:
@@ -733,9 +735,15 @@ func (s *Secondary) Transfers() []Xfr {
 					t = "IXFR"
 				}
 				pending[m[1]] = Xfr{Zone: m[1], Type: t}
+			} else if m := bindXfrState.FindStringSubmatch(line); m != nil {
+				status[m[1]] = strings.TrimSpace(m[2])
 			} else if m := bindXfrDone.FindStringSubmatch(line); m != nil {
+				// BIND says "completed" after a failed transfer too.
 				x := pending[m[1]]
 				delete(pending, m[1])
+				if status[m[1]] != "success" {
+					continue
+				}
 				x.Zone, x.Bytes, x.Serial = m[1], atoi(m[2]), uint32(atoi(m[3]))
 				out = append(out, x)
 			}
