@@ -272,10 +272,7 @@ func (s *Server) respondSigned(q *query, b []byte, limit int) []byte {
 	v := verifyTSIG(q.msg, s.access.Load().keys)
 	if v.err != nil {
 		s.log.Warn("bad TSIG on a query", "client", q.src.String(), "key", v.key, "err", v.err)
-		if r := tsigErrorReply(q.msg, v); len(r) > 2 {
-			return append(b[:0], r[2:]...)
-		}
-		return nil
+		return s.tsigErrorReply(q, v, b)
 	}
 	resp := s.respondQuery(q, b, limit-tsigRoom)
 	signed, _ := s.access.Load().keys[v.key].sign(resp, v.mac, false, time.Now())

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -142,7 +143,9 @@ func verifyTSIG(msg []byte, keys map[string]*tsigKey) requestTSIG {
 		r.err, r.rcode = errUnknownKey, dns.RcodeBadKey
 		return r
 	}
-	if err := dns.TsigVerify(msg, k.b64, "", false); err != nil {
+	// TsigVerify rewrites the message's header in place (it strips the
+	// TSIG record), so it gets a copy.
+	if err := dns.TsigVerify(bytes.Clone(msg), k.b64, "", false); err != nil {
 		r.err = err
 		r.rcode = dns.RcodeBadSig
 		if errors.Is(err, dns.ErrTime) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -186,7 +187,9 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 		if v.err != nil {
 			s.log.Warn("transfer refused: bad TSIG", "zone", z.name, "client", src.String(), "key", v.key, "err", v.err)
 			s.xfrRefused.Add(1)
-			w.Write(tsigErrorReply(q.msg, v))
+			msg := s.tsigErrorReply(q, v, nil)
+			w.Write(binary.BigEndian.AppendUint16(nil, uint16(len(msg))))
+			w.Write(msg)
 			return flush()
 		}
 		key, mac = acc.keys[v.key], v.mac
@@ -385,23 +388,50 @@ func udpLimit(q *query, ours uint16) int {
 	return int(ours)
 }
 
-// tsigErrorReply answers a request whose TSIG failed: NOTAUTH with the
-// TSIG error, unsigned (RFC 8945 §5.2), length-prefixed for TCP.
-func tsigErrorReply(req []byte, v requestTSIG) []byte {
+// tsigErrorReply answers a request whose TSIG failed: NOTAUTH with a TSIG
+// record carrying the error, no MAC, and for BADTIME the server's time
+// (RFC 8945 §5.2). It is built by hand: miekg/dns will not pack a TSIG
+// record it did not sign.
+func (s *Server) tsigErrorReply(q *query, v requestTSIG, b []byte) []byte {
 	var m dns.Msg
-	if err := m.Unpack(req); err != nil || m.IsTsig() == nil {
-		return nil
+	if err := m.Unpack(q.msg); err != nil || m.IsTsig() == nil {
+		return s.errorReply(q, b, dns.RcodeFormatError)
 	}
 	t := m.IsTsig()
-	r := new(dns.Msg)
-	r.SetRcode(&m, dns.RcodeNotAuth)
-	r.Extra = []dns.RR{&dns.TSIG{Hdr: dns.RR_Header{Name: t.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
-		Algorithm: t.Algorithm, TimeSigned: uint64(time.Now().Unix()), Fudge: tsigFudge, OrigId: m.Id, Error: uint16(v.rcode)}}
-	b, err := r.Pack()
+	var r response
+	r.start(q, b, maxTCPSize, s.udpSize)
+	r.edns = false // the TSIG record must be the last one
+	r.rcode = dns.RcodeNotAuth
+	out := r.finish(q.id)
+	name := make([]byte, 256)
+	n, err := dns.PackDomainName(strings.ToLower(t.Hdr.Name), name, 0, nil, false)
 	if err != nil {
-		return nil
+		return out
 	}
-	return append(binary.BigEndian.AppendUint16(nil, uint16(len(b))), b...)
+	alg := make([]byte, 256)
+	an, err := dns.PackDomainName(strings.ToLower(t.Algorithm), alg, 0, nil, false)
+	if err != nil {
+		return out
+	}
+	now := uint64(time.Now().Unix())
+	timers := []byte{byte(now >> 40), byte(now >> 32), byte(now >> 24), byte(now >> 16), byte(now >> 8), byte(now), byte(tsigFudge >> 8), byte(tsigFudge & 0xff)}
+	var other []byte
+	if v.rcode == dns.RcodeBadTime {
+		other = timers[:6]
+	}
+	rd := append([]byte(nil), alg[:an]...)
+	rd = append(rd, timers...)
+	rd = append(rd, 0, 0) // MAC size 0
+	rd = binary.BigEndian.AppendUint16(rd, m.Id)
+	rd = binary.BigEndian.AppendUint16(rd, uint16(v.rcode))
+	rd = binary.BigEndian.AppendUint16(rd, uint16(len(other)))
+	rd = append(rd, other...)
+	out = append(out, name[:n]...)
+	out = append(out, byte(dns.TypeTSIG>>8), byte(dns.TypeTSIG), 0, byte(dns.ClassANY), 0, 0, 0, 0)
+	out = binary.BigEndian.AppendUint16(out, uint16(len(rd)))
+	out = append(out, rd...)
+	binary.BigEndian.PutUint16(out[10:], binary.BigEndian.Uint16(out[10:])+1)
+	return out
 }
 
 // wireString renders a wire name for logs.

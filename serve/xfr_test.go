@@ -359,3 +359,34 @@ func TestNotify(t *testing.T) {
 func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
 }
+
+// Ensure a request with a bad TSIG gets NOTAUTH with the TSIG error, over
+// UDP and TCP, for queries and transfers.
+func TestTSIGErrorAnswered(t *testing.T) {
+	_, _, addr := xfrServer(t, 3, Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Keys: []Key{testKey}})
+	wrong := base64.StdEncoding.EncodeToString([]byte("not the secret at all, not at all"))
+	for _, tc := range []struct {
+		net   string
+		qtype uint16
+		key   string
+		want  uint16
+	}{
+		{"udp", dns.TypeSOA, "xfr-key.", dns.RcodeBadSig},
+		{"tcp", dns.TypeSOA, "xfr-key.", dns.RcodeBadSig},
+		{"tcp", dns.TypeAXFR, "xfr-key.", dns.RcodeBadSig},
+		{"udp", dns.TypeSOA, "unknown-key.", dns.RcodeBadKey},
+	} {
+		m := new(dns.Msg)
+		m.SetQuestion(zoneName+".", tc.qtype)
+		m.SetTsig(tc.key, dns.HmacSHA256, 300, time.Now().Unix())
+		c := &dns.Client{Net: tc.net, TsigSecret: map[string]string{tc.key: wrong}, Timeout: 2 * time.Second}
+		r, _, err := c.Exchange(m, addr)
+		if r == nil {
+			t.Errorf("%s %s key %s: no answer (%v)", tc.net, dns.TypeToString[tc.qtype], tc.key, err)
+			continue
+		}
+		if r.Rcode != dns.RcodeNotAuth || r.IsTsig() == nil || r.IsTsig().Error != tc.want || len(r.Answer) != 0 {
+			t.Errorf("%s %s key %s: rcode %s tsig %v", tc.net, dns.TypeToString[tc.qtype], tc.key, dns.RcodeToString[r.Rcode], r.IsTsig())
+		}
+	}
+}
