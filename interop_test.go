@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -45,6 +46,9 @@ type interopRig struct {
 	secs    []*secondarytest.Secondary
 	zones   []string // every zone cns serves but the catalog
 	catalog string
+	// useCatalog: the secondaries learn the zones from the catalog (BIND
+	// and Knot) instead of a static list.
+	useCatalog bool
 
 	mu       sync.Mutex
 	ourPorts map[string]bool // "127.0.0.1:port" of the test's own transfer clients
@@ -70,9 +74,9 @@ func interopKinds(t *testing.T) []secondarytest.Kind {
 // newInteropRig writes a config for cns with one also_notify target per
 // secondary port, starts cns, learns its zones from its catalog, and
 // starts the secondaries on those ports slaving every zone.
-func newInteropRig(t *testing.T, kinds []secondarytest.Kind, inv *sdc.Inventory, edit func(map[string]any)) *interopRig {
+func newInteropRig(t *testing.T, kinds []secondarytest.Kind, inv *sdc.Inventory, useCatalog bool, edit func(map[string]any)) *interopRig {
 	t.Helper()
-	r := &interopRig{t: t, dir: t.TempDir(), inv: inv, catalog: "catalog.interop.test", ourPorts: map[string]bool{}}
+	r := &interopRig{t: t, dir: t.TempDir(), inv: inv, catalog: "catalog.interop.test", useCatalog: useCatalog, ourPorts: map[string]bool{}}
 	var err error
 	if r.cnsPort, err = secondarytest.FreePort(); err != nil {
 		t.Fatal(err)
@@ -111,8 +115,11 @@ func newInteropRig(t *testing.T, kinds []secondarytest.Kind, inv *sdc.Inventory,
 	}
 	for _, k := range kinds {
 		key := interopKey
-		r.secs = append(r.secs, secondarytest.Start(t, secondarytest.Config{Kind: k, Primary: r.primary(), Zones: r.zones,
-			Key: &key, Dir: filepath.Join(r.dir, string(k)), Port: ports[k]}))
+		cfg := secondarytest.Config{Kind: k, Primary: r.primary(), Zones: r.zones, Key: &key, Dir: filepath.Join(r.dir, string(k)), Port: ports[k]}
+		if useCatalog {
+			cfg.Zones, cfg.Catalog = nil, r.catalog
+		}
+		r.secs = append(r.secs, secondarytest.Start(t, cfg))
 	}
 	return r
 }
@@ -201,6 +208,9 @@ func (r *interopRig) serials() map[string]uint32 {
 	for _, z := range r.zones {
 		out[z] = r.serial(z)
 	}
+	if r.useCatalog {
+		out[r.catalog] = r.serial(r.catalog)
+	}
 	return out
 }
 
@@ -217,18 +227,46 @@ func (r *interopRig) apply(edit func(inv *sdc.Inventory)) {
 // and checks each is record for record what cns transfers.
 func (r *interopRig) converge(step string) {
 	r.t.Helper()
-	if got := r.catalogMembers(); !slices.Equal(got, r.zones) {
-		r.t.Fatalf("%s: cns now serves zones %v; the secondaries slave %v", step, got, r.zones)
+	members := r.catalogMembers()
+	var gone []string
+	if r.useCatalog {
+		for _, z := range r.zones {
+			if !slices.Contains(members, z) {
+				gone = append(gone, z)
+			}
+		}
+		r.zones = members
+	} else if !slices.Equal(members, r.zones) {
+		r.t.Fatalf("%s: cns now serves zones %v; the secondaries slave %v", step, members, r.zones)
 	}
 	want := r.serials()
+	zones := r.zones
+	if r.useCatalog {
+		want[r.catalog] = r.serial(r.catalog)
+		zones = append(slices.Clone(zones), r.catalog)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.secs))
 	for i, s := range r.secs {
 		wg.Go(func() {
-			for _, z := range r.zones {
+			for _, z := range zones {
 				if err := s.WaitSerial(z, want[z], interopPropagation); err != nil {
 					errs[i] = err
 					return
+				}
+			}
+			// Zones cns dropped from its catalog: the secondary drops them.
+			deadline := time.Now().Add(interopPropagation)
+			for _, z := range gone {
+				for {
+					if _, ok := s.Serial(z); !ok {
+						break
+					}
+					if time.Now().After(deadline) {
+						errs[i] = fmt.Errorf("%s still serves %s, gone from the catalog\n%s", s.Kind(), z, tailLines(s.Log(), 20))
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
 				}
 			}
 		})
@@ -239,7 +277,7 @@ func (r *interopRig) converge(step string) {
 			r.t.Fatalf("%s: %v\ncns log:\n%s", step, err, tailLines(r.cns.log(), 30))
 		}
 	}
-	for _, z := range r.zones {
+	for _, z := range zones {
 		ref, err := r.axfr(z, &interopKey)
 		if err != nil {
 			r.t.Fatalf("%s: AXFR %s from cns: %v", step, z, err)
@@ -294,12 +332,15 @@ func (r *interopRig) step(name string, incremental bool, edit func(inv *sdc.Inve
 	took := time.Since(start)
 	after := r.serials()
 	var changed []string
+	fresh := map[string]bool{} // zones new to the secondaries: AXFR is right
 	for _, z := range r.zones {
-		if after[z] != before[z] {
+		if _, ok := before[z]; !ok {
+			fresh[z] = true
+		} else if after[z] != before[z] {
 			changed = append(changed, z)
 		}
 	}
-	if len(changed) == 0 {
+	if len(changed) == 0 && len(fresh) == 0 {
 		r.t.Fatalf("%s: no zone changed", name)
 	}
 	xfrs := r.transfersSince(mark)
@@ -307,15 +348,21 @@ func (r *interopRig) step(name string, incremental bool, edit func(inv *sdc.Inve
 	for _, l := range xfrs {
 		kinds[l.str("kind")]++
 	}
-	r.t.Logf("%s: zones changed %v; committed after %v, all secondaries identical after %v; cns transfers %v",
-		name, changed, committed.Round(time.Millisecond), took.Round(time.Millisecond), kinds)
+	r.t.Logf("%s: zones changed %v, new %v; committed after %v, all secondaries identical after %v; cns transfers %v",
+		name, changed, slices.Sorted(maps.Keys(fresh)), committed.Round(time.Millisecond), took.Round(time.Millisecond), kinds)
 	if !incremental {
 		return
 	}
 	for _, l := range xfrs {
+		if fresh[l.str("zone")] {
+			continue
+		}
 		if k := l.str("kind"); k != "IXFR" && k != "IXFR-SOA" {
 			r.t.Errorf("%s: cns sent a secondary %s of %s (serial %v, %v bytes), want IXFR", name, k, l.str("zone"), l["serial"], l["bytes"])
 		}
+	}
+	if r.useCatalog && before[r.catalog] != after[r.catalog] {
+		changed = append(changed, r.catalog)
 	}
 	if kinds["IXFR"] < len(changed)*len(r.secs) {
 		r.t.Errorf("%s: cns logged %d IXFRs; want at least %d (%d zones × %d secondaries)", name, kinds["IXFR"], len(changed)*len(r.secs), len(changed), len(r.secs))
@@ -324,7 +371,7 @@ func (r *interopRig) step(name string, incremental bool, edit func(inv *sdc.Inve
 		got := map[string]bool{}
 		for _, x := range s.Transfers()[seen[i]:] {
 			got[x.Zone] = true
-			if x.Type != "" && x.Type != "IXFR" {
+			if x.Type != "" && x.Type != "IXFR" && !fresh[x.Zone] {
 				r.t.Errorf("%s: %s took %s of %s to serial %d, want IXFR", name, s.Kind(), x.Type, x.Zone, x.Serial)
 			}
 		}
@@ -409,7 +456,7 @@ func removeVMs(inv *sdc.Inventory, pred func(*sdc.VM) bool) int {
 func TestInteropSecondaries(t *testing.T) {
 	kinds := interopKinds(t)
 	inv := interopInventory()
-	r := newInteropRig(t, kinds, inv, nil)
+	r := newInteropRig(t, kinds, inv, false, nil)
 	t.Logf("zones: %v", r.zones)
 	r.converge("initial transfer")
 	owner := inv.Users[0].UUID
@@ -501,6 +548,43 @@ func TestInteropSecondaries(t *testing.T) {
 	}
 
 	t.Run("refused clients", func(t *testing.T) { r.refused(t) })
+}
+
+// BIND and Knot consume cns's catalog zone (catalog_zone): they slave
+// every zone it lists, pick up a reverse zone that appears when a VM lands
+// in a new /24, and drop it when cns does.
+func TestInteropCatalog(t *testing.T) {
+	var kinds []secondarytest.Kind
+	for _, k := range interopKinds(t) {
+		if err := secondarytest.CatalogSupported(k); err != nil {
+			t.Logf("without %s: %v", k, err)
+			continue
+		}
+		kinds = append(kinds, k)
+	}
+	if len(kinds) == 0 {
+		t.Skip("no installed secondary consumes catalog zones")
+	}
+	inv := interopInventory()
+	r := newInteropRig(t, kinds, inv, true, nil)
+	r.converge("initial transfer from the catalog")
+	owner := inv.Users[0].UUID
+	const newZone = "9.0.10.in-addr.arpa"
+	r.step("a VM in a new /24", true, func(inv *sdc.Inventory) {
+		inv.VMs = append(inv.VMs, interopVM(inv, 1, owner, "elsewhere", "10.0.9.5", ""))
+	})
+	if !slices.Contains(r.zones, newZone) {
+		t.Fatalf("cns's catalog lists %v; want %s in it", r.zones, newZone)
+	}
+	r.step("a change in the new zone", true, func(inv *sdc.Inventory) {
+		inv.VMs = append(inv.VMs, interopVM(inv, 2, owner, "elsewhere2", "10.0.9.6", ""))
+	})
+	r.step("the new /24 emptied", true, func(inv *sdc.Inventory) {
+		removeVMs(inv, func(vm *sdc.VM) bool { return strings.HasPrefix(vm.NICs[0].IP, "10.0.9.") })
+	})
+	if slices.Contains(r.zones, newZone) {
+		t.Errorf("cns still lists %s in its catalog once the zone is empty", newZone)
+	}
 }
 
 // refused checks that clients without the key, or with a wrong one, get
