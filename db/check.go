@@ -35,6 +35,21 @@ func (d *DB) Check() ([]string, error) {
 		if err != nil {
 			return err
 		}
+		// Every VM has a hash entry and every hash entry a VM.
+		if hb := tx.Bucket(bucketVMHashes); hb != nil {
+			hb.ForEach(func(k, _ []byte) error {
+				if tx.Bucket(bucketVMs).Get(k) == nil {
+					add("hash of vm %s, which is not stored", k)
+				}
+				return nil
+			})
+			tx.Bucket(bucketVMs).ForEach(func(k, _ []byte) error {
+				if hb.Get(k) == nil {
+					add("vm %s has no hash entry", k)
+				}
+				return nil
+			})
+		}
 		// Every VM entry's names carry its candidates, and every candidate
 		// belongs to a VM entry that lists the name.
 		listed := map[string]map[string]map[[16]byte]bool{}

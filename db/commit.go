@@ -40,6 +40,9 @@ type VMChange struct {
 	Meta []byte
 	// Records are all the records the VM contributes now.
 	Records []Record
+	// Hash, when not zero, is kept with the VM (see VMHashes): the
+	// updater's digest of what it computed, to skip unchanged VMs.
+	Hash uint64
 }
 
 // Record is one record a VM contributes to a zone.
@@ -332,11 +335,22 @@ func (c *commit) applyVM(vc *VMChange) error {
 		newNames = append(newNames, vmName{zone: g.zone.name, key: g.key})
 	}
 
+	hashes, err := c.tx.CreateBucketIfNotExists(bucketVMHashes)
+	if err != nil {
+		return err
+	}
 	if vc.Delete {
+		if err := hashes.Delete(vmKey); err != nil {
+			return err
+		}
 		if oldRaw != nil {
 			return vms.Delete(vmKey)
 		}
 		return nil
+	}
+	// Every stored VM has an entry, so VMHashes lists them all.
+	if err := hashes.Put(vmKey, u64key(vc.Hash)); err != nil {
+		return err
 	}
 	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode()
 	if bytes.Equal(entry, oldRaw) {

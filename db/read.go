@@ -305,3 +305,37 @@ func (d *DB) Backup(w io.Writer) (int64, error) {
 func (c *ZoneConfig) forwardZoneNames() []string {
 	return slices.Sorted(maps.Keys(c.Forward))
 }
+
+// bucketVMHashes keeps, per VM, the updater's digest of its last change.
+var bucketVMHashes = []byte("vmhash")
+
+// VMHashes returns every stored VM's hash by UUID (0 for a VM stored
+// without one). It reads a small bucket, not the VM entries, so a
+// restart learns which VMs exist without touching most of the file.
+func (d *DB) VMHashes() (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := d.view(func(tx *bolt.Tx) error {
+		hb := tx.Bucket(bucketVMHashes)
+		if hb != nil {
+			hb.ForEach(func(k, v []byte) error {
+				if len(v) == 8 {
+					out[string(k)] = beU64(v)
+				}
+				return nil
+			})
+		}
+		// VMs stored without a hash (an older file) still exist.
+		if vb := tx.Bucket(bucketVMs); vb != nil && hb == nil {
+			return vb.ForEach(func(k, _ []byte) error {
+				out[string(k)] = 0
+				return nil
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func beU64(b []byte) uint64 {
+	return uint64(beU32(b[:4]))<<32 | uint64(beU32(b[4:]))
+}

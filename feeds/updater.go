@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +61,7 @@ type Updater struct {
 	byOwner    map[string]map[string]bool
 	byServer   map[string]map[string]bool
 	known      map[string]bool   // VMs the store holds
+	hashes     map[string]uint64 // what each stored VM's records and decision hash to
 	dirty      map[string]uint64 // VMs to recompute (or delete), by the generation that marked them
 	gen        uint64
 	causes     map[string]int // why the pending batch exists, for the journal
@@ -106,12 +109,15 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	if u.window == 0 {
 		u.window = 100 * time.Millisecond
 	}
-	err := store.EachVM(func(uuid string, _ []byte) error {
-		u.known[uuid] = true
-		return nil
-	})
+	// The hashes name every stored VM; reading them touches a few MB of
+	// the file instead of every VM entry.
+	hashes, err := store.VMHashes()
 	if err != nil {
 		return nil, err
+	}
+	u.hashes = hashes
+	for uuid := range hashes {
+		u.known[uuid] = true
 	}
 	return u, nil
 }
@@ -457,6 +463,9 @@ func (u *Updater) Run(ctx context.Context) error {
 }
 
 // Flush computes and commits everything pending now, as one change set.
+// VMs whose records and decision did not change (their hash matches the
+// stored one) are settled without touching the store, so a restart's
+// reconcile of an unchanged data center writes nothing.
 func (u *Updater) Flush() error {
 	u.mu.Lock()
 	if len(u.dirty) == 0 && !u.zonesDirty {
@@ -469,20 +478,32 @@ func (u *Updater) Flush() error {
 		cs.Zones = &z
 	}
 	// A very large batch (a first start, a config change) is committed in
-	// chunks: each chunk is consistent, and the write transaction's memory
-	// stays bounded.
+	// chunks of changed VMs: each chunk is consistent, and the write
+	// transaction's memory stays bounded.
 	batch := map[string]uint64{}
-	for _, uuid := range slices.Sorted(maps.Keys(u.dirty))[:min(len(u.dirty), maxVMsPerCommit)] {
-		batch[uuid] = u.dirty[uuid]
-	}
-	var skipped []string
-	for _, uuid := range slices.Sorted(maps.Keys(batch)) {
-		vc, ok := u.change(uuid)
-		if !ok {
-			skipped = append(skipped, uuid)
-			continue
+	unchanged := 0
+	for _, uuid := range slices.Sorted(maps.Keys(u.dirty)) {
+		if len(cs.VMs) == maxVMsPerCommit {
+			break
 		}
-		cs.VMs = append(cs.VMs, vc)
+		gen := u.dirty[uuid]
+		vc, ok := u.change(uuid)
+		switch {
+		case !ok:
+			delete(u.dirty, uuid) // cannot be computed now; its records stay
+		case !vc.Delete && vc.Hash == u.hashes[uuid]:
+			delete(u.dirty, uuid)
+			unchanged++
+		default:
+			batch[uuid] = gen
+			cs.VMs = append(cs.VMs, vc)
+		}
+	}
+	if len(cs.VMs) == 0 && cs.Zones == nil {
+		clear(u.causes)
+		u.log.Info("committed", "vms", 0, "unchanged", unchanged, "zones", 0, "pending", len(u.dirty), "took", "0s")
+		u.mu.Unlock()
+		return nil
 	}
 	u.mu.Unlock()
 
@@ -508,14 +529,16 @@ func (u *Updater) Flush() error {
 		}
 		if vc.Delete {
 			delete(u.known, vc.UUID)
+			delete(u.hashes, vc.UUID)
 		} else {
 			u.known[vc.UUID] = true
+			u.hashes[vc.UUID] = vc.Hash
 		}
 	}
-	for _, uuid := range skipped {
-		if u.dirty[uuid] == batch[uuid] {
-			delete(u.dirty, uuid)
-		}
+	if len(cs.VMs) >= 10000 || (len(cs.VMs) >= maxVMsPerCommit && len(u.dirty) == 0) {
+		// The end of a big load: give the transient memory (inventory,
+		// write transactions) back to the system now, not over minutes.
+		defer debug.FreeOSMemory()
 	}
 	if len(u.dirty) > 0 {
 		u.wake() // the rest of a chunked batch
@@ -525,7 +548,7 @@ func (u *Updater) Flush() error {
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}
-	u.log.Info("committed", "vms", len(cs.VMs), "zones", len(res.Zones), "pending", len(u.dirty), "took", u.lastCommit.Duration.String())
+	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", unchanged, "zones", len(res.Zones), "pending", len(u.dirty), "took", u.lastCommit.Duration.String())
 	for _, z := range res.Zones {
 		if z.Removed {
 			u.log.Info("zone removed", "zone", z.Zone)
@@ -565,6 +588,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref})
 	}
+	vc.Hash = changeHash(meta, vc.Records)
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
 	}
@@ -661,4 +685,24 @@ func (u *Updater) CommitHistogram() Histogram {
 	}
 	h.Counts = slices.Clone(h.Counts)
 	return h
+}
+
+// changeHash identifies a VM's computed state: its decision (the meta
+// without the time it was computed) and its records. Equal hashes mean
+// nothing to commit.
+func changeHash(meta []byte, recs []db.Record) uint64 {
+	h := fnv.New64a()
+	var m VMMeta
+	if json.Unmarshal(meta, &m) == nil {
+		m.Updated = time.Time{}
+		b, _ := json.Marshal(&m)
+		h.Write(b)
+	}
+	for _, r := range recs {
+		h.Write([]byte(r.Zone))
+		h.Write([]byte{0, r.Pref})
+		h.Write([]byte(r.RR.String()))
+		h.Write([]byte{0})
+	}
+	return h.Sum64() | 1 // never 0, which means "no hash"
 }
