@@ -71,6 +71,12 @@ type Config struct {
 	MaxRRset   int               // max_rrset (default 90)
 	Catalog    string            // catalog_zone: RFC 9432 catalog of every zone
 
+	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
+	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
+	// or 64, default 64).
+	ReverseV4Prefix int
+	ReverseV6Prefix int
+
 	// Warnings name keys that were ignored.
 	Warnings []string
 }
@@ -409,6 +415,18 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	} else if ok && (c.MaxRRset < 1 || c.MaxRRset > 1000) {
 		return nil, bad("max_rrset", "must be between 1 and 1000")
 	}
+	c.ReverseV4Prefix = records.DefaultReverseV4Prefix
+	if ok, err := get("reverse_v4_prefix", &c.ReverseV4Prefix); err != nil {
+		return nil, err
+	} else if ok && !records.ValidReverseV4Prefix(c.ReverseV4Prefix) {
+		return nil, bad("reverse_v4_prefix", "must be 8, 16 or 24, got %d", c.ReverseV4Prefix)
+	}
+	c.ReverseV6Prefix = records.DefaultReverseV6Prefix
+	if ok, err := get("reverse_v6_prefix", &c.ReverseV6Prefix); err != nil {
+		return nil, err
+	} else if ok && !records.ValidReverseV6Prefix(c.ReverseV6Prefix) {
+		return nil, bad("reverse_v6_prefix", "must be 32, 48 or 64, got %d", c.ReverseV6Prefix)
+	}
 	if _, err := get("catalog_zone", &c.Catalog); err != nil {
 		return nil, err
 	}
@@ -431,6 +449,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true,
 		"also_notify": true, "tsig_keys": true, "peer_keys": true, "journal_max_entries": true,
 		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true,
+		"reverse_v4_prefix": true, "reverse_v6_prefix": true,
 		"log_level": true, "hide_version": true, "hide_identity": true}
 	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if !known[k] && !referenceKeys[k] {
@@ -563,7 +582,8 @@ func typeProblem(err error) string {
 
 // RecordsConfig is what record generation needs.
 func (c *Config) RecordsConfig() records.Config {
-	rc := records.Config{UseAlias: c.UseAlias, UseLogin: c.UseLogin}
+	rc := records.Config{UseAlias: c.UseAlias, UseLogin: c.UseLogin,
+		ReverseV4Prefix: c.ReverseV4Prefix, ReverseV6Prefix: c.ReverseV6Prefix}
 	for _, z := range c.Forward {
 		rc.Zones = append(rc.Zones, records.Zone{Name: z.Name, Networks: z.Networks})
 	}

@@ -50,6 +50,9 @@ func TestParseReferenceConfig(t *testing.T) {
 	if len(c.AllowTransfer) != 2 || c.AllowTransfer[1].String() != "127.0.0.1/32" {
 		t.Errorf("allow_transfer %v", c.AllowTransfer)
 	}
+	if rc := c.RecordsConfig(); rc.ReverseV4Prefix != 24 || rc.ReverseV6Prefix != 64 {
+		t.Errorf("reverse zone sizes /%d /%d, want the reference's /24 and /64", rc.ReverseV4Prefix, rc.ReverseV6Prefix)
+	}
 
 	zc := c.ZoneConfig()
 	open := zc.Forward["coal.cns.joyent.us"]
@@ -98,6 +101,14 @@ func TestParseConfigErrorsAndWarnings(t *testing.T) {
 		{"negative interval", func(m map[string]any) { m["min_notify_interval"] = -1 }, "must not be negative", ""},
 		{"api listen", func(m map[string]any) { m["api_server"] = map[string]any{"listen": "everywhere"} }, "api_server.listen", ""},
 		{"opts not an object", func(m map[string]any) { m["vmapi_opts"] = "vmapi" }, "vmapi_opts", ""},
+		{"reverse_v4_prefix 8", func(m map[string]any) { m["reverse_v4_prefix"] = 8 }, "", ""},
+		{"reverse_v4_prefix 16", func(m map[string]any) { m["reverse_v4_prefix"] = 16 }, "", ""},
+		{"reverse_v4_prefix 20", func(m map[string]any) { m["reverse_v4_prefix"] = 20 }, "reverse_v4_prefix: must be 8, 16 or 24", ""},
+		{"reverse_v4_prefix 32", func(m map[string]any) { m["reverse_v4_prefix"] = 32 }, "reverse_v4_prefix", ""},
+		{"reverse_v4_prefix string", func(m map[string]any) { m["reverse_v4_prefix"] = "8" }, "reverse_v4_prefix", ""},
+		{"reverse_v6_prefix 48", func(m map[string]any) { m["reverse_v6_prefix"] = 48 }, "", ""},
+		{"reverse_v6_prefix 56", func(m map[string]any) { m["reverse_v6_prefix"] = 56 }, "reverse_v6_prefix: must be 32, 48 or 64", ""},
+		{"reverse_v6_prefix 0", func(m map[string]any) { m["reverse_v6_prefix"] = 0 }, "reverse_v6_prefix", ""},
 	}
 	for _, tc := range cases {
 		m := base()
@@ -169,5 +180,23 @@ func TestBunyanLog(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], `"msg":"failed"`) || !strings.Contains(lines[2], `"attr.msg":"shadow"`) {
 		t.Errorf("core fields shadowed: %s", lines[2])
+	}
+}
+
+// reverse_v4_prefix and reverse_v6_prefix reach record generation.
+func TestReversePrefixConfig(t *testing.T) {
+	var m map[string]any
+	json.Unmarshal([]byte(referenceConfig), &m)
+	m["reverse_v4_prefix"], m["reverse_v6_prefix"] = 8, 48
+	data, _ := json.Marshal(m)
+	c, err := ParseConfig(data, "cfg.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := c.RecordsConfig(); rc.ReverseV4Prefix != 8 || rc.ReverseV6Prefix != 48 {
+		t.Errorf("records config /%d /%d, want /8 /48", rc.ReverseV4Prefix, rc.ReverseV6Prefix)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings: %q", c.Warnings)
 	}
 }

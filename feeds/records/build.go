@@ -192,7 +192,7 @@ func (b *builder) ptr(zone string, a netip.Addr) {
 	if target == "" {
 		return
 	}
-	name, rzone := reverseName(a)
+	name, rzone := reverseName(a, b.cfg.ReverseV4Prefix, b.cfg.ReverseV6Prefix)
 	b.add(rzone, &dns.PTR{Hdr: header(name, dns.TypePTR), Ptr: dns.Fqdn(target)}, pref)
 }
 

@@ -29,6 +29,11 @@ type Config struct {
 	// UseAlias and UseLogin add the alias and login name variants.
 	UseAlias bool
 	UseLogin bool
+	// ReverseV4Prefix (8, 16 or 24) and ReverseV6Prefix (32, 48 or 64) are
+	// the prefix lengths of the reverse zones PTRs land in; 0 means the
+	// reference's /24 and /64.
+	ReverseV4Prefix int
+	ReverseV6Prefix int
 }
 
 // Zone is one forward zone and the networks whose addresses it publishes.

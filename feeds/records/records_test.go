@@ -642,24 +642,78 @@ func TestHeldServices(t *testing.T) {
 }
 
 func TestReverseName(t *testing.T) {
-	for _, tc := range []struct{ ip, name, zone string }{
-		{"1.2.3.4", "4.3.2.1.in-addr.arpa.", "3.2.1.in-addr.arpa"},
-		{"10.0.0.255", "255.0.0.10.in-addr.arpa.", "0.0.10.in-addr.arpa"},
+	for _, tc := range []struct {
+		ip     string
+		v4, v6 int // 0: defaults
+		name   string
+		zone   string
+	}{
+		{"1.2.3.4", 0, 0, "4.3.2.1.in-addr.arpa.", "3.2.1.in-addr.arpa"},
+		{"10.0.0.255", 0, 0, "255.0.0.10.in-addr.arpa.", "0.0.10.in-addr.arpa"},
+		{"1.2.3.4", 24, 0, "4.3.2.1.in-addr.arpa.", "3.2.1.in-addr.arpa"},
+		{"1.2.3.4", 16, 0, "4.3.2.1.in-addr.arpa.", "2.1.in-addr.arpa"},
+		{"1.2.3.4", 8, 0, "4.3.2.1.in-addr.arpa.", "1.in-addr.arpa"},
+		{"10.200.13.7", 8, 0, "7.13.200.10.in-addr.arpa.", "10.in-addr.arpa"},
+		{"255.255.255.255", 16, 0, "255.255.255.255.in-addr.arpa.", "255.255.in-addr.arpa"},
+		{"0.0.0.0", 8, 0, "0.0.0.0.in-addr.arpa.", "0.in-addr.arpa"},
+		{"1.2.3.4", 12, 0, "4.3.2.1.in-addr.arpa.", "3.2.1.in-addr.arpa"}, // invalid: the default
+		{"1.2.3.4", 0, 32, "4.3.2.1.in-addr.arpa.", "3.2.1.in-addr.arpa"}, // v6 setting leaves v4 alone
 		// reference §1.2 and test/unit/utils.test.js
-		{"2607:abcd:1234:defa::1",
+		{"2607:abcd:1234:defa::1", 0, 0,
 			"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa.",
 			"a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa"},
-		{"2001:db8::ff00:42:8329",
+		{"2001:db8::ff00:42:8329", 0, 0,
 			"9.2.3.8.2.4.0.0.0.0.f.f.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.",
 			"0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa"},
+		{"2607:abcd:1234:defa::1", 8, 64,
+			"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa.",
+			"a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa"},
+		{"2607:abcd:1234:defa::1", 0, 48,
+			"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa.",
+			"4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa"},
+		{"2607:abcd:1234:defa::1", 0, 32,
+			"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa.",
+			"d.c.b.a.7.0.6.2.ip6.arpa"},
+		{"2607:abcd:1234:defa::1", 0, 56, // invalid: the default
+			"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa.",
+			"a.f.e.d.4.3.2.1.d.c.b.a.7.0.6.2.ip6.arpa"},
 	} {
 		a := mustAddr(t, tc.ip)
-		name, zone := reverseName(a)
+		name, zone := reverseName(a, tc.v4, tc.v6)
 		if name != tc.name || zone != tc.zone {
-			t.Errorf("reverseName(%s) = %s in %s, want %s in %s", tc.ip, name, zone, tc.name, tc.zone)
+			t.Errorf("reverseName(%s, /%d, /%d) = %s in %s, want %s in %s", tc.ip, tc.v4, tc.v6, name, zone, tc.name, tc.zone)
 		}
 		if want, _ := dns.ReverseAddr(tc.ip); want != name {
 			t.Errorf("reverseName(%s) = %s, miekg says %s", tc.ip, name, want)
+		}
+		if !dns.IsSubDomain(zone+".", name) || dns.CountLabel(name) == dns.CountLabel(zone+".") {
+			t.Errorf("reverseName(%s): %s is not strictly below its zone %s", tc.ip, name, zone)
+		}
+	}
+}
+
+// The reverse zone size set in Config decides which zone each PTR lands in.
+func TestComputeReversePrefix(t *testing.T) {
+	for _, tc := range []struct {
+		v4, v6    int
+		wantZones []string
+	}{
+		{0, 0, []string{"0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa", "3.2.10.in-addr.arpa"}},
+		{8, 48, []string{"0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa", "10.in-addr.arpa"}},
+		{16, 32, []string{"2.10.in-addr.arpa", "8.b.d.0.1.0.0.2.ip6.arpa"}},
+	} {
+		cfg := &Config{UseAlias: true, Zones: []Zone{zone("foo", "*")}, ReverseV4Prefix: tc.v4, ReverseV6Prefix: tc.v6}
+		vm := newVM(vmID, nics(nic("n1", "10.2.3.4/8", "2001:db8::1/64")))
+		res := Compute(cfg, world(), Input{VM: vm, Owner: newUser(ownerID)})
+		var zones []string
+		for _, r := range res.Records {
+			if r.RR.Header().Rrtype == dns.TypePTR {
+				zones = append(zones, r.Zone)
+			}
+		}
+		slices.Sort(zones)
+		if !slices.Equal(zones, tc.wantZones) {
+			t.Errorf("/%d /%d: PTRs in %q, want %q (problems %q)", tc.v4, tc.v6, zones, tc.wantZones, res.Problems)
 		}
 	}
 }
