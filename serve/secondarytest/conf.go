@@ -54,10 +54,10 @@ func bindConf(cfg *Config, port int, identity string) (string, error) {
 	min-retry-time 1;
 	max-retry-time 2;
 	masterfile-format text;
-`, quote(d), quote(filepath.Join(d, "named.pid")), quote(filepath.Join(d, "session.key")), quote(d),
+%s`, quote(d), quote(filepath.Join(d, "named.pid")), quote(filepath.Join(d, "session.key")), quote(d),
 		quote(filepath.Join(d, "bind.keys")), quote(filepath.Join(d, "named_dump.db")),
 		quote(filepath.Join(d, "named.stats")), quote(filepath.Join(d, "named.memstats")),
-		port, quote(identity), notify)
+		port, quote(identity), notify, bindRates(cfg))
 	if cfg.Catalog != "" {
 		if err := os.MkdirAll(filepath.Join(d, "catz"), 0o755); err != nil {
 			return "", err
@@ -84,6 +84,16 @@ func bindConf(cfg *Config, port int, identity string) (string, error) {
 			quote(z+"."), primaries, quote(zoneFile(z)))
 	}
 	return b.String(), nil
+}
+
+// bindRates raises serial-query-rate: BIND's SOA-query rate limiter
+// releases queries on a tick of 10/rate seconds (500 ms at the default
+// 20/s), so the refresh a NOTIFY asks for waits up to a tick.
+func bindRates(cfg *Config) string {
+	if cfg.StockRates {
+		return ""
+	}
+	return "\tserial-query-rate 1000;\n"
 }
 
 // knotConf writes knot.conf. knotd logs to stderr; the control socket,

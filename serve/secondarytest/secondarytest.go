@@ -18,7 +18,9 @@
 //     zone back);
 //   - IXFR requested from the primary, AXFR fallback allowed;
 //   - the shortest refresh/retry floors the server accepts (BIND 1 s,
-//     Knot 1 s, NSD 1 s), so a missed NOTIFY costs seconds, not minutes;
+//     Knot 2 s, NSD 1 s), so a missed NOTIFY costs seconds, not minutes;
+//   - BIND's serial-query-rate raised to 1000/s, so a NOTIFY is acted on
+//     within 10 ms rather than up to 500 ms (Config.StockRates keeps 20/s);
 //   - BIND keeps its default max-records-per-type (100 since 9.18.28).
 //
 // A catalog zone (RFC 9432, Config.Catalog) is consumed by BIND and Knot;
@@ -94,6 +96,12 @@ type Config struct {
 	// StartTimeout bounds how long Start waits for the server to answer
 	// (default 20 s).
 	StartTimeout time.Duration
+	// StockRates keeps the server's own rate limits instead of the fast
+	// ones this package sets. For BIND that is serial-query-rate 20/s,
+	// whose rate limiter ticks every 500 ms: the SOA query a NOTIFY
+	// triggers waits up to half a second (this package sets 1000/s: a
+	// 10 ms tick).
+	StockRates bool
 }
 
 type kindInfo struct {
@@ -444,6 +452,9 @@ func (s *Secondary) Running() bool {
 		return true
 	}
 }
+
+// PID returns the server's process id (for strace, perf and the like).
+func (s *Secondary) PID() int { return s.pid() }
 
 // Pause stops the server process (SIGSTOP) without ending it: it answers
 // nothing, NOTIFYs and queries queue in its sockets, and its timers do not

@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/serve"
+	"github.com/tritondatacenter/cns/serve/secondarytest"
+)
+
+// Replication benchmarks against real secondaries. cns runs in-process
+// (db, serve, updater) so a commit's moment is known exactly; each change
+// is one new VM, committed with Updater.Flush. Run them one at a time:
+//
+//	go test -run '^$' -bench InteropPropagation -benchtime 1x .
+//	go test -run '^$' -bench InteropIXFRBytes -benchtime 1x .
+
+// benchCNS is cns in-process.
+type benchCNS struct {
+	store   *db.DB
+	srv     *serve.Server
+	u       *feeds.Updater
+	addr    string
+	log     *xfrLog
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	commits sync.Map // "zone serial" → time.Time of the commit hook
+	once    sync.Once
+}
+
+// benchConfig is testdata/cns.json with the replication keys: TSIG bound
+// to 127.0.0.1, one also_notify target per secondary port.
+func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int) *Config {
+	raw, err := os.ReadFile("testdata/cns.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		b.Fatal(err)
+	}
+	c["db_path"] = filepath.Join(dir, "cns.db")
+	c["dns_listen"] = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	c["inventory_file"] = filepath.Join(dir, "unused.json")
+	delete(c, "api_server")
+	c["allow_transfer"] = []string{"127.0.0.1"}
+	c["also_notify"] = notify
+	c["tsig_keys"] = map[string]any{interopKey.Name: map[string]any{"algorithm": interopKey.Algorithm, "secret": interopKey.Secret}}
+	c["peer_keys"] = map[string]any{"127.0.0.1": interopKey.Name}
+	c["min_notify_interval"] = minNotifyMS
+	data, _ := json.Marshal(c)
+	cfg, err := ParseConfig(data, "bench.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// startBenchCNS opens a fresh db, serves it and commits inv.
+func startBenchCNS(b *testing.B, cfg *Config, inv *sdc.Inventory) *benchCNS {
+	c := &benchCNS{log: &xfrLog{}, addr: cfg.DNSListen[0]}
+	log := slog.New(c.log)
+	store, err := db.Open(cfg.DBPath, cfg.DBOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.store = store
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Logger: log, Access: transferAccess(ctx, cfg, log, false)}, store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.srv = srv
+	if err := srv.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	c.wg.Go(func() { srv.Run(ctx) })
+	store.OnCommit(func(cm *db.Committed) {
+		now := time.Now()
+		for _, z := range cm.Zones {
+			c.commits.Store(fmt.Sprintf("%s %d", z.Zone, z.Serial), now)
+		}
+	})
+	if c.u, err = feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: log}); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	c.u.SetInventory(inv, "benchmark")
+	for c.u.Pending() > 0 { // Flush commits one chunk of a large batch
+		if err := c.u.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := srv.Warm(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("cns: %d VMs committed and warm in %v", len(inv.VMs), time.Since(start).Round(time.Millisecond))
+	b.Cleanup(c.stop)
+	return c
+}
+
+func (c *benchCNS) stop() {
+	c.once.Do(func() {
+		c.cancel()
+		c.srv.Close()
+		c.wg.Wait()
+		c.store.Close()
+	})
+}
+
+// commit adds vm and commits; it returns the forward zone's new serial
+// and the moment the commit hook saw it.
+func (c *benchCNS) commit(b *testing.B, vm *sdc.VM) (uint32, time.Time) {
+	c.u.SetVM(vm, "benchmark")
+	if err := c.u.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if n := c.u.Pending(); n > 0 {
+		b.Fatalf("%d VMs still pending after a one-VM commit", n)
+	}
+	serial, ok := c.srv.ZoneSerial(demoZone)
+	if !ok {
+		b.Fatalf("cns does not serve %s", demoZone)
+	}
+	at, ok := c.commits.Load(fmt.Sprintf("%s %d", demoZone, serial))
+	if !ok {
+		b.Fatalf("no commit hook for %s serial %d", demoZone, serial)
+	}
+	return serial, at.(time.Time)
+}
+
+// xfrLog is a slog handler keeping cns's transfer log lines (and warnings,
+// for failure messages).
+type xfrLog struct {
+	mu    sync.Mutex
+	xfrs  []xfrRec
+	warns []string
+}
+
+type xfrRec struct {
+	zone, kind, client string
+	serial             uint32
+	bytes              int
+	at                 time.Time // when cns logged it (the transfer was written)
+}
+
+func (h *xfrLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *xfrLog) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *xfrLog) WithGroup(string) slog.Handler                { return h }
+func (h *xfrLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.Level >= slog.LevelWarn {
+		var sb strings.Builder
+		sb.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&sb, " %s=%v", a.Key, a.Value); return true })
+		h.warns = append(h.warns, sb.String())
+	}
+	if r.Message != "transfer" {
+		return nil
+	}
+	x := xfrRec{at: r.Time}
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "zone":
+			x.zone = a.Value.String()
+		case "kind":
+			x.kind = a.Value.String()
+		case "client":
+			x.client = a.Value.String()
+		case "serial":
+			x.serial = uint32(attrInt(a.Value))
+		case "bytes":
+			x.bytes = int(attrInt(a.Value))
+		}
+		return true
+	})
+	h.xfrs = append(h.xfrs, x)
+	return nil
+}
+
+func attrInt(v slog.Value) int64 {
+	switch v.Kind() {
+	case slog.KindInt64:
+		return v.Int64()
+	case slog.KindUint64:
+		return int64(v.Uint64())
+	}
+	return -1
+}
+
+func (h *xfrLog) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.warns)
+}
+
+func (h *xfrLog) since(n int) []xfrRec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.xfrs[min(n, len(h.xfrs)):])
+}
+
+func (h *xfrLog) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.xfrs)
+}
+
+// benchVM is the n-th VM a benchmark adds: a fresh name, and the next
+// address the generator would have given (so it lands in a reverse zone
+// that exists: the secondaries have every zone from the start).
+func benchVM(inv *sdc.Inventory, n int) *sdc.VM {
+	i := len(inv.VMs) + 256 + n
+	ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+	vm := interopVM(inv, 500000+n, inv.Users[0].UUID, fmt.Sprintf("bench%d", n), ip, "")
+	return &vm
+}
+
+// zones lists every zone cns serves.
+func (c *benchCNS) zones() []string {
+	var out []string
+	for _, z := range c.srv.Zones() {
+		out = append(out, z.Name)
+	}
+	return out
+}
+
+// benchSecondaries starts one secondary per kind slaving every zone of c,
+// on the ports given (the ones c notifies).
+func benchSecondaries(b *testing.B, c *benchCNS, kinds []secondarytest.Kind, ports []int, stock bool) []*secondarytest.Secondary {
+	var out []*secondarytest.Secondary
+	for i, k := range kinds {
+		key := interopKey
+		out = append(out, secondarytest.Start(b, secondarytest.Config{Kind: k, Primary: c.addr,
+			Zones: c.zones(), Key: &key, Dir: b.TempDir(), Port: ports[i], StartTimeout: time.Minute, StockRates: stock}))
+	}
+	return out
+}
+
+// waitAll waits until every secondary serves every zone at cns's serial.
+func (c *benchCNS) waitAll(b *testing.B, secs []*secondarytest.Secondary, timeout time.Duration) {
+	for _, z := range c.srv.Zones() {
+		for _, s := range secs {
+			if err := s.WaitSerial(z.Name, z.Serial, timeout); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func benchKinds(b *testing.B) []secondarytest.Kind {
+	var kinds []secondarytest.Kind
+	for _, k := range secondarytest.Kinds {
+		if err := secondarytest.Available(k); err != nil {
+			b.Logf("without %s: %v", k, err)
+			continue
+		}
+		kinds = append(kinds, k)
+	}
+	if len(kinds) == 0 {
+		b.Skip("no secondary DNS server installed (apt-get install bind9 knot nsd)")
+	}
+	return kinds
+}
+
+// answers reports whether s answers name with an A record.
+func answers(s *secondarytest.Secondary, name string) bool {
+	r, err := s.Query(name, dns.TypeA)
+	return err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0
+}
+
+// percentile returns the p-th percentile (0..100) of sorted durations.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(p/100*float64(len(d)) + 0.5)
+	return d[min(max(i-1, 0), len(d)-1)]
+}
+
+// BenchmarkInteropPropagation measures, per secondary (each alone with its
+// own cns), the time from a commit to the secondary answering the new
+// name: 60 one-VM changes, each after the previous one has arrived and the
+// NOTIFY interval has passed.
+func BenchmarkInteropPropagation(b *testing.B) {
+	const vms, changes = 10_000, 60
+	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 1})
+	type variant struct {
+		kind  secondarytest.Kind
+		stock bool // BIND with its default serial-query-rate (20/s)
+	}
+	var variants []variant
+	for _, k := range benchKinds(b) {
+		variants = append(variants, variant{k, false})
+		if k == secondarytest.BIND {
+			variants = append(variants, variant{k, true})
+		}
+	}
+	for _, v := range variants {
+		k := v.kind
+		name := string(k)
+		if v.stock {
+			name += "-stock-rates"
+		}
+		b.Run(fmt.Sprintf("%s/vms=%dk", name, vms/1000), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				dir := b.TempDir()
+				cnsPort, _ := secondarytest.FreePort()
+				secPort, _ := secondarytest.FreePort()
+				const minNotify = 100 * time.Millisecond
+				cfg := benchConfig(b, dir, cnsPort, []string{fmt.Sprintf("127.0.0.1:%d", secPort)}, int(minNotify/time.Millisecond))
+				c := startBenchCNS(b, cfg, inv)
+				s := benchSecondaries(b, c, []secondarytest.Kind{k}, []int{secPort}, v.stock)[0]
+				c.waitAll(b, []*secondarytest.Secondary{s}, 2*time.Minute)
+				b.StartTimer()
+				var lat []time.Duration
+				for n := range changes {
+					vm := benchVM(inv, n)
+					name := fmt.Sprintf("%s.inst.%s.%s", vm.UUID, vm.OwnerUUID, demoZone)
+					_, at := c.commit(b, vm)
+					for !answers(s, name) {
+						if time.Since(at) > 30*time.Second {
+							b.Fatalf("%s did not answer %s within 30 s of the commit\n%s\ncns warnings: %v", k, name, s.Log(), c.log.warnings())
+						}
+						time.Sleep(time.Millisecond)
+					}
+					lat = append(lat, time.Since(at))
+					time.Sleep(minNotify) // the next change gets its own NOTIFY at once
+				}
+				b.StopTimer()
+				slices.Sort(lat)
+				p50, p99 := percentile(lat, 50), percentile(lat, 99)
+				b.ReportMetric(float64(p50)/1e6, "ms-p50")
+				b.ReportMetric(float64(p99)/1e6, "ms-p99")
+				b.ReportMetric(float64(lat[len(lat)-1])/1e6, "ms-max")
+				b.Logf("%s: commit → answer over %d changes: p50 %v, p99 %v, max %v (min %v)", name, len(lat),
+					p50.Round(time.Microsecond), p99.Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond), lat[0].Round(time.Microsecond))
+				s.Stop()
+				c.stop()
+			}
+		})
+	}
+}
+
+// BenchmarkInteropIXFRBytes measures the IXFR cns sends for a one-VM
+// change on a 10k- and a 100k-VM zone, to every installed secondary at
+// once, as cns counts the bytes and as each secondary does.
+func BenchmarkInteropIXFRBytes(b *testing.B) {
+	kinds := benchKinds(b)
+	for _, vms := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("vms=%dk", vms/1000), func(b *testing.B) {
+			inv := sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 1})
+			for i := 0; i < b.N; i++ {
+				dir := b.TempDir()
+				cnsPort, _ := secondarytest.FreePort()
+				var ports []int
+				var notify []string
+				for range kinds {
+					p, _ := secondarytest.FreePort()
+					ports = append(ports, p)
+					notify = append(notify, fmt.Sprintf("127.0.0.1:%d", p))
+				}
+				cfg := benchConfig(b, dir, cnsPort, notify, 100)
+				c := startBenchCNS(b, cfg, inv)
+				start := time.Now()
+				secs := benchSecondaries(b, c, kinds, ports, false)
+				c.waitAll(b, secs, 5*time.Minute)
+				var axfrBytes int
+				for _, x := range c.log.since(0) {
+					if x.zone == demoZone && x.kind == "AXFR" {
+						axfrBytes = x.bytes
+					}
+				}
+				b.Logf("%d VMs: %d zones on %d secondaries in %v (the AXFR of %s is %d bytes)", vms, len(c.zones()), len(secs), time.Since(start).Round(time.Millisecond), demoZone, axfrBytes)
+
+				const changes = 5
+				perKind := map[secondarytest.Kind][]int{}
+				var cnsBytes []int
+				for n := range changes {
+					mark := c.log.len()
+					seen := make([]int, len(secs))
+					for j, s := range secs {
+						seen[j] = len(s.Transfers())
+					}
+					serial, _ := c.commit(b, benchVM(inv, n))
+					for _, s := range secs {
+						if err := s.WaitSerial(demoZone, serial, time.Minute); err != nil {
+							b.Fatal(err)
+						}
+					}
+					// cns logs a transfer once it is written; the secondary
+					// may answer the new serial a moment before.
+					deadline := time.Now().Add(10 * time.Second)
+					var xs []xfrRec
+					for {
+						xs = xs[:0]
+						for _, x := range c.log.since(mark) {
+							if x.zone == demoZone && x.serial == serial {
+								xs = append(xs, x)
+							}
+						}
+						if len(xs) >= len(secs) || time.Now().After(deadline) {
+							break
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+					for _, x := range xs {
+						if x.kind != "IXFR" {
+							b.Errorf("one-VM change on %d VMs went out as %s (%d bytes)", vms, x.kind, x.bytes)
+						}
+						cnsBytes = append(cnsBytes, x.bytes)
+					}
+					for j, s := range secs {
+						for _, x := range s.Transfers()[seen[j]:] {
+							if x.Zone == demoZone && x.Serial == serial {
+								perKind[s.Kind()] = append(perKind[s.Kind()], x.Bytes)
+							}
+						}
+					}
+				}
+				slices.Sort(cnsBytes)
+				med := 0
+				if len(cnsBytes) > 0 {
+					med = cnsBytes[len(cnsBytes)/2]
+				}
+				b.ReportMetric(float64(med), "IXFR-bytes")
+				b.ReportMetric(float64(axfrBytes), "AXFR-bytes")
+				b.Logf("%d VMs: one-VM change: cns sent IXFRs of %v bytes (median %d; the AXFR is %d)", vms, cnsBytes, med, axfrBytes)
+				for _, s := range secs {
+					b.Logf("%d VMs: %s counted %v bytes", vms, s.Kind(), perKind[s.Kind()])
+				}
+				for _, s := range secs {
+					s.Stop()
+				}
+				c.stop()
+			}
+		})
+	}
+}
