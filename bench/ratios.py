@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""cns against the best peer, per target of issue 10, from run-anchors' results.
+
+usage: ratios.py results.tsv [loss.tsv [prep-figures.tsv]]
+
+results.tsv is ../shared/bench/run-anchors.sh's raw output (one row per
+server, size and repetition; "custom" is cns). Every figure is the median
+over the repetitions of one run; a ratio is cns / best peer (for times and
+memory: cns / peer, lower is better). loss.tsv (bench/run.sh) holds the
+fixed-rate runs against cns ("N rate_name qps sent lost"); prep-figures.tsv
+the initial load of each size ("N vms seconds commits").
+Prints Markdown.
+"""
+import csv
+import statistics
+import sys
+
+PEERS = ("nsd", "knot", "bind")
+NAMES = {"nsd": "NSD", "knot": "Knot", "bind": "BIND", "custom": "cns", "ceiling": "ceiling"}
+
+
+def fnum(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main():
+    rows = [r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t") if r.get("status") == "ok"]
+    by = {}
+    for r in rows:
+        by.setdefault((r["server"], r["N"]), []).append(r)
+
+    def fig(srv, n, key):
+        rs = by.get((srv, n), [])
+        if key == "udp_per_cpu":
+            return med([fnum(r["udp_qps"]) / (fnum(r["udp_srv_cpu_pct"]) / 100)
+                        for r in rs if fnum(r["udp_qps"]) and fnum(r["udp_srv_cpu_pct"])])
+        if key == "tcp_per_cpu":
+            return med([fnum(r["tcp_qps"]) / (fnum(r["tcp_srv_cpu_pct"]) / 100)
+                        for r in rs if fnum(r["tcp_qps"]) and fnum(r["tcp_srv_cpu_pct"])])
+        return med([fnum(r.get(key)) for r in rs])
+
+    def runs(srv, n):
+        return len(by.get((srv, n), []))
+
+    sizes = sorted({n for (s, n) in by if s == "custom"}, key=lambda x: int(x))
+    if not sizes:
+        print("no cns (custom) rows in %s" % sys.argv[1])
+        return
+
+    def show(v, fmt):
+        return "-" if v is None else fmt.format(v)
+
+    print("| N | target | cns | best peer | ratio | met? | runs (cns) |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        def best(key, peers, lower):
+            vals = [(fig(p, n, key), p) for p in peers if fig(p, n, key) is not None]
+            if not vals:
+                return None, None
+            return (min if lower else max)(vals)
+
+        def line(label, key, peers, lower, fmt, scale=1.0, factor=1.0, absolute=None, only100k=False):
+            c = fig("custom", n, key)
+            b, who = best(key, peers, lower)
+            cs = None if c is None else c * scale
+            bs = None if b is None else b * scale
+            ratio = None if (c is None or not b) else c / b
+            if only100k and n != "100000":
+                met = None  # the target is set at 100k VMs; other sizes are shown for reference
+            elif absolute is not None:
+                met = cs is not None and cs <= absolute
+            elif ratio is None:
+                met = None
+            else:
+                met = ratio <= factor if lower else ratio >= factor
+            print("| %s | %s | %s | %s | %s | %s | %d |" % (
+                n, label, show(cs, fmt),
+                "-" if bs is None else "%s (%s)" % (fmt.format(bs), NAMES[who]),
+                show(ratio, "{:.2f}"),
+                "-" if met is None else ("met" if met else "**missed**"), runs("custom", n)))
+
+        line("UDP answers per server-CPU-s ≥ NSD's and Knot's", "udp_per_cpu", ("nsd", "knot"), False, "{:,.0f}")
+        line("TCP answers per server-CPU-s ≥ BIND's", "tcp_per_cpu", ("bind",), False, "{:,.0f}")
+        line("TCP answers per server-CPU-s ≥ Knot's (DESIGN.md)", "tcp_per_cpu", ("knot",), False, "{:,.0f}")
+        line("restart/load to first answer, s (≤ 0.3 s at 100k)", "load_ms", PEERS, True, "{:.3f}",
+             scale=0.001, absolute=0.3, only100k=True)
+        line("RSS after load, MiB ≤ Knot's", "rss_kib", ("knot",), True, "{:.0f}", scale=1 / 1024,
+             only100k=True)
+        line("AXFR of the forward zone, s ≤ 1.5× Knot's", "axfr_ms", ("knot",), True, "{:.3f}",
+             scale=0.001, factor=1.5)
+        lost = [fnum(r["udp_lost"]) for r in by.get(("custom", n), [])]
+        sent = [fnum(r["udp_sent"]) for r in by.get(("custom", n), [])]
+        print("| %s | lost UDP queries, saturated (info) | %s / %s | - | - | - | %d |" % (
+            n, show(sum(v for v in lost if v is not None), "{:.0f}"),
+            show(sum(v for v in sent if v is not None), "{:.0f}"), runs("custom", n)))
+        pl = [fnum(r["probe_lost"]) for r in by.get(("custom", n), [])]
+        print("| %s | lost UDP queries at the fixed probe rate | %s | - | - | %s | %d |" % (
+            n, show(sum(v for v in pl if v is not None), "{:.0f}"),
+            "met" if pl and all(v == 0 for v in pl if v is not None) else "**missed**", runs("custom", n)))
+
+    if len(sys.argv) > 2:
+        try:
+            loss = [l.split("\t") for l in open(sys.argv[2]).read().splitlines() if l and not l.startswith("N\t")]
+        except OSError:
+            loss = []
+        if loss:
+            print()
+            print("Zero lost queries at 50% of the measured ceiling (dnsperf -Q, cns only):")
+            print()
+            print("| N | rate | qps asked | sent | lost | met? |")
+            print("|---|---|---|---|---|---|")
+            for f in loss:
+                if len(f) < 5:
+                    continue
+                n, name, q, s, l = f[:5]
+                print("| %s | %s | %s | %s | %s | %s |" % (n, name, q, s, l, "met" if l == "0" else "**missed**"))
+    if len(sys.argv) > 3:
+        try:
+            prep = [l.split("\t") for l in open(sys.argv[3]).read().splitlines() if l and not l.startswith("N\t")]
+        except OSError:
+            prep = []
+        if prep:
+            print()
+            print("Initial load of each size through `cns serve` (inventory file → records → commits):")
+            print()
+            print("| N | VMs | seconds | VM changes/s | commits | met (≥ 5,000/s)? |")
+            print("|---|---|---|---|---|---|")
+            for f in prep:
+                if len(f) < 4:
+                    continue
+                n, vms, secs, commits = f[:4]
+                rate = float(vms) / float(secs) if float(secs) > 0 else 0
+                print("| %s | %s | %s | %.0f | %s | %s |" % (n, vms, secs, rate, commits,
+                                                            "met" if rate >= 5000 else "**missed**"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# cns side by side with NSD, Knot and BIND on the same data (issue 10).
+#
+# For each N in SIZES:
+#   1. bench/geninv writes a synthetic data center of N VMs (~50 per owner,
+#      services of 3-30 members, half the VMs with an alias, IPv4 from
+#      10.0.0.0/8, one VM in ten with IPv6 too);
+#   2. `cns serve` loads it into a fresh db (inventory_file feed, forward
+#      zone dc.cns.example, reverse_v4_prefix 8 so every PTR lands in
+#      10.in-addr.arpa) until the log says the last batch is committed with
+#      nothing pending; it is then stopped (SIGTERM);
+#   3. `cns db export` writes both zones as text, and bench/gen-queries.py a
+#      dnsperf query file from the exported names (svc A 50, inst A 25, SRV
+#      10, TXT 5, NXDOMAIN 10, PTR 5) and checks.txt;
+# then ../shared/bench/run-anchors.sh serves those zones with NSD, Knot and
+# BIND and the prepared db with cns (bench/cns-custom.sh: restart from the
+# db), and answers the identical query mix from each. Finally cns is asked
+# at fixed rates (half its own saturated UDP rate, half the load
+# generator's ceiling) to count lost queries, and bench/ratios.py prints
+# each target as a ratio to the best peer.
+#
+# Run (from anywhere):  bench/run.sh
+#   quick look:         SIZES=2000 REPS=1 DURATION=3 TCP_DURATION=2 bench/run.sh
+# Needs: Go (1.26+) and, from Debian,
+#   apt-get install nsd knot bind9 dnsperf bind9-dnsutils knot-dnsutils python3 gcc
+#   (INSTALL=1 runs that command, with sudo when not root). The system
+#   services those packages start are not used: everything listens on
+#   127.0.0.1 high ports (run-anchors: 5301-5306; the load step PREP_PORT).
+# Knobs (environment):
+#   SIZES ("10000 100000")  REPS (3)  SEED (20240611)
+#   WORK (${TMPDIR:-/tmp}/cns-bench): binaries, prepared dbs (prep/), zones (zones/)
+#   OUT ($WORK/anchors): run-anchors' output: summary.md, results.tsv, logs/
+#   REBUILD=1: prepare the data again even when WORK holds it for this cns build
+#   PREP_ONLY=1: stop after preparing the data
+#   CNS_FEED (none): "none" serves the db alone during the measurements;
+#     "file" also runs the inventory file feed (it recomputes every VM at
+#     start, finds nothing changed, commits nothing, but costs CPU while
+#     run-anchors measures)
+#   LOSS_DURATION (10): seconds of each fixed-rate loss run (0: skip them)
+#   PREP_PORT (5390)  PREP_TIMEOUT (900 s)  ANCHORS (../shared/bench/run-anchors.sh)
+#   and every knob of run-anchors (DURATION, TCP_DURATION, SERVERS, SERVER_CPU,
+#   CLIENT_CPU, ...), passed through.
+# Output: $OUT/summary.md (run-anchors' table), $OUT/ratios.md (targets as
+#   ratios), $WORK/figures.tsv (initial loads), $WORK/loss.tsv.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ANCHORS=${ANCHORS:-$ROOT/../shared/bench/run-anchors.sh}
+SIZES=${SIZES:-"10000 100000"}
+REPS=${REPS:-3}
+SEED=${SEED:-20240611}
+WORK=${WORK:-${TMPDIR:-/tmp}/cns-bench}
+OUT=${OUT:-$WORK/anchors}
+PREP_PORT=${PREP_PORT:-5390}
+PREP_TIMEOUT=${PREP_TIMEOUT:-900}
+CNS_FEED=${CNS_FEED:-none}
+REBUILD=${REBUILD:-0}
+PREP_ONLY=${PREP_ONLY:-0}
+INSTALL=${INSTALL:-0}
+LOSS_DURATION=${LOSS_DURATION:-10}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+FWD_ZONE=dc.cns.example
+REV_ZONE=10.in-addr.arpa
+export SIZES REPS SEED SERVER_CPU CLIENT_CPU
+
+log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() { printf 'run.sh: %s\n' "$*" >&2; exit 1; }
+
+case $CNS_FEED in none|file) ;; *) die "CNS_FEED must be none or file, not '$CNS_FEED'" ;; esac
+for n in $SIZES; do
+    [[ $n =~ ^[0-9]+$ ]] && [ "$n" -gt 0 ] || die "SIZES: '$n' is not a number of VMs"
+done
+
+# ---------------------------------------------------------------- prerequisites
+PKGS="nsd knot bind9 dnsperf bind9-dnsutils knot-dnsutils python3 gcc"
+missing=()
+need() { # package command-or-path
+    if [[ $2 == /* ]]; then [ -x "$2" ] || missing+=("$1"); else command -v "$2" >/dev/null || missing+=("$1"); fi
+}
+need nsd /usr/sbin/nsd
+need knot /usr/sbin/knotd
+need bind9 /usr/sbin/named
+need dnsperf dnsperf
+need bind9-dnsutils dig
+need knot-dnsutils kdig
+need python3 python3
+need gcc cc
+need util-linux taskset
+need iproute2 ss
+if [ ${#missing[@]} -gt 0 ]; then
+    cmd="apt-get install -y ${missing[*]}"
+    [ "$(id -u)" -eq 0 ] || cmd="sudo $cmd"
+    if [ "$INSTALL" = 1 ]; then
+        log "installing: ${missing[*]}"
+        $cmd || die "'$cmd' failed"
+    else
+        die "missing Debian packages: ${missing[*]}
+  install them with:  $cmd
+  (the full set:      apt-get install $PKGS; or run with INSTALL=1)"
+    fi
+fi
+command -v go >/dev/null || die "Go is not installed: get Go 1.26 or newer from https://go.dev/dl/ (Debian's golang package may be older)"
+[ -f "$ANCHORS" ] || die "run-anchors.sh not found at $ANCHORS (set ANCHORS)"
+[ "$(nproc --all)" -ge 2 ] || die "need at least 2 CPUs (server and load generator are pinned apart)"
+if ss -Hlnu "sport = :$PREP_PORT" 2>/dev/null | grep -q . || ss -Hlnt "sport = :$PREP_PORT" 2>/dev/null | grep -q .; then
+    die "port $PREP_PORT (PREP_PORT, the load step) is in use"
+fi
+
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+# ---------------------------------------------------------------- processes we start
+PREP_PID=""
+stop_prep() {
+    [ -n "$PREP_PID" ] || return 0
+    if kill -0 "$PREP_PID" 2>/dev/null; then
+        kill -TERM "$PREP_PID" 2>/dev/null || true
+        local i
+        for i in $(seq 1 600); do kill -0 "$PREP_PID" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$PREP_PID" 2>/dev/null; then
+            log "cns ($PREP_PID) did not stop on TERM within 60 s; sending KILL"
+            kill -KILL "$PREP_PID" 2>/dev/null || true
+        fi
+    fi
+    wait "$PREP_PID" 2>/dev/null || true
+    PREP_PID=""
+}
+trap 'stop_prep' EXIT
+trap 'stop_prep; exit 130' INT TERM
+
+# ---------------------------------------------------------------- build
+log "building cns and geninv into $WORK/bin"
+mkdir -p "$WORK/bin"
+(cd "$ROOT" && go build -o "$WORK/bin/cns" . && go build -o "$WORK/bin/geninv" ./bench/geninv) || die "go build failed"
+CNS=$WORK/bin/cns
+CNS_SUM=$(sha256sum "$CNS" | cut -c1-16)
+
+# ---------------------------------------------------------------- prepare one size
+# config shared by the load step and the measured server (cns-custom.sh)
+write_config() { # file listen db inventory
+    cat > "$1" <<EOF
+{
+	"my_name": "ns1.cns.example",
+	"hostmaster": "hostmaster@cns.example",
+	"forward_zones": {"$FWD_ZONE": {"networks": ["*"]}},
+	"reverse_zones": {},
+	"allow_transfer": ["127.0.0.1"],
+	"use_alias": true,
+	"reverse_v4_prefix": 8,
+	"db_path": "$3",
+	"dns_listen": ["$2"],
+	"inventory_file": "$4",
+	"log_level": "info"
+}
+EOF
+}
+
+# initial-load figures from the load step's log: "vms seconds commits"
+load_figures() { # logfile
+    python3 - "$1" <<'EOF'
+import datetime, json, sys
+applied = None; vms = 0; commits = 0; last = None
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    t = datetime.datetime.strptime(r["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    if r.get("msg") == "inventory applied" and applied is None:
+        applied = t
+    elif r.get("msg") == "committed" and applied is not None:
+        vms += r.get("vms", 0); commits += 1; last = t
+        if r.get("pending") == 0:
+            break
+if applied is None or last is None:
+    sys.exit("no inventory/commit lines in " + sys.argv[1])
+print("%d\t%.3f\t%d" % (vms, (last - applied).total_seconds(), commits))
+EOF
+}
+
+prepare() { # n
+    local n=$1 p=$WORK/prep/N$1 z=$WORK/zones/N$1
+    local stamp="n=$n seed=$SEED cns=$CNS_SUM feed=$CNS_FEED"
+    if [ "$REBUILD" != 1 ] && [ -f "$p/stamp" ] && [ "$(cat "$p/stamp")" = "$stamp" ] && [ -f "$z/queries.txt" ]; then
+        log "N=$n: reusing $p (same cns build and seed; REBUILD=1 to redo)"
+        return 0
+    fi
+    rm -rf "$p" "$z"
+    mkdir -p "$p" "$z"
+    log "N=$n: generating the inventory"
+    "$WORK/bin/geninv" -n "$n" -seed "$SEED" > "$p/inventory.json"
+
+    log "N=$n: loading it into a fresh db with cns serve (127.0.0.1:$PREP_PORT)"
+    write_config "$p/load.json" "127.0.0.1:$PREP_PORT" cns.db inventory.json
+    "$CNS" serve -c "$p/load.json" 2> "$p/load.log" &
+    PREP_PID=$!
+    local deadline=$(( $(date +%s) + PREP_TIMEOUT )) applied=""
+    while :; do
+        if ! kill -0 "$PREP_PID" 2>/dev/null; then
+            PREP_PID=""
+            tail -5 "$p/load.log" >&2
+            die "N=$n: cns serve exited during the load (log: $p/load.log)"
+        fi
+        [ -n "$applied" ] || applied=$(grep -n '"msg":"inventory applied"' "$p/load.log" | head -1 | cut -d: -f1 || true)
+        if [ -n "$applied" ] && tail -n "+$applied" "$p/load.log" | grep '"msg":"committed"' | grep -Eq '"pending":0[,}]'; then
+            break
+        fi
+        if grep -q '"msg":"inventory rejected"' "$p/load.log"; then
+            die "N=$n: cns rejected the inventory (log: $p/load.log)"
+        fi
+        [ "$(date +%s)" -lt "$deadline" ] || die "N=$n: not committed after $PREP_TIMEOUT s (log: $p/load.log)"
+        sleep 0.2
+    done
+    stop_prep
+    local fig
+    fig=$(load_figures "$p/load.log")
+    printf '%s\t%s\n' "$n" "$fig" > "$p/figures.tsv"
+    log "N=$n: loaded (VMs, seconds, commits: $(echo "$fig" | tr '\t' ' '))"
+
+    "$CNS" db --db "$p/cns.db" zones > "$p/zones.txt"
+    "$CNS" db --db "$p/cns.db" export "$FWD_ZONE" > "$z/forward.zone"
+    "$CNS" db --db "$p/cns.db" export "$REV_ZONE" > "$z/reverse.zone"
+    local f
+    for f in forward reverse; do
+        grep -qP '\tSOA\t' "$z/$f.zone" || die "N=$n: $z/$f.zone has no SOA"
+    done
+    python3 "$ROOT/bench/gen-queries.py" --fwd "$z/forward.zone" --rev "$z/reverse.zone" \
+        --out "$z" --vms "$n" --seed "$SEED"
+    echo "seed=$SEED" >> "$z/stats.txt"
+    log "N=$n: $(grep -E '^(forward_rrs|reverse_rrs)=' "$z/stats.txt" | tr '\n' ' ')"
+
+    # the measured server: same config, db moved in by cns-custom.sh
+    local inv=no-inventory.json # missing: the file feed reports it and keeps the db as it is
+    [ "$CNS_FEED" = file ] && inv=$p/inventory.json
+    write_config "$p/serve.json.in" @LISTEN@ cns.db "$inv"
+    echo "$stamp" > "$p/stamp"
+}
+
+for n in $SIZES; do
+    prepare "$n"
+done
+: > "$WORK/figures.tsv"
+for n in $SIZES; do cat "$WORK/prep/N$n/figures.tsv" >> "$WORK/figures.tsv"; done
+if [ "$PREP_ONLY" = 1 ]; then
+    log "data prepared in $WORK/zones and $WORK/prep (PREP_ONLY=1: stopping here)"
+    exit 0
+fi
+
+# one spare copy of each db per repetition: cns-custom.sh renames one into
+# place, so no copy is timed as part of the restart
+for n in $SIZES; do
+    p=$WORK/prep/N$n
+    rm -rf "$p/spare"; mkdir -p "$p/spare"
+    for r in $(seq 1 "$REPS"); do cp "$p/cns.db" "$p/spare/$r.db"; done
+done
+
+# ---------------------------------------------------------------- side by side
+log "running $ANCHORS (OUT=$OUT)"
+rc=0
+ZONES_DIR=$WORK/zones OUT=$OUT FWD=$FWD_ZONE. REV=$REV_ZONE. \
+    CUSTOM_CMD="$ROOT/bench/cns-custom.sh $CNS $WORK/prep {addr} {port} {fwd} {dir}" \
+    bash "$ANCHORS" || rc=$?
+[ "$rc" -eq 0 ] || log "run-anchors.sh exited with status $rc"
+[ -f "$OUT/results.tsv" ] || die "no $OUT/results.tsv"
+
+# ---------------------------------------------------------------- lost queries at fixed rates
+# half of cns's own saturated UDP rate and half of the load generator's
+# ceiling (trivial C responder), each for LOSS_DURATION s against a fresh cns
+median_of() { # server N column -> integer median over the ok rows (N "-": any)
+    awk -F'\t' -v s="$1" -v n="$2" -v c="$3" '
+        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        $1 == s && ($2 == n || n == "-") && $4 == "ok" && $(col[c]) + 0 > 0 { print $(col[c]) + 0 }' "$OUT/results.tsv" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR) print int((NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+LOSS=$WORK/loss.tsv
+printf 'N\trate\tqps\tsent\tlost\n' > "$LOSS"
+if [ "$LOSS_DURATION" -gt 0 ] && [[ " ${SERVERS:-custom} " == *" custom "* ]]; then
+    ceiling=$(median_of ceiling - udp_qps || true)
+    for n in $SIZES; do
+        own=$(median_of custom "$n" udp_qps || true)
+        [ -n "$own" ] || { log "N=$n: no cns UDP figure; skipping the loss runs"; continue; }
+        d=$WORK/loss-N$n
+        rm -rf "$d"; mkdir -p "$d"
+        cp "$WORK/prep/N$n/cns.db" "$WORK/prep/N$n/spare/loss.db"
+        taskset -c "$SERVER_CPU" "$ROOT/bench/cns-custom.sh" "$CNS" "$WORK/prep" 127.0.0.1 "$PREP_PORT" \
+            "$WORK/zones/N$n/forward.zone" "$d" > "$d/server.log" 2>&1 &
+        PREP_PID=$!
+        for _ in $(seq 1 300); do
+            dig @127.0.0.1 -p "$PREP_PORT" +time=1 +tries=1 +short SOA "$FWD_ZONE" 2>/dev/null | grep -q hostmaster && break
+            sleep 0.05
+        done
+        for pair in "half-own:$((own / 2))" ${ceiling:+"half-ceiling:$((ceiling / 2))"}; do
+            name=${pair%%:*} q=${pair#*:}
+            taskset -c "$CLIENT_CPU" dnsperf ${DNSPERF_EDNS--e} -s 127.0.0.1 -p "$PREP_PORT" -d "$WORK/zones/N$n/queries.txt" \
+                -c "${CLIENTS:-8}" -q "${OUTSTANDING:-200}" -Q "$q" -l "$LOSS_DURATION" > "$d/$name.txt" 2>&1 || true
+            sent=$(awk '/Queries sent:/ {print $3}' "$d/$name.txt")
+            lost=$(awk '/Queries lost:/ {print $3}' "$d/$name.txt")
+            printf '%s\t%s\t%s\t%s\t%s\n' "$n" "$name" "$q" "${sent:--}" "${lost:--}" >> "$LOSS"
+            log "N=$n: $name $q qps for ${LOSS_DURATION}s: sent ${sent:--} lost ${lost:--}"
+        done
+        stop_prep
+    done
+fi
+
+python3 "$ROOT/bench/ratios.py" "$OUT/results.tsv" "$LOSS" "$WORK/figures.tsv" > "$OUT/ratios.md" || true
+cat "$OUT/ratios.md"
+echo
+log "run-anchors summary: $OUT/summary.md"
+log "targets as ratios:   $OUT/ratios.md"
+log "raw rows:            $OUT/results.tsv (logs in $OUT/logs, versions in $OUT/versions.txt)"
+exit "$rc"
