@@ -288,10 +288,14 @@ if [ "$LOSS_DURATION" -gt 0 ] && [[ " ${SERVERS:-custom} " == *" custom "* ]]; t
         taskset -c "$SERVER_CPU" "$ROOT/bench/cns-custom.sh" "$CNS" "$WORK/prep" 127.0.0.1 "$PREP_PORT" \
             "$WORK/zones/N$n/forward.zone" "$d" > "$d/server.log" 2>&1 &
         PREP_PID=$!
-        for _ in $(seq 1 300); do
-            dig @127.0.0.1 -p "$PREP_PORT" +time=1 +tries=1 +short SOA "$FWD_ZONE" 2>/dev/null | grep -q hostmaster && break
-            sleep 0.05
+        # measure the steady state: wait until the in-memory tables are built
+        for _ in $(seq 1 600); do
+            grep -q '"msg":"zones loaded into memory"' "$d/server.log" 2>/dev/null && break
+            kill -0 "$PREP_PID" 2>/dev/null || die "N=$n: cns exited (log: $d/server.log)"
+            sleep 0.1
         done
+        dig @127.0.0.1 -p "$PREP_PORT" +time=1 +tries=3 +short SOA "$FWD_ZONE" 2>/dev/null | grep -q hostmaster ||
+            die "N=$n: cns does not answer on 127.0.0.1:$PREP_PORT (log: $d/server.log)"
         for pair in "half-own:$((own / 2))" ${ceiling:+"half-ceiling:$((ceiling / 2))"}; do
             name=${pair%%:*} q=${pair#*:}
             taskset -c "$CLIENT_CPU" dnsperf ${DNSPERF_EDNS--e} -s 127.0.0.1 -p "$PREP_PORT" -d "$WORK/zones/N$n/queries.txt" \
