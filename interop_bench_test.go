@@ -446,6 +446,11 @@ func BenchmarkInteropIXFRBytes(b *testing.B) {
 				b.Logf("%d VMs: one-VM change: cns sent IXFRs of %v bytes (median %d; the AXFR is %d)", vms, cnsBytes, med, axfrBytes)
 				for _, s := range secs {
 					b.Logf("%d VMs: %s counted %v bytes", vms, s.Kind(), perKind[s.Kind()])
+					for _, l := range strings.Split(s.Log(), "\n") {
+						if ll := strings.ToLower(l); strings.Contains(ll, "error") || strings.Contains(ll, "warning") || strings.Contains(ll, "fail") {
+							b.Logf("%s: %s", s.Kind(), l)
+						}
+					}
 				}
 				for _, s := range secs {
 					s.Stop()

@@ -150,7 +150,10 @@ func (c *ZoneConfig) encode() []byte {
 
 func decodeZoneConfig(b []byte) (ZoneConfig, error) {
 	d := &dec{b: b}
-	d.version(2, "zone config")
+	version := d.u8()
+	if d.err == nil && version != 1 && version != 2 {
+		return ZoneConfig{}, fmt.Errorf("zone config: unknown encoding version %d", version)
+	}
 	c := ZoneConfig{Forward: map[string]Apex{}}
 	n := int(d.u16())
 	for i := 0; i < n && d.err == nil; i++ {
@@ -158,7 +161,7 @@ func decodeZoneConfig(b []byte) (ZoneConfig, error) {
 		c.Forward[name] = decodeApex(d)
 	}
 	c.Reverse = decodeApex(d)
-	if d.u8() == 1 {
+	if version >= 2 && d.u8() == 1 { // version 1 had no catalog
 		c.Catalog = &CatalogConfig{Name: d.str(), Apex: decodeApex(d)}
 	}
 	return c, d.done("zone config")

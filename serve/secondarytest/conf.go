@@ -98,8 +98,12 @@ func bindRates(cfg *Config) string {
 
 // knotConf writes knot.conf. knotd logs to stderr; the control socket,
 // timer, journal and catalog databases live in the working dir. Zones are
-// kept in the journal (journal-content all) and never written to a zone
-// file, so a large transfer costs no zone-file flush.
+// never written to a zone file (zonefile-sync -1), so a large transfer
+// costs no flush, and the journal keeps changes only (Knot's default):
+// with journal-content all the zone itself goes into the journal, and a
+// 100k-VM zone (~80 MB) outgrows journal-max-usage (100 MiB), after which
+// every IXFR fails to store ("not enough space provided") and Knot falls
+// back to AXFR.
 func knotConf(cfg *Config, port int, identity string) (string, error) {
 	if len(cfg.Zones) == 0 && cfg.Catalog == "" {
 		return "", fmt.Errorf("knot: no zones and no catalog")
@@ -141,7 +145,7 @@ template:
     acl: [notify_from_primary, transfer_to_local]
     zonefile-sync: -1
     zonefile-load: none
-    journal-content: all
+    journal-content: changes
     refresh-min-interval: 2
     retry-min-interval: 1
     retry-max-interval: 2
@@ -155,7 +159,7 @@ template:
     acl: [notify_from_primary, transfer_to_local]
     zonefile-sync: -1
     zonefile-load: none
-    journal-content: all
+    journal-content: changes
     refresh-min-interval: 2
     retry-min-interval: 1
     retry-max-interval: 2
