@@ -19,7 +19,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/records"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 )
@@ -36,6 +39,9 @@ type Options struct {
 	BatchWindow time.Duration
 	Logger      *slog.Logger
 	Now         func() time.Time
+	// Hysteresis is the self-removal policy (zero fields: RFD 1's 60 s
+	// window and 600 s last-member delay).
+	Hysteresis hysteresis.Policy
 }
 
 // Updater holds the data center as the sources last described it and
@@ -71,6 +77,7 @@ type Updater struct {
 	lastCommit CommitInfo
 	hist       Histogram
 	feeds      map[string]FeedStatus
+	health     *serviceHealth // self-removal hysteresis (hysteresis.go)
 }
 
 // serverFacts is a CN and the state cns concluded for it.
@@ -118,6 +125,9 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	u.hashes = hashes
 	for uuid := range hashes {
 		u.known[uuid] = true
+	}
+	if u.health, err = loadServiceHealth(store, o.Hysteresis, u.now(), u.log); err != nil {
+		return nil, err
 	}
 	return u, nil
 }
@@ -347,6 +357,7 @@ func (u *Updater) Tick() {
 		servers = append(servers, f.server)
 	}
 	u.setServers(servers, "compute node state changed")
+	u.releaseDue()
 	if len(u.dirty) > 0 {
 		u.wake()
 	}
@@ -436,10 +447,17 @@ func (u *Updater) Run(ctx context.Context) error {
 	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
+		var due <-chan time.Time // a held service member's turn
+		if d, ok := u.untilNextRelease(); ok {
+			due = time.After(d)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+			u.Tick()
+			continue
+		case <-due:
 			u.Tick()
 			continue
 		case <-u.kick:
@@ -468,7 +486,7 @@ func (u *Updater) Run(ctx context.Context) error {
 // reconcile of an unchanged data center writes nothing.
 func (u *Updater) Flush() error {
 	u.mu.Lock()
-	if len(u.dirty) == 0 && !u.zonesDirty {
+	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 {
 		u.mu.Unlock()
 		return nil
 	}
@@ -499,7 +517,9 @@ func (u *Updater) Flush() error {
 			cs.VMs = append(cs.VMs, vc)
 		}
 	}
-	if len(cs.VMs) == 0 && cs.Zones == nil {
+	var healthGens map[string]uint64
+	cs.Hysteresis, healthGens = u.health.writes()
+	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 {
 		clear(u.causes)
 		u.log.Info("committed", "vms", 0, "unchanged", unchanged, "zones", 0, "pending", len(u.dirty), "took", "0s")
 		u.mu.Unlock()
@@ -519,6 +539,7 @@ func (u *Updater) Flush() error {
 	}
 	u.commits++
 	u.hist.observe(u.lastCommit.Duration.Seconds())
+	u.health.written(healthGens)
 	if cs.Zones != nil {
 		u.zonesDirty = false
 	}
@@ -564,6 +585,7 @@ func (u *Updater) Flush() error {
 func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	vm := u.vms[uuid]
 	if vm == nil {
+		u.leaveServices(uuid)
 		return db.VMChange{UUID: uuid, Delete: true}, u.known[uuid]
 	}
 	owner := u.users[vm.OwnerUUID]
@@ -578,9 +600,14 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	if f := u.servers[vm.ServerUUID]; f != nil {
 		cnDown = f.down
 	}
-	res := records.Compute(&u.cfg, u.world(),
-		records.Input{VM: vm, Owner: owner, CNDown: cnDown})
-	meta, err := json.Marshal(newVMMeta(vm, owner, cnDown, &res, u.now()))
+	res := u.computeListing(records.Input{VM: vm, Owner: owner, CNDown: cnDown})
+	m := newVMMeta(vm, owner, cnDown, &res, time.Time{})
+	timeless, err := json.Marshal(m) // what the hash covers: the decision, not when it was made
+	if err != nil {
+		timeless = nil
+	}
+	m.Updated = u.now().UTC()
+	meta, err := json.Marshal(m)
 	if err != nil {
 		meta = nil
 	}
@@ -588,7 +615,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref})
 	}
-	vc.Hash = changeHash(meta, vc.Records)
+	vc.Hash = changeHash(timeless, vc.Records)
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
 	}
@@ -687,22 +714,21 @@ func (u *Updater) CommitHistogram() Histogram {
 	return h
 }
 
-// changeHash identifies a VM's computed state: its decision (the meta
-// without the time it was computed) and its records. Equal hashes mean
-// nothing to commit.
+// changeHash identifies a VM's computed state: its decision (meta
+// without the time it was made) and its records in wire form. Equal
+// hashes mean nothing to commit.
 func changeHash(meta []byte, recs []db.Record) uint64 {
 	h := fnv.New64a()
-	var m VMMeta
-	if json.Unmarshal(meta, &m) == nil {
-		m.Updated = time.Time{}
-		b, _ := json.Marshal(&m)
-		h.Write(b)
-	}
+	h.Write(meta)
+	buf := make([]byte, 512)
 	for _, r := range recs {
 		h.Write([]byte(r.Zone))
 		h.Write([]byte{0, r.Pref})
-		h.Write([]byte(r.RR.String()))
-		h.Write([]byte{0})
+		if n, err := dns.PackRR(r.RR, buf, 0, nil, false); err == nil {
+			h.Write(buf[:n])
+		} else {
+			h.Write([]byte(r.RR.String()))
+		}
 	}
 	return h.Sum64() | 1 // never 0, which means "no hash"
 }
