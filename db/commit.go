@@ -28,6 +28,10 @@ type ChangeSet struct {
 	// Cause is a short human summary ("file feed: 3 VMs changed") stored in
 	// the journal of every zone the change set touches.
 	Cause string
+	// Hysteresis replaces the self-removal hysteresis state of the
+	// services it names (opaque, owned by feeds; nil deletes), in the
+	// same transaction as the records its decisions produced.
+	Hysteresis map[string][]byte
 }
 
 // VMChange replaces everything one VM contributes.
@@ -104,6 +108,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 			if err := c.applyVM(&cs.VMs[i]); err != nil {
 				return err
 			}
+		}
+		if err := putHysteresis(tx, cs.Hysteresis); err != nil {
+			return err
 		}
 		out, err = c.finish()
 		return err

@@ -1,0 +1,310 @@
+package feeds
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
+	"github.com/tritondatacenter/cns/feeds/records"
+)
+
+// The updater's side of the self-removal hysteresis (package hysteresis
+// holds the rules). Every VM the updater computes is reported to the
+// services it belongs to: listable, down by its own triton.cns.status, or
+// out for a hard reason. The services that do not let a down VM go yet are
+// passed to records.Compute as HeldServices, so the VM stays in their
+// names with reason "held". When a held member's turn comes without any
+// feed event, the Run loop's timer (untilNextRelease) wakes Tick, which
+// lets it go and marks it for the next commit.
+//
+// The state of every changed service is written in the change set that
+// carries the records its decisions produced (db.ChangeSet.Hysteresis),
+// so after a crash records and hysteresis state agree, and a restart
+// neither forgets pending removals nor resets their clocks.
+
+// serviceHealth is the hysteresis state of every service with members.
+type serviceHealth struct {
+	policy   hysteresis.Policy
+	services map[string]*hysteresis.Service // by hysteresis.Key
+	byVM     map[string]map[string]bool     // VM UUID → keys of the services it is a member of
+	dirty    map[string]uint64              // keys to write, by the generation that changed them
+	gen      uint64
+}
+
+// loadServiceHealth reads the stored state. A record that does not
+// decode is dropped with a warning: its members are re-learnt from the
+// feed, only their pending clocks are lost.
+func loadServiceHealth(store *db.DB, p hysteresis.Policy, now time.Time, log *slog.Logger) (*serviceHealth, error) {
+	stored, err := store.Hysteresis()
+	if err != nil {
+		return nil, err
+	}
+	h := &serviceHealth{policy: p, services: map[string]*hysteresis.Service{}, byVM: map[string]map[string]bool{}, dirty: map[string]uint64{}}
+	for key, b := range stored {
+		s, err := hysteresis.Decode(b)
+		if err != nil || s.Key() != key {
+			log.Warn("hysteresis state unreadable; its service starts afresh", "service", key, "err", err)
+			h.touch(key)
+			continue
+		}
+		// The policy may have changed since the state was written: look
+		// at the pending members again at the first chance.
+		if !s.NextCheck.IsZero() && s.NextCheck.After(now) {
+			s.NextCheck = now
+		}
+		h.services[key] = s
+		for vm := range s.Members {
+			addIndex(h.byVM, vm, key)
+		}
+	}
+	return h, nil
+}
+
+func (h *serviceHealth) touch(key string) {
+	h.gen++
+	h.dirty[key] = h.gen
+}
+
+// writes returns the encoded state of every changed service (nil: the
+// service has no members left) for the next change set, and the
+// generations to pass to written once it is committed.
+func (h *serviceHealth) writes() (map[string][]byte, map[string]uint64) {
+	if len(h.dirty) == 0 {
+		return nil, nil
+	}
+	out := make(map[string][]byte, len(h.dirty))
+	for key := range h.dirty {
+		var b []byte
+		if s := h.services[key]; s != nil {
+			b = s.Encode()
+		}
+		out[key] = b
+	}
+	return out, maps.Clone(h.dirty)
+}
+
+// written forgets the changes a commit stored, unless they changed again
+// since.
+func (h *serviceHealth) written(gens map[string]uint64) {
+	for key, g := range gens {
+		if h.dirty[key] == g {
+			delete(h.dirty, key)
+		}
+	}
+}
+
+// computeListing is records.Compute with the hysteresis applied: it
+// reports the VM to its services and keeps it listed in those that do
+// not let it go yet.
+func (u *Updater) computeListing(in records.Input) records.Result {
+	res := records.Compute(&u.cfg, u.world(), in)
+	uuid := in.VM.UUID
+	if len(res.Services) == 0 && len(u.health.byVM[uuid]) == 0 {
+		return res // in no service, before or now
+	}
+	names := serviceNames(res.Services)
+	is, reason := hysteresis.Removed, hardReason(in, &res)
+	var probe records.Result
+	switch {
+	case res.ListServices:
+		is = hysteresis.Listable
+	case slices.Contains(res.Reasons, records.ReasonInstEnFlag) && len(names) > 0:
+		// Down by its own status: would records hold it if asked? Not
+		// when a hard reason applies as well (stopped, CN down, ...).
+		in.HeldServices = names
+		if probe = records.Compute(&u.cfg, u.world(), in); slices.Contains(probe.Reasons, records.ReasonHeld) {
+			is = hysteresis.Down
+		}
+	}
+	held := u.reportMember(uuid, strings.ToLower(in.Owner.UUID), names, is, reason)
+	switch {
+	case len(held) == 0:
+		return res
+	case len(held) == len(names):
+		return probe
+	}
+	in.HeldServices = held
+	return records.Compute(&u.cfg, u.world(), in)
+}
+
+// serviceNames returns the distinct service names of svcs.
+func serviceNames(svcs []records.Service) []string {
+	var names []string
+	for _, s := range svcs {
+		if !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// hardReason says why a VM that is not listable in its services is out,
+// in the reference's reason words.
+func hardReason(in records.Input, res *records.Result) string {
+	var why []string
+	for _, r := range res.Reasons {
+		if r != records.ReasonInstEnFlag && r != records.ReasonInvalidTag && r != records.ReasonPTR {
+			why = append(why, string(r))
+		}
+	}
+	// The reference records only the first service-level reason; a VM
+	// both down by status and stopped must still say it is stopped.
+	if in.CNDown && !slices.Contains(why, string(records.ReasonCNDown)) {
+		why = append(why, string(records.ReasonCNDown))
+	}
+	if in.VM.State != "running" && !slices.Contains(why, string(records.ReasonVMDown)) {
+		why = append(why, string(records.ReasonVMDown))
+	}
+	if len(why) == 0 {
+		return "not listable in its services"
+	}
+	return strings.Join(why, ", ")
+}
+
+// reportMember tells the services of owner named names (and those the
+// VM was a member of before) what was observed of VM uuid, and returns
+// the names of the services that hold it.
+func (u *Updater) reportMember(uuid, owner string, names []string, is hysteresis.Observed, reason string) []string {
+	now := u.now()
+	current := map[string]bool{}
+	for _, name := range names {
+		key := hysteresis.Key(owner, name)
+		current[key] = true
+		u.applyHysteresis(key, owner, name, hysteresis.Change{VM: uuid, Is: is, Reason: reason}, uuid, now)
+	}
+	for _, key := range slices.Sorted(maps.Keys(u.health.byVM[uuid])) {
+		if !current[key] {
+			u.applyHysteresis(key, "", "", hysteresis.Change{VM: uuid, Is: hysteresis.Removed, Reason: "service tag removed"}, uuid, now)
+		}
+	}
+	var held []string
+	for _, name := range names {
+		if s := u.health.services[hysteresis.Key(owner, name)]; s != nil && s.Held(uuid) {
+			held = append(held, name)
+		}
+	}
+	return held
+}
+
+// leaveServices drops VM uuid, gone from the data center, from every
+// service it was in.
+func (u *Updater) leaveServices(uuid string) {
+	now := u.now()
+	for _, key := range slices.Sorted(maps.Keys(u.health.byVM[uuid])) {
+		u.applyHysteresis(key, "", "", hysteresis.Change{VM: uuid, Is: hysteresis.Removed, Reason: "destroyed"}, uuid, now)
+	}
+}
+
+// applyHysteresis applies changes (none: the timer's turn) to the service
+// key, creating it (owner, name) if needed, and acts on the decisions:
+// logs them, and marks for recomputation the members it let go other than
+// current, whose records are being computed by the caller.
+func (u *Updater) applyHysteresis(key, owner, name string, c hysteresis.Change, current string, now time.Time) {
+	h := u.health
+	s := h.services[key]
+	if s == nil {
+		if c.Is == hysteresis.Removed || c.VM == "" {
+			return
+		}
+		s = hysteresis.NewService(owner, name)
+		h.services[key] = s
+	}
+	var changes []hysteresis.Change
+	if c.VM != "" {
+		changes = []hysteresis.Change{c}
+	}
+	decisions, changed := h.policy.Apply(s, changes, now)
+	if !changed {
+		return
+	}
+	h.touch(key)
+	if c.VM != "" {
+		if s.Members[c.VM] != nil {
+			addIndex(h.byVM, c.VM, key)
+		} else if set := h.byVM[c.VM]; set != nil {
+			delete(set, key)
+			if len(set) == 0 {
+				delete(h.byVM, c.VM)
+			}
+		}
+	}
+	if len(s.Members) == 0 {
+		delete(h.services, key)
+	}
+	for _, d := range decisions {
+		u.log.Info("hysteresis", "service", key, "vm", d.VM, "action", string(d.Action), "reason", d.Reason)
+		if d.Action == hysteresis.ActionReleased && d.VM != current && u.vms[d.VM] != nil {
+			u.mark(d.VM)
+			u.causes["self-removal hysteresis"]++
+		}
+	}
+}
+
+// releaseDue gives the services whose next check has come their turn.
+// It waits for the first full listing after a start: a member that came
+// back up while cns was not looking must not be let go.
+func (u *Updater) releaseDue() {
+	if !u.haveFull {
+		return
+	}
+	now := u.now()
+	for _, key := range slices.Sorted(maps.Keys(u.health.services)) {
+		s := u.health.services[key]
+		if !s.NextCheck.IsZero() && !now.Before(s.NextCheck) {
+			u.applyHysteresis(key, "", "", hysteresis.Change{}, "", now)
+		}
+	}
+}
+
+// untilNextRelease is how long until the next service's check, for the
+// Run loop's timer; ok is false when there is nothing to wait for.
+func (u *Updater) untilNextRelease() (d time.Duration, ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.haveFull {
+		return 0, false
+	}
+	var next time.Time
+	for _, s := range u.health.services {
+		if !s.NextCheck.IsZero() && (next.IsZero() || s.NextCheck.Before(next)) {
+			next = s.NextCheck
+		}
+	}
+	if next.IsZero() {
+		return 0, false
+	}
+	return max(next.Sub(u.now()), 0), true
+}
+
+// Services returns the self-removal hysteresis state of every service
+// with members, by owner and name, for the admin API and the TUI.
+func (u *Updater) Services() []hysteresis.View {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.now()
+	out := make([]hysteresis.View, 0, len(u.health.services))
+	for _, key := range slices.Sorted(maps.Keys(u.health.services)) {
+		out = append(out, u.health.policy.View(u.health.services[key], now))
+	}
+	return out
+}
+
+// Service returns the hysteresis state of owner's (UUID) service name.
+func (u *Updater) Service(owner, name string) (hysteresis.View, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.health.services[hysteresis.Key(strings.ToLower(owner), strings.ToLower(name))]
+	if s == nil {
+		return hysteresis.View{}, fmt.Errorf("service %s of %s: %w", name, owner, ErrUnknownService)
+	}
+	return u.health.policy.View(s, u.now()), nil
+}
+
+// ErrUnknownService is returned by Service for a service without members.
+var ErrUnknownService = errors.New("service not found")

@@ -1,0 +1,526 @@
+// Package hysteresis is RFD 1's self-removal hysteresis: the policy that
+// lets the members of a service take themselves out of it (metadata
+// triton.cns.status=down) without a faulty health check emptying the
+// service in one sweep. The reference implementation never built it.
+//
+// The rules, per service (an owner's service name; the same name in two
+// accounts is two services):
+//
+//   - At most max(floor(n/3), 1) members leave by self-removal in any
+//     Window (default 60 s).
+//   - The last listed member leaves only once it has been down for
+//     LastMemberDelay (default 600 s).
+//   - A member waiting for its turn stays listed; one whose status comes
+//     back up before its turn is simply kept. Members leave in the order
+//     they asked to (then by VM UUID).
+//   - Hard removals (VM stopped or destroyed, disable tag, service tag
+//     removed, owner flag off, CN down) bypass all this: the member is
+//     dropped at once and stops counting.
+//
+// n, precisely: the window slides; at time t it is (t−Window, t]. n is the
+// size the service had when that window opened: the members listed now
+// (up, or down and still waiting) plus the members that left by
+// self-removal within the window and are still down. A member
+// hard-removed since no longer counts; one that joined counts at once; a
+// member that left and came back counts once. The budget is spent by
+// every self-removal within the window, whoever it was.
+//
+// The package is pure: Apply takes a service's state, what was observed
+// and the time, changes the state and returns the decisions. No I/O, no
+// clock; the state encodes to JSON for the store and the admin API.
+package hysteresis
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Defaults of RFD 1 ("these exact numbers are subject to change").
+const (
+	DefaultWindow          = 60 * time.Second
+	DefaultLastMemberDelay = 600 * time.Second
+)
+
+// HistoryLength is how many decisions a service keeps.
+const HistoryLength = 50
+
+// Policy holds the two numbers of the rules. Zero fields take the
+// defaults.
+type Policy struct {
+	Window          time.Duration
+	LastMemberDelay time.Duration
+}
+
+func (p Policy) normal() Policy {
+	if p.Window <= 0 {
+		p.Window = DefaultWindow
+	}
+	if p.LastMemberDelay <= 0 {
+		p.LastMemberDelay = DefaultLastMemberDelay
+	}
+	return p
+}
+
+// Status is where a member stands.
+type Status string
+
+const (
+	Up      Status = "up"      // listed; its status is up
+	Pending Status = "pending" // asked to leave; still listed until its turn
+	Left    Status = "left"    // left by self-removal (or was down when it joined): not listed
+)
+
+// Member is one VM of a service.
+type Member struct {
+	Status Status `json:"status"`
+	// DownSince is when a pending or departed member's status went down.
+	DownSince time.Time `json:"down_since,omitzero"`
+	// MayLeaveAt is, for a pending member, when it will leave if nothing
+	// else changes (zero: not foreseeable).
+	MayLeaveAt time.Time `json:"may_leave_at,omitzero"`
+	// LeftAt is when a departed member left the service's names.
+	LeftAt time.Time `json:"left_at,omitzero"`
+}
+
+// Departure is one self-removal, which spends the window's budget.
+type Departure struct {
+	VM string    `json:"vm"`
+	At time.Time `json:"at"`
+}
+
+// Service is the hysteresis state of one service.
+type Service struct {
+	Owner   string             `json:"owner_uuid"`
+	Name    string             `json:"service"`
+	Members map[string]*Member `json:"members"` // by VM UUID
+	// Departures are the self-removals of the current window, oldest
+	// first.
+	Departures []Departure `json:"departures,omitempty"`
+	// NextCheck is when a pending member may next be let go; zero when no
+	// member is pending. The updater wakes up then.
+	NextCheck time.Time  `json:"next_check,omitzero"`
+	History   []Decision `json:"history,omitempty"`
+}
+
+// Key names the service of owner called name, in the store and in the
+// updater's maps.
+func Key(owner, name string) string { return owner + "/" + name }
+
+// NewService returns the empty state of owner's service name.
+func NewService(owner, name string) *Service {
+	return &Service{Owner: owner, Name: name, Members: map[string]*Member{}}
+}
+
+// Key is the service's key.
+func (s *Service) Key() string { return Key(s.Owner, s.Name) }
+
+// Held reports whether vm waits for its turn: it stays listed although
+// its status is down.
+func (s *Service) Held(vm string) bool {
+	m := s.Members[vm]
+	return m != nil && m.Status == Pending
+}
+
+// Encode is the stored form of the state.
+func (s *Service) Encode() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // plain strings, times and maps: cannot fail
+	}
+	return b
+}
+
+// Decode reads a stored state.
+func Decode(b []byte) (*Service, error) {
+	var s Service
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	if s.Members == nil {
+		s.Members = map[string]*Member{}
+	}
+	for vm, m := range s.Members {
+		if m == nil {
+			delete(s.Members, vm)
+		}
+	}
+	return &s, nil
+}
+
+// Observed is what the updater saw of a VM with respect to one service.
+type Observed uint8
+
+const (
+	// Listable: the VM belongs in the service and its status is up.
+	Listable Observed = iota + 1
+	// Down: the VM would be listed but its triton.cns.status is down, a
+	// self-removal.
+	Down
+	// Removed: the VM is out of the service for a hard reason (stopped,
+	// destroyed, disabled, tag removed, owner flag off, CN down).
+	Removed
+)
+
+// Change is one observation of one VM.
+type Change struct {
+	VM string
+	Is Observed
+	// Reason says why a Removed member went, for the history.
+	Reason string
+}
+
+// Action is what a decision did.
+type Action string
+
+const (
+	ActionPending     Action = "pending"      // asked to leave; stays listed for now
+	ActionReleased    Action = "released"     // left the service's names
+	ActionKept        Action = "kept"         // status up again before its turn: stays
+	ActionRejoined    Action = "rejoined"     // status up again after it had left
+	ActionHardRemoved Action = "hard-removed" // out at once, whatever the hysteresis said
+)
+
+// Decision is one entry of a service's history, and of the log.
+type Decision struct {
+	Time   time.Time `json:"time"`
+	VM     string    `json:"vm"`
+	Action Action    `json:"action"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Apply folds changes into s at time now, lets go the pending members
+// whose turn has come, and returns the decisions made, which are also
+// appended to s.History. changed reports whether s differs from before
+// (and must be stored). Apply with no changes at or after s.NextCheck is
+// the timer's turn.
+func (p Policy) Apply(s *Service, changes []Change, now time.Time) (decisions []Decision, changed bool) {
+	p = p.normal()
+	hadPending := !s.NextCheck.IsZero()
+	var waiting []string // members that asked to leave in this call
+	for _, c := range changes {
+		d, ch, asked := s.observe(c, now)
+		changed = changed || ch
+		if d != nil {
+			decisions = append(decisions, *d)
+		}
+		if asked {
+			waiting = append(waiting, c.VM)
+		}
+	}
+	due := hadPending && !now.Before(s.NextCheck)
+	if len(waiting) > 0 || (hadPending && (changed || due)) {
+		released := p.release(s, now)
+		decisions = append(decisions, released...)
+		p.schedule(s, now)
+		for _, vm := range waiting {
+			if m := s.Members[vm]; m != nil && m.Status == Pending {
+				_, why := p.mayLeave(s, m, now)
+				decisions = append(decisions, Decision{Time: now, VM: vm, Action: ActionPending, Reason: why})
+			}
+		}
+		changed = true
+	}
+	s.remember(decisions)
+	return decisions, changed
+}
+
+// observe applies one change. It returns the decision it makes (if any),
+// whether s changed, and whether the VM just asked to leave.
+func (s *Service) observe(c Change, now time.Time) (d *Decision, changed, asked bool) {
+	m := s.Members[c.VM]
+	decide := func(a Action, why string) *Decision {
+		return &Decision{Time: now, VM: c.VM, Action: a, Reason: why}
+	}
+	switch c.Is {
+	case Removed:
+		if m == nil {
+			return nil, false, false
+		}
+		delete(s.Members, c.VM)
+		if m.Status == Left {
+			return nil, true, false // was not listed: nothing to say
+		}
+		why := c.Reason
+		if m.Status == Pending {
+			why += " (was waiting to leave)"
+		}
+		return decide(ActionHardRemoved, why), true, false
+	case Listable:
+		switch {
+		case m == nil:
+			s.Members[c.VM] = &Member{Status: Up}
+			return nil, true, false
+		case m.Status == Pending:
+			*m = Member{Status: Up}
+			return decide(ActionKept, "status up again before its turn"), true, false
+		case m.Status == Left:
+			*m = Member{Status: Up}
+			return decide(ActionRejoined, "status up again"), true, false
+		}
+	case Down:
+		switch {
+		case m == nil:
+			// Never listed here (it was down when it joined): nothing to
+			// hold, it simply is not listed.
+			s.Members[c.VM] = &Member{Status: Left, DownSince: now}
+			return nil, true, false
+		case m.Status == Up:
+			*m = Member{Status: Pending, DownSince: now}
+			return nil, true, true
+		}
+	}
+	return nil, false, false
+}
+
+// release lets go, in order, the pending members whose turn has come.
+func (p Policy) release(s *Service, now time.Time) []Decision {
+	s.expire(now, p.Window)
+	listed, n := s.size()
+	var out []Decision
+	for _, vm := range s.queue() {
+		m := s.Members[vm]
+		ok, why := p.allows(listed, n, len(s.Departures), m.DownSince, now)
+		if !ok {
+			break
+		}
+		m.Status, m.LeftAt, m.MayLeaveAt = Left, now, time.Time{}
+		s.Departures = append(s.Departures, Departure{VM: vm, At: now})
+		out = append(out, Decision{Time: now, VM: vm, Action: ActionReleased, Reason: why})
+		listed-- // and n stays: it left within the window and is down
+	}
+	return out
+}
+
+// mayLeave says whether pending member m may leave now, and why (not).
+// s.Departures must hold only the current window's.
+func (p Policy) mayLeave(s *Service, m *Member, now time.Time) (bool, string) {
+	listed, n := s.size()
+	return p.allows(listed, n, len(s.Departures), m.DownSince, now)
+}
+
+// allows is the rule for the head of the queue, down since downSince,
+// with listed members, the window's n and used self-removals.
+func (p Policy) allows(listed, n, used int, downSince, now time.Time) (bool, string) {
+	budget := max(n/3, 1)
+	if used >= budget {
+		return false, fmt.Sprintf("window budget spent: %d of %d self-removals (n=%d) in the last %s", used, budget, n, p.Window)
+	}
+	if listed == 1 {
+		if now.Before(downSince.Add(p.LastMemberDelay)) {
+			return false, fmt.Sprintf("last listed member: leaves %s after its status went down", p.LastMemberDelay)
+		}
+		return true, fmt.Sprintf("last listed member, down for %s", now.Sub(downSince))
+	}
+	return true, fmt.Sprintf("self-removal %d of %d (n=%d) in the last %s", used+1, budget, n, p.Window)
+}
+
+// size counts the listed members and n (see the package comment).
+func (s *Service) size() (listed, n int) {
+	for _, m := range s.Members {
+		if m.Status != Left {
+			listed++
+		}
+	}
+	departed := map[string]bool{}
+	for _, d := range s.Departures {
+		if m := s.Members[d.VM]; m != nil && m.Status == Left {
+			departed[d.VM] = true
+		}
+	}
+	return listed, listed + len(departed)
+}
+
+// expire forgets the departures that left the window.
+func (s *Service) expire(now time.Time, window time.Duration) {
+	i := 0
+	for i < len(s.Departures) && !now.Before(s.Departures[i].At.Add(window)) {
+		i++
+	}
+	s.Departures = slices.Delete(s.Departures, 0, i)
+}
+
+// queue returns the pending members in the order they leave: first down,
+// first out; ties by VM UUID.
+func (s *Service) queue() []string {
+	var q []string
+	for vm, m := range s.Members {
+		if m.Status == Pending {
+			q = append(q, vm)
+		}
+	}
+	slices.SortFunc(q, func(a, b string) int {
+		return cmp.Or(s.Members[a].DownSince.Compare(s.Members[b].DownSince), cmp.Compare(a, b))
+	})
+	return q
+}
+
+// schedule sets s.NextCheck, the first time after now at which a pending
+// member may leave (zero when none is pending), and every pending
+// member's MayLeaveAt, by playing the rules forward as if nothing else
+// changed. It runs after release, so the head of the queue is blocked
+// now: by the budget (until the oldest departure leaves the window) or by
+// the last-member delay. Counters keep it linear in the queue and the
+// window.
+func (p Policy) schedule(s *Service, now time.Time) {
+	q := s.queue()
+	s.NextCheck = time.Time{}
+	if len(q) == 0 {
+		return
+	}
+	f := newForecast(s)
+	t := now
+	for i := 0; i < len(q); {
+		next := f.nextEvent(p, s.Members[q[i]].DownSince, t)
+		if next.IsZero() {
+			next = t.Add(p.Window) // cannot happen; never stall a pending member
+		}
+		if s.NextCheck.IsZero() {
+			s.NextCheck = next
+		}
+		t = next
+		f.expire(t, p.Window)
+		for ; i < len(q); i++ {
+			m := s.Members[q[i]]
+			if ok, _ := p.allows(f.listed, f.n(), len(f.deps), m.DownSince, t); !ok {
+				break
+			}
+			m.MayLeaveAt = t
+			f.leave(q[i], t)
+		}
+	}
+}
+
+// forecast is a service's counts, played forward by schedule.
+type forecast struct {
+	listed   int
+	deps     []Departure
+	inWindow map[string]int  // departures per VM within the window
+	left     map[string]bool // members down and out
+	departed int             // VMs with departures in the window that are out: the rest of n
+}
+
+func newForecast(s *Service) *forecast {
+	f := &forecast{deps: slices.Clone(s.Departures), inWindow: map[string]int{}, left: map[string]bool{}}
+	for vm, m := range s.Members {
+		if m.Status == Left {
+			f.left[vm] = true
+		} else {
+			f.listed++
+		}
+	}
+	for _, d := range f.deps {
+		f.inWindow[d.VM]++
+		if f.inWindow[d.VM] == 1 && f.left[d.VM] {
+			f.departed++
+		}
+	}
+	return f
+}
+
+func (f *forecast) n() int { return f.listed + f.departed }
+
+// nextEvent is the first time after t at which the head, down since
+// downSince, could be let go.
+func (f *forecast) nextEvent(p Policy, downSince, t time.Time) time.Time {
+	var next time.Time
+	earlier := func(c time.Time) {
+		if c.After(t) && (next.IsZero() || c.Before(next)) {
+			next = c
+		}
+	}
+	if len(f.deps) > 0 && len(f.deps) >= max(f.n()/3, 1) {
+		earlier(f.deps[0].At.Add(p.Window))
+	}
+	if f.listed == 1 {
+		earlier(downSince.Add(p.LastMemberDelay))
+	}
+	return next
+}
+
+func (f *forecast) expire(t time.Time, window time.Duration) {
+	for len(f.deps) > 0 && !t.Before(f.deps[0].At.Add(window)) {
+		vm := f.deps[0].VM
+		f.deps = f.deps[1:]
+		if f.inWindow[vm]--; f.inWindow[vm] == 0 && f.left[vm] {
+			f.departed--
+		}
+	}
+}
+
+func (f *forecast) leave(vm string, t time.Time) {
+	f.deps = append(f.deps, Departure{VM: vm, At: t})
+	f.listed--
+	f.left[vm] = true
+	f.inWindow[vm]++
+	f.departed++ // it was listed, so not counted yet
+}
+
+// remember appends decisions to the history, keeping the last
+// HistoryLength.
+func (s *Service) remember(ds []Decision) {
+	if len(ds) == 0 {
+		return
+	}
+	s.History = append(s.History, ds...)
+	if over := len(s.History) - HistoryLength; over > 0 {
+		s.History = slices.Delete(s.History, 0, over)
+	}
+}
+
+// View is a service's hysteresis state as the admin API and the TUI show
+// it.
+type View struct {
+	Owner   string `json:"owner_uuid"`
+	Service string `json:"service"`
+	// Listed counts the members in the service's names (up or pending).
+	Listed int `json:"listed"`
+	// N is the window's n; Budget is max(floor(N/3), 1) and BudgetLeft
+	// what the window's self-removals left of it.
+	N          int `json:"n"`
+	Budget     int `json:"budget"`
+	BudgetLeft int `json:"budget_left"`
+	// WindowFreesAt is when the oldest self-removal of the window stops
+	// counting (zero when there is none).
+	WindowFreesAt time.Time    `json:"window_frees_at,omitzero"`
+	NextCheck     time.Time    `json:"next_check,omitzero"`
+	Members       []MemberView `json:"members"`
+	Departures    []Departure  `json:"departures"`
+	History       []Decision   `json:"history"`
+}
+
+// MemberView is one member with its VM UUID.
+type MemberView struct {
+	VM string `json:"vm"`
+	Member
+}
+
+// View describes s at now without changing it.
+func (p Policy) View(s *Service, now time.Time) View {
+	p = p.normal()
+	c := &Service{Members: s.Members, Departures: slices.Clone(s.Departures)}
+	c.expire(now, p.Window)
+	listed, n := c.size()
+	v := View{Owner: s.Owner, Service: s.Name, Listed: listed, N: n, Budget: max(n/3, 1),
+		NextCheck: s.NextCheck, Departures: c.Departures, History: slices.Clone(s.History)}
+	v.BudgetLeft = max(v.Budget-len(c.Departures), 0)
+	if len(c.Departures) > 0 {
+		v.WindowFreesAt = c.Departures[0].At.Add(p.Window)
+	}
+	for _, vm := range slices.Sorted(maps.Keys(s.Members)) {
+		v.Members = append(v.Members, MemberView{VM: vm, Member: *s.Members[vm]})
+	}
+	if v.Members == nil {
+		v.Members = []MemberView{}
+	}
+	if v.Departures == nil {
+		v.Departures = []Departure{}
+	}
+	if v.History == nil {
+		v.History = []Decision{}
+	}
+	return v
+}
