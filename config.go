@@ -45,6 +45,12 @@ type Config struct {
 	ReaperPollInterval time.Duration
 	BatchWindow        time.Duration
 
+	// HysteresisWindow and HysteresisLastMemberDelay are RFD 1's
+	// self-removal numbers (hysteresis_window_ms, default 60 s;
+	// hysteresis_last_member_delay_ms, default 600 s); zero: the default.
+	HysteresisWindow          time.Duration
+	HysteresisLastMemberDelay time.Duration
+
 	// SDC API options, kept as given for the SDC feeds.
 	VMAPI      json.RawMessage
 	CNAPI      json.RawMessage
@@ -282,6 +288,18 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 			*dst = time.Duration(ms * float64(time.Millisecond))
 		}
 	}
+	for key, dst := range map[string]*time.Duration{"hysteresis_window_ms": &c.HysteresisWindow,
+		"hysteresis_last_member_delay_ms": &c.HysteresisLastMemberDelay} {
+		var ms float64
+		if ok, err := get(key, &ms); err != nil {
+			return nil, err
+		} else if ok {
+			if ms < 1 {
+				return nil, bad(key, "must be at least 1 (milliseconds)")
+			}
+			*dst = time.Duration(ms * float64(time.Millisecond))
+		}
+	}
 	for key, dst := range map[string]*json.RawMessage{"vmapi_opts": &c.VMAPI, "cnapi_opts": &c.CNAPI, "napi_opts": &c.NAPI, "ufds_opts": &c.UFDS, "changefeed_opts": &c.Changefeed} {
 		var obj map[string]any
 		if ok, err := get(key, &obj); err != nil {
@@ -445,6 +463,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	known := map[string]bool{"my_name": true, "hostmaster": true, "forward_zones": true, "reverse_zones": true,
 		"allow_transfer": true, "use_login": true, "use_alias": true, "min_notify_interval": true,
 		"full_poll_interval": true, "reaper_poll_interval": true, "batch_window_ms": true,
+		"hysteresis_window_ms": true, "hysteresis_last_member_delay_ms": true,
 		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
 		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true,
 		"also_notify": true, "tsig_keys": true, "peer_keys": true, "journal_max_entries": true,

@@ -18,6 +18,7 @@ import (
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/file"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/serve"
 )
 
@@ -123,7 +124,8 @@ func (s *service) run(ctx context.Context) error {
 	s.dns = srv
 	log.Info("serving from the db", "db", cfg.DBPath, "took", time.Since(started).String())
 
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Logger: log})
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Logger: log,
+		Hysteresis: hysteresis.Policy{Window: cfg.HysteresisWindow, LastMemberDelay: cfg.HysteresisLastMemberDelay}})
 	if err != nil {
 		return err
 	}
@@ -236,6 +238,7 @@ func (s *service) reload() error {
 		"inventory_file": old.InventoryFile == next.InventoryFile,
 		"sdc options":    sameJSON(old.VMAPI, next.VMAPI) && sameJSON(old.CNAPI, next.CNAPI) && sameJSON(old.NAPI, next.NAPI) && sameJSON(old.UFDS, next.UFDS) && sameJSON(old.Changefeed, next.Changefeed),
 		"journal limits": old.Journal == next.Journal && old.MaxRRset == next.MaxRRset,
+		"hysteresis":     old.HysteresisWindow == next.HysteresisWindow && old.HysteresisLastMemberDelay == next.HysteresisLastMemberDelay,
 	} {
 		if !same {
 			needRestart = append(needRestart, key)
