@@ -125,6 +125,7 @@ log:
 
 database:
     storage: %s
+    journal-db-mode: asynchronous
 
 control:
     listen: %s

@@ -720,15 +720,19 @@ type Xfr struct {
 	// answer to an IXFR request is "AXFR"); NSD does not log it: "".
 	Type  string
 	Bytes int // as the secondary counts them
+	// Took is how long the secondary says the transfer took (BIND: the
+	// transfer; Knot: the whole refresh, SOA query to the zone applied;
+	// NSD: receiving it).
+	Took time.Duration
 }
 
 var (
 	bindXfrType  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: got (incremental|nonincremental) response`)
 	bindXfrState = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer status: (.*)`)
-	bindXfrDone  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer completed: \d+ messages, \d+ records, (\d+) bytes, .*\(serial (\d+)\)`)
+	bindXfrDone  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer completed: \d+ messages, \d+ records, (\d+) bytes, ([\d.]+) secs .*\(serial (\d+)\)`)
 	knotXfrDone  = regexp.MustCompile(`\[(\S+?)\.?\] (IXFR|AXFR), incoming, remote \S+, finished, [\d.]+ seconds, \d+ messages, (\d+) bytes`)
-	knotXfrApply = regexp.MustCompile(`\[(\S+?)\.?\] refresh, remote \S+, zone updated, .*serial \S+ -> (\d+)`)
-	nsdXfr       = regexp.MustCompile(`\bzone (\S+?)\.? received update to serial (\d+) at .* of (\d+) bytes`)
+	knotXfrApply = regexp.MustCompile(`\[(\S+?)\.?\] refresh, remote \S+, zone updated, ([\d.]+) seconds, serial \S+ -> (\d+)`)
+	nsdXfr       = regexp.MustCompile(`\bzone (\S+?)\.? received update to serial (\d+) at .* of (\d+) bytes in ([\d.e+-]+) seconds`)
 )
 
 // Transfers lists the transfers the secondary has logged so far, oldest
@@ -755,7 +759,7 @@ func (s *Secondary) Transfers() []Xfr {
 				if status[m[1]] != "success" {
 					continue
 				}
-				x.Zone, x.Bytes, x.Serial = m[1], atoi(m[2]), uint32(atoi(m[3]))
+				x.Zone, x.Bytes, x.Took, x.Serial = m[1], atoi(m[2]), seconds(m[3]), uint32(atoi(m[4]))
 				out = append(out, x)
 			}
 		case Knot:
@@ -767,16 +771,21 @@ func (s *Secondary) Transfers() []Xfr {
 					continue
 				}
 				delete(pending, m[1])
-				x.Serial = uint32(atoi(m[2]))
+				x.Took, x.Serial = seconds(m[2]), uint32(atoi(m[3]))
 				out = append(out, x)
 			}
 		case NSD:
 			if m := nsdXfr.FindStringSubmatch(line); m != nil {
-				out = append(out, Xfr{Zone: m[1], Serial: uint32(atoi(m[2])), Bytes: atoi(m[3])})
+				out = append(out, Xfr{Zone: m[1], Serial: uint32(atoi(m[2])), Bytes: atoi(m[3]), Took: seconds(m[4])})
 			}
 		}
 	}
 	return out
+}
+
+func seconds(s string) time.Duration {
+	f, _ := strconv.ParseFloat(s, 64)
+	return time.Duration(f * float64(time.Second))
 }
 
 func atoi(s string) int {

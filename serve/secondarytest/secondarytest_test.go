@@ -72,6 +72,9 @@ func TestSlave(t *testing.T) {
 			if len(xfrs) != 2 || xfrs[0].Serial != 100 || xfrs[1].Serial != serial || xfrs[0].Bytes == 0 || xfrs[1].Bytes >= xfrs[0].Bytes {
 				t.Fatalf("Transfers() = %+v", xfrs)
 			}
+			if xfrs[1].Took < 0 || xfrs[1].Took > 10*time.Second { // Knot rounds to 10 ms: 0 is fine
+				t.Errorf("transfer took %v by %s's account", xfrs[1].Took, k)
+			}
 			if k != NSD && (xfrs[0].Type != "AXFR" || xfrs[1].Type != "IXFR") {
 				t.Errorf("transfer types %q, %q; want AXFR, IXFR", xfrs[0].Type, xfrs[1].Type)
 			}
