@@ -726,3 +726,70 @@ func lastLogMsg(p *proc, s string) string {
 	}
 	return ""
 }
+
+// A secondary that answers a NOTIFY, even with NOTAUTH or REFUSED (it
+// does not slave that zone), has answered: RFC 1996 §4.7 retransmits only
+// while no answer comes. cns must not resend it (ten times, with a warning
+// each) until the next change.
+func TestInteropNotifyAnsweredNotRetried(t *testing.T) {
+	for _, k := range interopKinds(t) {
+		t.Run(string(k), func(t *testing.T) {
+			port, err := secondarytest.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cnsPort, err := secondarytest.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			inv := interopInventory()
+			invPath := filepath.Join(dir, "inventory.json")
+			writeInventory(t, invPath, inv)
+			cfg := testConfig(t, dir, "", func(c map[string]any) {
+				c["inventory_file"] = invPath
+				c["dns_listen"] = []string{fmt.Sprintf("127.0.0.1:%d", cnsPort)}
+				c["also_notify"] = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+				c["min_notify_interval"] = 50
+			})
+			p := startCNS(t, cfg)
+			p.waitCommitted(0)
+			// The secondary slaves the forward zones only: NOTIFYs for the
+			// reverse zones reach a server without them.
+			s := secondarytest.Start(t, secondarytest.Config{Kind: k, Primary: p.addr, Zones: []string{demoZone, "us-west-1.int.example.com"}, Dir: t.TempDir(), Port: port})
+			if err := s.WaitSerial(demoZone, soaSerial(t, p, demoZone), interopPropagation); err != nil {
+				t.Fatal(err)
+			}
+			mark := p.mark()
+			inv.VMs = append(inv.VMs, interopVM(inv, 1, inv.Users[0].UUID, "notified", "10.0.1.222", ""))
+			writeInventory(t, invPath, inv)
+			p.waitCommitted(mark)
+			const rev = "1.0.10.in-addr.arpa"
+			if err := s.WaitSerial(demoZone, soaSerial(t, p, demoZone), interopPropagation); err != nil {
+				t.Fatal(err)
+			}
+			// The secondary has acted on the forward zone's NOTIFY; the
+			// reverse zone's went out at the same moment. cns retransmits
+			// an unanswered NOTIFY after 1 s and 2 s more: watch 3.5 s.
+			deadline := time.Now().Add(3500 * time.Millisecond)
+			refused := 0
+			for time.Now().Before(deadline) {
+				refused = 0
+				p.mu.Lock()
+				for _, l := range p.lines[mark:] {
+					if l.str("msg") == "NOTIFY refused" && l.str("zone") == rev {
+						refused++
+					}
+				}
+				p.mu.Unlock()
+				time.Sleep(50 * time.Millisecond)
+			}
+			switch {
+			case refused > 1:
+				t.Errorf("cns sent %s the NOTIFY for %s %d times within 3.5 s though it answered every one (last: %s)", k, rev, refused, lastLogMsg(p, "NOTIFY refused"))
+			case refused == 0:
+				t.Logf("%s did not answer the NOTIFY for a zone it does not have (cns retransmits, as it should)", k)
+			}
+		})
+	}
+}
