@@ -31,9 +31,9 @@ import (
 // serviceHealth is the hysteresis state of every service with members.
 type serviceHealth struct {
 	policy   hysteresis.Policy
-	services map[string]*hysteresis.Service // by hysteresis.Key
-	byVM     map[string]map[string]bool     // VM UUID → keys of the services it is a member of
-	dirty    map[string]uint64              // keys to write, by the generation that changed them
+	services map[string]*hysteresis.Service   // by hysteresis.Key
+	byVM     map[string][]*hysteresis.Service // VM UUID → the services it is a member of
+	dirty    map[string]uint64                // keys to write, by the generation that changed them
 	gen      uint64
 }
 
@@ -45,7 +45,7 @@ func loadServiceHealth(store *db.DB, p hysteresis.Policy, now time.Time, log *sl
 	if err != nil {
 		return nil, err
 	}
-	h := &serviceHealth{policy: p, services: map[string]*hysteresis.Service{}, byVM: map[string]map[string]bool{}, dirty: map[string]uint64{}}
+	h := &serviceHealth{policy: p, services: map[string]*hysteresis.Service{}, byVM: map[string][]*hysteresis.Service{}, dirty: map[string]uint64{}}
 	for key, b := range stored {
 		s, err := hysteresis.Decode(b)
 		if err != nil || s.Key() != key {
@@ -59,11 +59,30 @@ func loadServiceHealth(store *db.DB, p hysteresis.Policy, now time.Time, log *sl
 			s.NextCheck = now
 		}
 		h.services[key] = s
-		for vm := range s.Members {
-			addIndex(h.byVM, vm, key)
+		for vm := range s.Up {
+			h.join(vm, s)
+		}
+		for vm := range s.Down {
+			h.join(vm, s)
 		}
 	}
 	return h, nil
+}
+
+// join and leave keep byVM: a slice of pointers, as most VMs are in one
+// service and a data center has many members.
+func (h *serviceHealth) join(vm string, s *hysteresis.Service) {
+	if !slices.Contains(h.byVM[vm], s) {
+		h.byVM[vm] = append(h.byVM[vm], s)
+	}
+}
+
+func (h *serviceHealth) leave(vm string, s *hysteresis.Service) {
+	if svcs := slices.DeleteFunc(h.byVM[vm], func(x *hysteresis.Service) bool { return x == s }); len(svcs) > 0 {
+		h.byVM[vm] = svcs
+	} else {
+		delete(h.byVM, vm)
+	}
 }
 
 func (h *serviceHealth) touch(key string) {
@@ -178,8 +197,8 @@ func (u *Updater) reportMember(uuid, owner string, names []string, is hysteresis
 		current[key] = true
 		u.applyHysteresis(key, owner, name, hysteresis.Change{VM: uuid, Is: is, Reason: reason}, uuid, now)
 	}
-	for _, key := range slices.Sorted(maps.Keys(u.health.byVM[uuid])) {
-		if !current[key] {
+	for _, s := range slices.Clone(u.health.byVM[uuid]) {
+		if key := s.Key(); !current[key] {
 			u.applyHysteresis(key, "", "", hysteresis.Change{VM: uuid, Is: hysteresis.Removed, Reason: "service tag removed"}, uuid, now)
 		}
 	}
@@ -196,8 +215,8 @@ func (u *Updater) reportMember(uuid, owner string, names []string, is hysteresis
 // service it was in.
 func (u *Updater) leaveServices(uuid string) {
 	now := u.now()
-	for _, key := range slices.Sorted(maps.Keys(u.health.byVM[uuid])) {
-		u.applyHysteresis(key, "", "", hysteresis.Change{VM: uuid, Is: hysteresis.Removed, Reason: "destroyed"}, uuid, now)
+	for _, s := range slices.Clone(u.health.byVM[uuid]) {
+		u.applyHysteresis(s.Key(), "", "", hysteresis.Change{VM: uuid, Is: hysteresis.Removed, Reason: "destroyed"}, uuid, now)
 	}
 }
 
@@ -225,16 +244,13 @@ func (u *Updater) applyHysteresis(key, owner, name string, c hysteresis.Change, 
 	}
 	h.touch(key)
 	if c.VM != "" {
-		if s.Members[c.VM] != nil {
-			addIndex(h.byVM, c.VM, key)
-		} else if set := h.byVM[c.VM]; set != nil {
-			delete(set, key)
-			if len(set) == 0 {
-				delete(h.byVM, c.VM)
-			}
+		if s.Has(c.VM) {
+			h.join(c.VM, s)
+		} else {
+			h.leave(c.VM, s)
 		}
 	}
-	if len(s.Members) == 0 {
+	if s.Empty() {
 		delete(h.services, key)
 	}
 	for _, d := range decisions {

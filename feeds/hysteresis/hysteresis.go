@@ -74,7 +74,8 @@ const (
 	Left    Status = "left"    // left by self-removal (or was down when it joined): not listed
 )
 
-// Member is one VM of a service.
+// Member is one VM of a service whose status is down (in the views, any
+// member).
 type Member struct {
 	Status Status `json:"status"`
 	// DownSince is when a pending or departed member's status went down.
@@ -92,11 +93,17 @@ type Departure struct {
 	At time.Time `json:"at"`
 }
 
-// Service is the hysteresis state of one service.
+// Service is the hysteresis state of one service. Most members of most
+// services are up, so those are only a set: a data center's worth of
+// members stays a few MB.
 type Service struct {
-	Owner   string             `json:"owner_uuid"`
-	Name    string             `json:"service"`
-	Members map[string]*Member `json:"members"` // by VM UUID
+	Owner string `json:"owner_uuid"`
+	Name  string `json:"service"`
+	// Up are the members listed with their status up.
+	Up VMSet `json:"up"`
+	// Down are the members whose status is down, by VM UUID: pending
+	// (still listed) or left.
+	Down map[string]*Member `json:"down,omitempty"`
 	// Departures are the self-removals of the current window, oldest
 	// first.
 	Departures []Departure `json:"departures,omitempty"`
@@ -112,7 +119,48 @@ func Key(owner, name string) string { return owner + "/" + name }
 
 // NewService returns the empty state of owner's service name.
 func NewService(owner, name string) *Service {
-	return &Service{Owner: owner, Name: name, Members: map[string]*Member{}}
+	return &Service{Owner: owner, Name: name, Up: VMSet{}, Down: map[string]*Member{}}
+}
+
+// VMSet is a set of VM UUIDs, a sorted list in JSON.
+type VMSet map[string]struct{}
+
+// MarshalJSON writes the set as a sorted list.
+func (v VMSet) MarshalJSON() ([]byte, error) {
+	return json.Marshal(slices.Sorted(maps.Keys(v)))
+}
+
+// UnmarshalJSON reads a list.
+func (v *VMSet) UnmarshalJSON(b []byte) error {
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return err
+	}
+	*v = make(VMSet, len(list))
+	for _, vm := range list {
+		(*v)[vm] = struct{}{}
+	}
+	return nil
+}
+
+// Has reports whether vm is a member, whatever its status.
+func (s *Service) Has(vm string) bool {
+	_, up := s.Up[vm]
+	return up || s.Down[vm] != nil
+}
+
+// Empty reports whether the service has no members left.
+func (s *Service) Empty() bool { return len(s.Up) == 0 && len(s.Down) == 0 }
+
+// Member returns where member vm stands.
+func (s *Service) Member(vm string) (Member, bool) {
+	if _, up := s.Up[vm]; up {
+		return Member{Status: Up}, true
+	}
+	if m := s.Down[vm]; m != nil {
+		return *m, true
+	}
+	return Member{}, false
 }
 
 // Key is the service's key.
@@ -121,7 +169,7 @@ func (s *Service) Key() string { return Key(s.Owner, s.Name) }
 // Held reports whether vm waits for its turn: it stays listed although
 // its status is down.
 func (s *Service) Held(vm string) bool {
-	m := s.Members[vm]
+	m := s.Down[vm]
 	return m != nil && m.Status == Pending
 }
 
@@ -140,12 +188,15 @@ func Decode(b []byte) (*Service, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, err
 	}
-	if s.Members == nil {
-		s.Members = map[string]*Member{}
+	if s.Up == nil {
+		s.Up = VMSet{}
 	}
-	for vm, m := range s.Members {
-		if m == nil {
-			delete(s.Members, vm)
+	if s.Down == nil {
+		s.Down = map[string]*Member{}
+	}
+	for vm, m := range s.Down {
+		if m == nil || (m.Status != Pending && m.Status != Left) {
+			delete(s.Down, vm)
 		}
 	}
 	return &s, nil
@@ -217,7 +268,7 @@ func (p Policy) Apply(s *Service, changes []Change, now time.Time) (decisions []
 		decisions = append(decisions, released...)
 		p.schedule(s, now)
 		for _, vm := range waiting {
-			if m := s.Members[vm]; m != nil && m.Status == Pending {
+			if m := s.Down[vm]; m != nil && m.Status == Pending {
 				_, why := p.mayLeave(s, m, now)
 				decisions = append(decisions, Decision{Time: now, VM: vm, Action: ActionPending, Reason: why})
 			}
@@ -231,46 +282,49 @@ func (p Policy) Apply(s *Service, changes []Change, now time.Time) (decisions []
 // observe applies one change. It returns the decision it makes (if any),
 // whether s changed, and whether the VM just asked to leave.
 func (s *Service) observe(c Change, now time.Time) (d *Decision, changed, asked bool) {
-	m := s.Members[c.VM]
+	_, up := s.Up[c.VM]
+	m := s.Down[c.VM]
 	decide := func(a Action, why string) *Decision {
 		return &Decision{Time: now, VM: c.VM, Action: a, Reason: why}
 	}
 	switch c.Is {
 	case Removed:
-		if m == nil {
+		switch {
+		case up:
+			delete(s.Up, c.VM)
+			return decide(ActionHardRemoved, c.Reason), true, false
+		case m == nil:
 			return nil, false, false
 		}
-		delete(s.Members, c.VM)
+		delete(s.Down, c.VM)
 		if m.Status == Left {
 			return nil, true, false // was not listed: nothing to say
 		}
-		why := c.Reason
-		if m.Status == Pending {
-			why += " (was waiting to leave)"
-		}
-		return decide(ActionHardRemoved, why), true, false
+		return decide(ActionHardRemoved, c.Reason+" (was waiting to leave)"), true, false
 	case Listable:
+		if up {
+			return nil, false, false
+		}
+		delete(s.Down, c.VM)
+		s.Up[c.VM] = struct{}{}
 		switch {
 		case m == nil:
-			s.Members[c.VM] = &Member{Status: Up}
 			return nil, true, false
 		case m.Status == Pending:
-			*m = Member{Status: Up}
 			return decide(ActionKept, "status up again before its turn"), true, false
-		case m.Status == Left:
-			*m = Member{Status: Up}
-			return decide(ActionRejoined, "status up again"), true, false
 		}
+		return decide(ActionRejoined, "status up again"), true, false
 	case Down:
 		switch {
+		case up:
+			delete(s.Up, c.VM)
+			s.Down[c.VM] = &Member{Status: Pending, DownSince: now}
+			return nil, true, true
 		case m == nil:
 			// Never listed here (it was down when it joined): nothing to
 			// hold, it simply is not listed.
-			s.Members[c.VM] = &Member{Status: Left, DownSince: now}
+			s.Down[c.VM] = &Member{Status: Left, DownSince: now}
 			return nil, true, false
-		case m.Status == Up:
-			*m = Member{Status: Pending, DownSince: now}
-			return nil, true, true
 		}
 	}
 	return nil, false, false
@@ -282,7 +336,7 @@ func (p Policy) release(s *Service, now time.Time) []Decision {
 	listed, n := s.size()
 	var out []Decision
 	for _, vm := range s.queue() {
-		m := s.Members[vm]
+		m := s.Down[vm]
 		ok, why := p.allows(listed, n, len(s.Departures), m.DownSince, now)
 		if !ok {
 			break
@@ -320,14 +374,15 @@ func (p Policy) allows(listed, n, used int, downSince, now time.Time) (bool, str
 
 // size counts the listed members and n (see the package comment).
 func (s *Service) size() (listed, n int) {
-	for _, m := range s.Members {
-		if m.Status != Left {
+	listed = len(s.Up)
+	for _, m := range s.Down {
+		if m.Status == Pending {
 			listed++
 		}
 	}
 	departed := map[string]bool{}
 	for _, d := range s.Departures {
-		if m := s.Members[d.VM]; m != nil && m.Status == Left {
+		if m := s.Down[d.VM]; m != nil && m.Status == Left {
 			departed[d.VM] = true
 		}
 	}
@@ -347,13 +402,13 @@ func (s *Service) expire(now time.Time, window time.Duration) {
 // first out; ties by VM UUID.
 func (s *Service) queue() []string {
 	var q []string
-	for vm, m := range s.Members {
+	for vm, m := range s.Down {
 		if m.Status == Pending {
 			q = append(q, vm)
 		}
 	}
 	slices.SortFunc(q, func(a, b string) int {
-		return cmp.Or(s.Members[a].DownSince.Compare(s.Members[b].DownSince), cmp.Compare(a, b))
+		return cmp.Or(s.Down[a].DownSince.Compare(s.Down[b].DownSince), cmp.Compare(a, b))
 	})
 	return q
 }
@@ -374,7 +429,7 @@ func (p Policy) schedule(s *Service, now time.Time) {
 	f := newForecast(s)
 	t := now
 	for i := 0; i < len(q); {
-		next := f.nextEvent(p, s.Members[q[i]].DownSince, t)
+		next := f.nextEvent(p, s.Down[q[i]].DownSince, t)
 		if next.IsZero() {
 			next = t.Add(p.Window) // cannot happen; never stall a pending member
 		}
@@ -384,7 +439,7 @@ func (p Policy) schedule(s *Service, now time.Time) {
 		t = next
 		f.expire(t, p.Window)
 		for ; i < len(q); i++ {
-			m := s.Members[q[i]]
+			m := s.Down[q[i]]
 			if ok, _ := p.allows(f.listed, f.n(), len(f.deps), m.DownSince, t); !ok {
 				break
 			}
@@ -404,8 +459,8 @@ type forecast struct {
 }
 
 func newForecast(s *Service) *forecast {
-	f := &forecast{deps: slices.Clone(s.Departures), inWindow: map[string]int{}, left: map[string]bool{}}
-	for vm, m := range s.Members {
+	f := &forecast{listed: len(s.Up), deps: slices.Clone(s.Departures), inWindow: map[string]int{}, left: map[string]bool{}}
+	for vm, m := range s.Down {
 		if m.Status == Left {
 			f.left[vm] = true
 		} else {
@@ -501,7 +556,7 @@ type MemberView struct {
 // View describes s at now without changing it.
 func (p Policy) View(s *Service, now time.Time) View {
 	p = p.normal()
-	c := &Service{Members: s.Members, Departures: slices.Clone(s.Departures)}
+	c := &Service{Up: s.Up, Down: s.Down, Departures: slices.Clone(s.Departures)}
 	c.expire(now, p.Window)
 	listed, n := c.size()
 	v := View{Owner: s.Owner, Service: s.Name, Listed: listed, N: n, Budget: max(n/3, 1),
@@ -510,12 +565,14 @@ func (p Policy) View(s *Service, now time.Time) View {
 	if len(c.Departures) > 0 {
 		v.WindowFreesAt = c.Departures[0].At.Add(p.Window)
 	}
-	for _, vm := range slices.Sorted(maps.Keys(s.Members)) {
-		v.Members = append(v.Members, MemberView{VM: vm, Member: *s.Members[vm]})
+	v.Members = make([]MemberView, 0, len(s.Up)+len(s.Down))
+	for vm := range s.Up {
+		v.Members = append(v.Members, MemberView{VM: vm, Member: Member{Status: Up}})
 	}
-	if v.Members == nil {
-		v.Members = []MemberView{}
+	for vm, m := range s.Down {
+		v.Members = append(v.Members, MemberView{VM: vm, Member: *m})
 	}
+	slices.SortFunc(v.Members, func(a, b MemberView) int { return cmp.Compare(a.VM, b.VM) })
 	if v.Departures == nil {
 		v.Departures = []Departure{}
 	}

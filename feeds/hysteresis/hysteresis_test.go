@@ -132,7 +132,7 @@ func TestForecastMatchesOutcome(t *testing.T) {
 			vms := names(n)
 			_, s := play(t, Policy{}, vms, []event{{at: 0, changes: down(vms...)}}, 0)
 			forecast := map[string]time.Time{}
-			for vm, m := range s.Members {
+			for vm, m := range s.Down {
 				switch m.Status {
 				case Pending:
 					forecast[vm] = m.MayLeaveAt
@@ -406,7 +406,7 @@ func TestMembersJoiningAndDownOnArrival(t *testing.T) {
 	if got := history(log); got != want {
 		t.Errorf("decisions:\n%s\nwant:\n%s", got, want)
 	}
-	if m := s.Members["newcomer"]; m == nil || m.Status != Left {
+	if m, ok := s.Member("newcomer"); !ok || m.Status != Left {
 		t.Errorf("newcomer = %+v, want a member that is down and not listed", m)
 	}
 }
@@ -477,8 +477,12 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 	if _, err := Decode([]byte("{")); err == nil {
 		t.Error("a truncated state decoded")
 	}
-	s, err := Decode([]byte(`{"owner_uuid":"o","service":"web","members":{"a":null}}`))
-	if err != nil || len(s.Members) != 0 {
+	s, err := Decode([]byte(`{"owner_uuid":"o","service":"web","down":{"a":null,"b":{"status":"up"}}}`))
+	if err != nil || !s.Empty() || s.Up == nil || s.Down == nil {
+		t.Errorf("Decode = %+v, %v; want no members", s, err)
+	}
+	s, err = Decode(NewService("o", "web").Encode())
+	if err != nil || !s.Empty() || s.Up == nil || s.Down == nil {
 		t.Errorf("Decode = %+v, %v; want no members", s, err)
 	}
 }
