@@ -244,15 +244,18 @@ func (n *notifier) readReplies() {
 			}
 			serial := st.inFlight
 			st.inFlight = 0
+			// Any answer means the peer got it: retransmitting cannot change
+			// a refusal (RFC 1996 §4.7), so the NOTIFY is done either way.
+			st.acked = serial
+			if st.serial == serial {
+				st.next = time.Time{}
+				st.tries = 0
+			}
 			if rcode == dns.RcodeSuccess {
-				st.acked = serial
-				if st.serial == serial {
-					st.next = time.Time{}
-					st.tries = 0
-				}
 				n.s.peers.notifyAcked(k.to.Addr(), k.zone, serial)
 			} else {
-				n.s.log.Warn("NOTIFY refused", "zone", k.zone, "peer", k.to.String(), "rcode", dns.RcodeToString[rcode])
+				n.s.log.Warn("NOTIFY refused; not retried until the next change", "zone", k.zone, "peer", k.to.String(), "rcode", dns.RcodeToString[rcode])
+				n.s.peers.notifyFailed(k.to.Addr(), k.zone)
 			}
 		}
 		n.mu.Unlock()
