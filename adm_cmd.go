@@ -23,16 +23,17 @@ type AdmCmd struct {
 	ConfigFile string `name:"config-file" env:"CNS_CONFIG" default:"/opt/triton/cns/etc/config.json" help:"The server's config file."`
 	JSON       bool   `name:"json" help:"Print the API's JSON instead of tables."`
 
-	Status  AdmStatusCmd  `cmd:"" help:"Zones with their serials, and every peer's serial, drift and version."`
-	VM      AdmVMCmd      `cmd:"" name:"vm" help:"A VM's names, and why it is or is not listed."`
-	Peers   AdmPeersCmd   `cmd:"" help:"List peers, show one, or delete one (-d)."`
-	Config  AdmConfigCmd  `cmd:"" help:"Show or change the main settings (key=value, key+=value, key-=value)."`
-	Zones   AdmZonesCmd   `cmd:"" help:"Show, add (-a), delete (-d) or change zones."`
-	History AdmHistoryCmd `cmd:"" help:"What changed in a zone, serial by serial, and why."`
-	Wait    AdmWaitCmd    `cmd:"" help:"Wait until every peer of a zone serves a serial."`
-	Feeds   AdmFeedsCmd   `cmd:"" help:"Health of each feed and of the updater."`
-	Backup  AdmBackupCmd  `cmd:"" help:"Write a consistent copy of the running server's db."`
-	Upgrade AdmUpgradeCmd `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
+	Status   AdmStatusCmd   `cmd:"" help:"Zones with their serials, and every peer's serial, drift and version."`
+	VM       AdmVMCmd       `cmd:"" name:"vm" help:"A VM's names, and why it is or is not listed."`
+	Peers    AdmPeersCmd    `cmd:"" help:"List peers, show one, or delete one (-d)."`
+	Config   AdmConfigCmd   `cmd:"" help:"Show or change the main settings (key=value, key+=value, key-=value)."`
+	Zones    AdmZonesCmd    `cmd:"" help:"Show, add (-a), delete (-d) or change zones."`
+	History  AdmHistoryCmd  `cmd:"" help:"What changed in a zone, serial by serial, and why."`
+	Wait     AdmWaitCmd     `cmd:"" help:"Wait until every peer of a zone serves a serial."`
+	Feeds    AdmFeedsCmd    `cmd:"" help:"Health of each feed and of the updater."`
+	Services AdmServicesCmd `cmd:"" help:"Services and their self-removal hysteresis: who is pending, when each may leave."`
+	Backup   AdmBackupCmd   `cmd:"" help:"Write a consistent copy of the running server's db."`
+	Upgrade  AdmUpgradeCmd  `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
 }
 
 // client builds the API client: --api, else the config file's
@@ -370,4 +371,35 @@ func (AdmUpgradeCmd) Run(a *AdmCmd) error {
 	}
 	fmt.Println("upgrading configuration past CNS-46...")
 	return e.Store.Save(map[string]any{"forward_zones": zones, "reverse_zones": rev})
+}
+
+// AdmServicesCmd is cnsadm services.
+type AdmServicesCmd struct {
+	Pending bool   `help:"Only services with members waiting to leave."`
+	Owner   string `arg:"" optional:"" help:"Owner UUID (with a service name: show that service)."`
+	Name    string `arg:"" optional:"" help:"Service name."`
+}
+
+func (sc AdmServicesCmd) Run(a *AdmCmd) error {
+	c, cancel := ctx()
+	defer cancel()
+	cl := a.client()
+	if sc.Owner != "" {
+		if sc.Name == "" {
+			return errors.New("services OWNER NAME shows one service; give both")
+		}
+		v, err := cl.Service(c, sc.Owner, sc.Name)
+		if admin.IsNotFound(err) {
+			return fmt.Errorf("service %s of %s not found (no members)", sc.Name, sc.Owner)
+		}
+		if err != nil {
+			return err
+		}
+		return a.out(v, func(w io.Writer) error { return admin.WriteService(w, v, time.Now()) })
+	}
+	views, err := cl.Services(c, sc.Pending)
+	if err != nil {
+		return err
+	}
+	return a.out(views, func(w io.Writer) error { return admin.WriteServices(w, views, time.Now()) })
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/serve"
 )
 
@@ -23,14 +26,15 @@ type DBCmd struct {
 	Path string `name:"db" required:"" type:"existingfile" help:"The db file."`
 	JSON bool   `name:"json" help:"Print JSON."`
 
-	Info    DBInfoCmd    `cmd:"" help:"Schema, size and counts."`
-	Zones   DBZonesCmd   `cmd:"" help:"List zones: name, serial, record count."`
-	Export  DBExportCmd  `cmd:"" help:"Print a zone as RFC 1035 zone text."`
-	Journal DBJournalCmd `cmd:"" help:"Print a zone's journal: what each serial changed."`
-	VM      DBVMCmd      `cmd:"" name:"vm" help:"What the db holds about a VM."`
-	Peers   DBPeersCmd   `cmd:"" help:"The peers the server tracked."`
-	Check   DBCheckCmd   `cmd:"" help:"Verify the file: journals replay to the stored zones, serials increase, no orphans."`
-	Backup  DBBackupCmd  `cmd:"" help:"Write a consistent copy of the file."`
+	Info     DBInfoCmd     `cmd:"" help:"Schema, size and counts."`
+	Zones    DBZonesCmd    `cmd:"" help:"List zones: name, serial, record count."`
+	Export   DBExportCmd   `cmd:"" help:"Print a zone as RFC 1035 zone text."`
+	Journal  DBJournalCmd  `cmd:"" help:"Print a zone's journal: what each serial changed."`
+	VM       DBVMCmd       `cmd:"" name:"vm" help:"What the db holds about a VM."`
+	Peers    DBPeersCmd    `cmd:"" help:"The peers the server tracked."`
+	Services DBServicesCmd `cmd:"" help:"Services' self-removal hysteresis state."`
+	Check    DBCheckCmd    `cmd:"" help:"Verify the file: journals replay to the stored zones, serials increase, no orphans."`
+	Backup   DBBackupCmd   `cmd:"" help:"Write a consistent copy of the file."`
 }
 
 // open opens the file read-only.
@@ -320,4 +324,29 @@ func (b DBBackupCmd) Run(c *DBCmd) error {
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s (%d bytes)\n", b.Out, n)
 	return nil
+}
+
+// DBServicesCmd prints the stored hysteresis state of every service.
+type DBServicesCmd struct{}
+
+func (DBServicesCmd) Run(c *DBCmd) error {
+	store, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	raw, err := store.Hysteresis()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var views []hysteresis.View
+	for _, key := range slices.Sorted(maps.Keys(raw)) {
+		s, err := hysteresis.Decode(raw[key])
+		if err != nil {
+			return fmt.Errorf("service %s: %w", key, err)
+		}
+		views = append(views, hysteresis.Policy{}.View(s, now))
+	}
+	return c.print(views, func(w io.Writer) error { return admin.WriteServices(w, views, now) })
 }

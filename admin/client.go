@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 )
 
 // Client talks to a cns API. cnsadm and the TUI use it.
@@ -244,4 +246,23 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// Services lists the services' hysteresis state (pendingOnly: only those
+// with members waiting to leave).
+func (c *Client) Services(ctx context.Context, pendingOnly bool) ([]hysteresis.View, error) {
+	var v []hysteresis.View
+	path := "/services"
+	if pendingOnly {
+		path += "?pending=true"
+	}
+	_, err := c.do(ctx, "GET", path, nil, &v)
+	return v, err
+}
+
+// Service returns one service's hysteresis state.
+func (c *Client) Service(ctx context.Context, owner, name string) (*hysteresis.View, error) {
+	var v hysteresis.View
+	_, err := c.do(ctx, "GET", "/services/"+url.PathEscape(owner)+"/"+url.PathEscape(name), nil, &v)
+	return &v, err
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 )
 
 // What cnsadm prints. The reference verbs keep the reference's layout so
@@ -234,4 +236,61 @@ func WriteWait(w io.Writer, res *Wait) error {
 		fmt.Fprintf(tw, "%s\t%d\t%v\n", p.Address, p.Serial, p.Has)
 	}
 	return tw.Flush()
+}
+
+// WriteServices prints cnsadm services: one line per service.
+func WriteServices(w io.Writer, views []hysteresis.View, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "OWNER\tSERVICE\tLISTED\tPENDING\tBUDGET LEFT\tNEXT CHECK")
+	for _, v := range views {
+		pending := 0
+		for _, m := range v.Members {
+			if m.Status == hysteresis.Pending {
+				pending++
+			}
+		}
+		next := ""
+		if !v.NextCheck.IsZero() {
+			next = "in " + Ago(v.NextCheck.Sub(now))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\n", v.Owner, v.Service, v.Listed, pending, v.BudgetLeft, v.Budget, next)
+	}
+	return tw.Flush()
+}
+
+// WriteService prints one service: its members, who is pending and when
+// each may leave, the window's budget, and recent decisions.
+func WriteService(w io.Writer, v *hysteresis.View, now time.Time) error {
+	fmt.Fprintf(w, "service:     %s (owner %s)\n", v.Service, v.Owner)
+	fmt.Fprintf(w, "listed:      %d of %d (n)\n", v.Listed, v.N)
+	fmt.Fprintf(w, "budget:      %d of %d left in this window", v.BudgetLeft, v.Budget)
+	if !v.WindowFreesAt.IsZero() {
+		fmt.Fprintf(w, " (one more in %s)", Ago(v.WindowFreesAt.Sub(now)))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tSTATUS\tDOWN SINCE\tLEAVES")
+	for _, m := range v.Members {
+		since, leaves := "", ""
+		if !m.DownSince.IsZero() {
+			since = Ago(now.Sub(m.DownSince)) + " ago"
+		}
+		switch {
+		case !m.MayLeaveAt.IsZero():
+			leaves = "in " + Ago(m.MayLeaveAt.Sub(now))
+		case !m.LeftAt.IsZero():
+			leaves = "left " + Ago(now.Sub(m.LeftAt)) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.VM, m.Status, since, leaves)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(v.History) > 0 {
+		fmt.Fprintln(w, "history:")
+		for _, d := range v.History {
+			fmt.Fprintf(w, "    %s  %s  %-12s %s\n", d.Time.UTC().Format(time.RFC3339), d.VM, d.Action, d.Reason)
+		}
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/serve"
 )
 
@@ -65,6 +66,8 @@ func (s *Server) Handler() http.Handler {
 	read("GET /allowed-peers", s.getAllowedPeers)
 	read("POST /suffixes-for-vm", s.postSuffixes)
 	read("GET /feeds", s.getFeeds)
+	read("GET /services", s.getServices)
+	read("GET /services/{owner}/{name}", s.getService)
 	read("GET /wait", s.getWait)
 	read("GET /status", s.getStatus)
 	read("GET /metrics", s.getMetrics)
@@ -649,4 +652,43 @@ func (s *Server) postReload(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "InvalidConfig", Message: err.Error()}
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}
+
+// getServices lists every service's self-removal hysteresis state;
+// ?pending=true keeps only services with members waiting to leave.
+func (s *Server) getServices(w http.ResponseWriter, r *http.Request) error {
+	out := []hysteresis.View{}
+	if s.Updater != nil {
+		pendingOnly := r.URL.Query().Get("pending") == "true"
+		for _, v := range s.Updater.Services() {
+			if pendingOnly && !hasPending(v) {
+				continue
+			}
+			out = append(out, v)
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func hasPending(v hysteresis.View) bool {
+	for _, m := range v.Members {
+		if m.Status == hysteresis.Pending {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
+	if s.Updater == nil {
+		return notFound("service not found")
+	}
+	v, err := s.Updater.Service(r.PathValue("owner"), r.PathValue("name"))
+	if errors.Is(err, feeds.ErrUnknownService) {
+		return notFound(err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
 }
