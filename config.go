@@ -20,6 +20,7 @@ import (
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/records"
 	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/serve"
 )
 
 // Config is cns's configuration: the reference implementation's
@@ -76,6 +77,7 @@ type Config struct {
 	Journal    db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
 	MaxRRset   int               // max_rrset (default 90)
 	Catalog    string            // catalog_zone: RFC 9432 catalog of every zone
+	RRL        serve.RRL         // rrl: response rate limiting, off by default
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
 	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
@@ -445,6 +447,41 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	} else if ok && !records.ValidReverseV6Prefix(c.ReverseV6Prefix) {
 		return nil, bad("reverse_v6_prefix", "must be 32, 48 or 64, got %d", c.ReverseV6Prefix)
 	}
+	var rrl struct {
+		Rate   int      `json:"responses_per_second"`
+		Slip   *int     `json:"slip"`
+		V4     int      `json:"ipv4_prefix"`
+		V6     int      `json:"ipv6_prefix"`
+		Exempt []string `json:"exempt"`
+	}
+	if ok, err := get("rrl", &rrl); err != nil {
+		return nil, err
+	} else if ok {
+		if rrl.Rate < 0 {
+			return nil, bad("rrl.responses_per_second", "must not be negative")
+		}
+		slip := 2 // Knot's and NSD's default
+		if rrl.Slip != nil {
+			slip = *rrl.Slip
+		}
+		if slip < 0 || slip > 100 {
+			return nil, bad("rrl.slip", "must be between 0 and 100")
+		}
+		if rrl.V4 < 0 || rrl.V4 > 32 {
+			return nil, bad("rrl.ipv4_prefix", "must be between 1 and 32")
+		}
+		if rrl.V6 < 0 || rrl.V6 > 128 {
+			return nil, bad("rrl.ipv6_prefix", "must be between 1 and 128")
+		}
+		c.RRL = serve.RRL{ResponsesPerSecond: rrl.Rate, Slip: slip, IPv4Prefix: rrl.V4, IPv6Prefix: rrl.V6}
+		for i, e := range rrl.Exempt {
+			p, err := parseAddrOrPrefix(e)
+			if err != nil {
+				return nil, bad(fmt.Sprintf("rrl.exempt[%d]", i), "%q is neither an IP address nor a CIDR prefix", e)
+			}
+			c.RRL.Exempt = append(c.RRL.Exempt, p)
+		}
+	}
 	if _, err := get("catalog_zone", &c.Catalog); err != nil {
 		return nil, err
 	}
@@ -467,7 +504,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
 		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true,
 		"also_notify": true, "tsig_keys": true, "peer_keys": true, "journal_max_entries": true,
-		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true,
+		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true, "rrl": true,
 		"reverse_v4_prefix": true, "reverse_v6_prefix": true,
 		"log_level": true, "hide_version": true, "hide_identity": true}
 	for _, k := range slices.Sorted(maps.Keys(top)) {

@@ -113,7 +113,7 @@ func (s *service) run(ctx context.Context) error {
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
 	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
-		Access: transferAccess(ctx, cfg, log, false)}, store)
+		Access: transferAccess(ctx, cfg, log, false), RRL: cfg.RRL}, store)
 	if err != nil {
 		return err
 	}
@@ -226,6 +226,7 @@ func (s *service) reload() error {
 	if err := s.dns.SetAccess(access); err != nil {
 		return err
 	}
+	s.dns.SetRRL(next.RRL)
 	old := s.cfg
 	for _, w := range next.Warnings {
 		s.log.Warn(w)

@@ -33,6 +33,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(qs.Dropped))
+	m.counter("cns_rrl_limited_total", "UDP answers response rate limiting dropped or truncated.", float64(s.DNS.RRLLimited()))
 
 	ts := s.DNS.TransferStats()
 	m.help("cns_transfers_total", "counter", "Zone transfers served, by outcome.")

@@ -49,6 +49,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Access is the initial transfer and NOTIFY policy (see SetAccess).
 	Access Access
+	// RRL limits UDP answers per client network (off when its rate is 0).
+	RRL RRL
 }
 
 // Server serves the zones of one store.
@@ -63,8 +65,11 @@ type Server struct {
 	snap   atomic.Pointer[snapshot]
 	mu     sync.Mutex // serialises snapshot writers
 	access atomic.Pointer[access]
-	peers  *peerTracker
-	notify *notifier
+	rrl    atomic.Pointer[rrlTable]
+	// rrlLimitedBefore keeps the count of replaced RRL tables.
+	rrlLimitedBefore atomic.Uint64
+	peers            *peerTracker
+	notify           *notifier
 
 	lmu       sync.Mutex
 	udp       []net.PacketConn
@@ -106,6 +111,7 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 	if err := s.SetAccess(cfg.Access); err != nil {
 		return nil, err
 	}
+	s.SetRRL(cfg.RRL)
 	s.peers = newPeerTracker(s, store)
 	n, err := newNotifier(s)
 	if err != nil {

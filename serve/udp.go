@@ -89,7 +89,18 @@ func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
 			if ua, ok := m.Addr.(*net.UDPAddr); ok {
 				q.src = ua.AddrPort()
 			}
-			resp := s.handle(&q, m.Buffers[0][:m.N], outBufs[k][:0], minUDPSize)
+			res := q.parse(m.Buffers[0][:m.N])
+			var resp []byte
+			verdict := rrlAnswer
+			if rl := s.rrl.Load(); rl != nil && res == parseOK {
+				verdict = rl.check(q.src.Addr())
+			}
+			switch verdict {
+			case rrlAnswer:
+				resp = s.respond(&q, res, outBufs[k][:0], minUDPSize)
+			case rrlSlip:
+				resp = s.slipReply(&q, outBufs[k][:0])
+			}
 			cnt.count(&q, resp)
 			if resp == nil {
 				continue
