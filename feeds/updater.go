@@ -27,6 +27,10 @@ import (
 	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
+// StoreFeed is the name under which the db's health is reported with the
+// feeds: degraded while commits fail (disk full, read-only).
+const StoreFeed = "db"
+
 // maxVMsPerCommit bounds one change set.
 const maxVMsPerCommit = 5000
 
@@ -471,10 +475,16 @@ func (u *Updater) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		if err := u.Flush(); err != nil {
+			// A full or read-only disk: what is served stays (it is in
+			// memory), the db is reported degraded, and the batch waits.
 			backoff = min(max(2*backoff, time.Second), 30*time.Second)
 			u.log.Error("commit failed; keeping the stored zones and retrying", "err", err, "retry_in", backoff.String())
+			u.ReportFeed(StoreFeed, err)
 			u.wake()
 			continue
+		}
+		if backoff > 0 {
+			u.ReportFeed(StoreFeed, nil)
 		}
 		backoff = 0
 	}

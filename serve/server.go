@@ -40,8 +40,10 @@ type Config struct {
 	// TCPIdleTimeout closes a TCP connection that sent nothing for this
 	// long (default 10 s, RFC 7766 §6.2.3).
 	TCPIdleTimeout time.Duration
-	// MaxTCPConns bounds concurrent TCP connections (default 1024).
-	MaxTCPConns int
+	// MaxTCPConns bounds concurrent TCP connections (default 1024), and
+	// MaxTCPConnsPerIP those of one client address (default 64).
+	MaxTCPConns      int
+	MaxTCPConnsPerIP int
 	// UDPSockets is the number of UDP sockets per address, each read by
 	// its own goroutine (default GOMAXPROCS where SO_REUSEPORT exists).
 	UDPSockets int
@@ -75,6 +77,7 @@ type Server struct {
 	udp       []net.PacketConn
 	tcp       []net.Listener
 	conns     map[net.Conn]struct{}
+	perIP     map[netip.Addr]int
 	wg        sync.WaitGroup
 	closed    atomic.Bool
 	tcpActive atomic.Int64
@@ -92,7 +95,7 @@ type Server struct {
 // looking names up in the store until Warm has built the in-memory
 // tables, and follows every later commit.
 func New(cfg Config, store *db.DB) (*Server, error) {
-	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, conns: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, conns: map[net.Conn]struct{}{}, perIP: map[netip.Addr]int{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -107,6 +110,9 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 	}
 	if s.cfg.MaxTCPConns == 0 {
 		s.cfg.MaxTCPConns = 1024
+	}
+	if s.cfg.MaxTCPConnsPerIP == 0 {
+		s.cfg.MaxTCPConnsPerIP = 64
 	}
 	if err := s.SetAccess(cfg.Access); err != nil {
 		return nil, err

@@ -430,3 +430,61 @@ func TestCommitUpdatesAnswers(t *testing.T) {
 		t.Errorf("empty non-terminal with children left: %s", dns.RcodeToString[r.Rcode])
 	}
 }
+
+// Ensure one client cannot hold every TCP slot, a silent connection is
+// closed after the idle timeout, and others are served meanwhile.
+func TestTCPLimits(t *testing.T) {
+	s, err := New(Config{Listen: []string{"127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxTCPConnsPerIP: 8, TCPIdleTimeout: 2 * time.Second}, testStore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, tcp := s.Addrs()
+	var held []net.Conn
+	for range 20 {
+		c, err := net.Dial("tcp", tcp[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	// Connections past the per-address limit are closed at once.
+	closed := 0
+	for _, c := range held {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed != 12 {
+		t.Errorf("%d of 20 connections closed at once, want 12 (limit 8)", closed)
+	}
+	// Another address is served.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.3.0.1")}, Timeout: time.Second}
+	nc, err := d.Dial("tcp", tcp[0])
+	if err != nil {
+		t.Skip("cannot bind 127.3.0.1:", err)
+	}
+	conn := &dns.Conn{Conn: nc}
+	m := new(dns.Msg)
+	m.SetQuestion("web1.inst.owner.dc.example.com.", dns.TypeA)
+	conn.WriteMsg(m)
+	if r, err := conn.ReadMsg(); err != nil || len(r.Answer) != 1 {
+		t.Errorf("other client: %v %v", r, err)
+	}
+	// The silent ones are dropped after the idle timeout.
+	c := held[0]
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("idle connection: %v, want EOF", err)
+	}
+}

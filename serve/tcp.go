@@ -7,6 +7,7 @@ import (
 	"github.com/miekg/dns"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -26,12 +27,23 @@ func (s *Server) serveTCP(ln net.Listener) {
 			c.Close()
 			continue
 		}
+		var src netip.Addr
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			src = ta.AddrPort().Addr().Unmap()
+		}
 		s.lmu.Lock()
 		if s.closed.Load() {
 			s.lmu.Unlock()
 			c.Close()
 			return
 		}
+		// One client cannot take every connection slot.
+		if s.perIP[src] >= s.cfg.MaxTCPConnsPerIP {
+			s.lmu.Unlock()
+			c.Close()
+			continue
+		}
+		s.perIP[src]++
 		s.conns[c] = struct{}{}
 		s.tcpActive.Add(1)
 		s.wg.Add(1)
@@ -41,6 +53,9 @@ func (s *Server) serveTCP(ln net.Listener) {
 			s.serveConn(c)
 			s.lmu.Lock()
 			delete(s.conns, c)
+			if s.perIP[src]--; s.perIP[src] <= 0 {
+				delete(s.perIP, src)
+			}
 			s.lmu.Unlock()
 			s.tcpActive.Add(-1)
 		}()
