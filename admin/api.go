@@ -194,3 +194,23 @@ type Status struct {
 	Changed map[string]time.Time `json:"changed"`
 	Peers   []Peer               `json:"peers"`
 }
+
+// VMSearch is GET /vms?q=&limit=: the stored VMs matching a query.
+type VMSearch struct {
+	Query string      `json:"query"`
+	VMs   []VMSummary `json:"vms"`
+	// Truncated says more VMs match than limit let through.
+	Truncated bool `json:"truncated"`
+}
+
+// VMSummary is one VM of a search: who it is and whether it is listed.
+type VMSummary struct {
+	UUID         string   `json:"uuid"`
+	Alias        string   `json:"alias,omitempty"`
+	Owner        string   `json:"owner_uuid,omitempty"`
+	Login        string   `json:"login,omitempty"`
+	State        string   `json:"state,omitempty"`
+	ListInstance bool     `json:"list_instance"`
+	ListServices bool     `json:"list_services"`
+	Reasons      []string `json:"reasons"`
+}

@@ -99,6 +99,19 @@ func (c *Client) VM(ctx context.Context, uuid string) (*VM, error) {
 	return &v, err
 }
 
+// SearchVMs returns up to limit stored VMs whose UUID, alias, owner or
+// login contains q, or that have the address q (limit 0: the server's
+// default).
+func (c *Client) SearchVMs(ctx context.Context, q string, limit int) (*VMSearch, error) {
+	v := url.Values{"q": {q}}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var res VMSearch
+	_, err := c.do(ctx, "GET", "/vms?"+v.Encode(), nil, &res)
+	return &res, err
+}
+
 func (c *Client) Peers(ctx context.Context) ([]PeerSummary, error) {
 	var v []PeerSummary
 	_, err := c.do(ctx, "GET", "/peers", nil, &v)

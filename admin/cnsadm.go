@@ -106,6 +106,9 @@ var reasonText = map[string]string{
 	"held":              "status down, but the self-removal hysteresis keeps it in its services for now",
 }
 
+// ReasonText spells out a listing flag ("" for a flag it does not know).
+func ReasonText(flag string) string { return reasonText[flag] }
+
 // WriteVM prints cnsadm vm.
 func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 	fmt.Fprintf(w, "uuid:       %s\n", vm.UUID)

@@ -56,6 +56,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /ping", s.ping)
 	read("GET /vm/{uuid}", s.getVM)
+	read("GET /vms", s.getVMs)
 	read("GET /peers", s.getPeers)
 	read("GET /peer/{addr}", s.getPeer)
 	write("DELETE /peer/{addr}", s.deletePeer)

@@ -43,6 +43,7 @@ const (
 	publicZone = "us-west-1.cns.example.com"
 	cloudapiVM = "b752d788-c0e4-4307-8c56-353a4ea66c02"
 	carolVM    = "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"
+	cloudapiIP = "198.51.100.20"
 	aliceUUID  = "6c96670e-4204-4bc0-bd64-b4c576c09876"
 )
 
@@ -151,6 +152,11 @@ func TestAPIContract(t *testing.T) {
 		{"vm-unlisted", "GET", "/vm/" + carolVM, "", 200},
 		{"vm-unknown", "GET", "/vm/00000000-0000-4000-8000-000000000000", "", 404},
 		{"vm-bad-uuid", "GET", "/vm/not-a-uuid", "", 400},
+		{"vms-alias", "GET", "/vms?q=WEB", "", 200},
+		{"vms-owner-limit", "GET", "/vms?q=carol&limit=1", "", 200},
+		{"vms-ip", "GET", "/vms?q=" + cloudapiIP, "", 200},
+		{"vms-none", "GET", "/vms?q=nothing-matches", "", 200},
+		{"vms-bad-limit", "GET", "/vms?limit=0", "", 400},
 		{"zones", "GET", "/zones", "", 200},
 		{"zone", "GET", "/zones/" + publicZone, "", 200},
 		{"zone-unknown", "GET", "/zones/nope.example", "", 404},
