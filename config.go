@@ -78,6 +78,7 @@ type Config struct {
 	MaxRRset   int               // max_rrset (default 90)
 	Catalog    string            // catalog_zone: RFC 9432 catalog of every zone
 	RRL        serve.RRL         // rrl: response rate limiting, off by default
+	Forwarding serve.Forwarding  // forwarding: resolve other names for chosen clients
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
 	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
@@ -113,7 +114,7 @@ type ReverseZones struct {
 // Defaults for cns's own keys.
 const (
 	defaultDBPath            = "/data/cns/cns.db"
-	defaultMinNotifyInterval = 5 * time.Second
+	defaultMinNotifyInterval = 500 * time.Millisecond
 )
 
 var defaultDNSListen = []string{"0.0.0.0:53", "[::]:53"}
@@ -482,6 +483,34 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 			c.RRL.Exempt = append(c.RRL.Exempt, p)
 		}
 	}
+	var fwd struct {
+		Clients      []string `json:"clients"`
+		Upstreams    []string `json:"upstreams"`
+		CacheEntries int      `json:"cache_entries"`
+		TimeoutMS    int      `json:"timeout_ms"`
+	}
+	if ok, err := get("forwarding", &fwd); err != nil {
+		return nil, err
+	} else if ok {
+		for i, cl := range fwd.Clients {
+			p, err := parseAddrOrPrefix(cl)
+			if err != nil {
+				return nil, bad(fmt.Sprintf("forwarding.clients[%d]", i), "%q is neither an IP address nor a CIDR prefix", cl)
+			}
+			c.Forwarding.Clients = append(c.Forwarding.Clients, p)
+		}
+		if c.Forwarding.Upstreams, err = parseNotifyTargets("forwarding.upstreams", fwd.Upstreams, bad); err != nil {
+			return nil, err
+		}
+		if (len(fwd.Clients) == 0) != (len(fwd.Upstreams) == 0) {
+			return nil, bad("forwarding", "needs both clients and upstreams")
+		}
+		if fwd.CacheEntries < 0 || fwd.TimeoutMS < 0 {
+			return nil, bad("forwarding", "cache_entries and timeout_ms must not be negative")
+		}
+		c.Forwarding.CacheEntries = fwd.CacheEntries
+		c.Forwarding.Timeout = time.Duration(fwd.TimeoutMS) * time.Millisecond
+	}
 	if _, err := get("catalog_zone", &c.Catalog); err != nil {
 		return nil, err
 	}
@@ -504,7 +533,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
 		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true,
 		"also_notify": true, "tsig_keys": true, "peer_keys": true, "journal_max_entries": true,
-		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true, "rrl": true,
+		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true, "rrl": true, "forwarding": true,
 		"reverse_v4_prefix": true, "reverse_v6_prefix": true,
 		"log_level": true, "hide_version": true, "hide_identity": true}
 	for _, k := range slices.Sorted(maps.Keys(top)) {

@@ -113,7 +113,7 @@ func (s *service) run(ctx context.Context) error {
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
 	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
-		Access: transferAccess(ctx, cfg, log, false), RRL: cfg.RRL}, store)
+		Access: transferAccess(ctx, cfg, log, false), RRL: cfg.RRL, Forwarding: cfg.Forwarding}, store)
 	if err != nil {
 		return err
 	}
@@ -239,6 +239,7 @@ func (s *service) reload() error {
 		"inventory_file": old.InventoryFile == next.InventoryFile,
 		"sdc options":    sameJSON(old.VMAPI, next.VMAPI) && sameJSON(old.CNAPI, next.CNAPI) && sameJSON(old.NAPI, next.NAPI) && sameJSON(old.UFDS, next.UFDS) && sameJSON(old.Changefeed, next.Changefeed),
 		"journal limits": old.Journal == next.Journal && old.MaxRRset == next.MaxRRset,
+		"forwarding":     reflect.DeepEqual(old.Forwarding, next.Forwarding),
 		"hysteresis":     old.HysteresisWindow == next.HysteresisWindow && old.HysteresisLastMemberDelay == next.HysteresisLastMemberDelay,
 	} {
 		if !same {

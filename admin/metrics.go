@@ -33,6 +33,13 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(qs.Dropped))
+	if fs := s.DNS.ForwardStats(); fs.Hits+fs.Misses > 0 {
+		m.help("cns_forward_queries_total", "counter", "Forwarded queries by cache outcome.")
+		m.sample("cns_forward_queries_total", float64(fs.Hits), "cache", "hit")
+		m.sample("cns_forward_queries_total", float64(fs.Misses), "cache", "miss")
+		m.counter("cns_forward_failures_total", "Forwarded queries no upstream answered.", float64(fs.Failures))
+		m.gauge("cns_forward_cache_entries", "Answers in the forwarding cache.", float64(fs.Cached))
+	}
 	m.counter("cns_rrl_limited_total", "UDP answers response rate limiting dropped or truncated.", float64(s.DNS.RRLLimited()))
 
 	ts := s.DNS.TransferStats()

@@ -125,6 +125,10 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	name := q.lower()
 	z, zoff := sn.findZone(name)
 	if z == nil {
+		if s.fwd.eligible(q) {
+			q.forward = true
+			return nil
+		}
 		r.rcode = dns.RcodeRefused
 		return r.finish(q.id)
 	}

@@ -52,6 +52,10 @@ type query struct {
 
 	tcp bool
 	src netip.AddrPort // the client
+
+	// forward is set when the query is for no zone of cns and may go to
+	// the forwarding resolvers: the caller answers it, not answer().
+	forward bool
 }
 
 func (q *query) lower() []byte { return q.lname[:q.lnameN] }

@@ -53,6 +53,9 @@ type Config struct {
 	Access Access
 	// RRL limits UDP answers per client network (off when its rate is 0).
 	RRL RRL
+	// Forwarding, when set, resolves names outside cns's zones for chosen
+	// clients through upstream resolvers, with a cache.
+	Forwarding Forwarding
 }
 
 // Server serves the zones of one store.
@@ -72,6 +75,7 @@ type Server struct {
 	rrlLimitedBefore atomic.Uint64
 	peers            *peerTracker
 	notify           *notifier
+	fwd              *forwarder // nil: forwarding off
 
 	lmu       sync.Mutex
 	udp       []net.PacketConn
@@ -118,6 +122,7 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 		return nil, err
 	}
 	s.SetRRL(cfg.RRL)
+	s.fwd = newForwarder(cfg.Forwarding, func(msg string, args ...any) { s.log.Warn(msg, args...) })
 	s.peers = newPeerTracker(s, store)
 	n, err := newNotifier(s)
 	if err != nil {
@@ -177,6 +182,9 @@ func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.notify.run(ctx) })
 	wg.Go(func() { s.peers.run(ctx) })
+	if s.fwd != nil {
+		s.fwd.start(ctx)
+	}
 	wg.Wait()
 }
 

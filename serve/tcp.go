@@ -104,6 +104,9 @@ func (s *Server) serveConn(c net.Conn) {
 			continue
 		}
 		resp := s.respond(&q, res, out[:0], maxTCPSize)
+		if resp == nil && q.forward {
+			resp = s.forwardTCP(&q)
+		}
 		s.tcpCounters.count(&q, resp)
 		if resp == nil {
 			continue

@@ -101,6 +101,9 @@ func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
 			case rrlSlip:
 				resp = s.slipReply(&q, outBufs[k][:0])
 			}
+			if resp == nil && q.forward {
+				resp = s.forwardUDP(&q, c, m.Addr, outBufs[k][:0])
+			}
 			cnt.count(&q, resp)
 			if resp == nil {
 				continue
