@@ -113,7 +113,7 @@ func TestCnsadmOutput(t *testing.T) {
 	}
 	// wait with no peers configured is done at once.
 	out, _, code = runCNS(t, "adm", "--api", api, "wait", demoZone, "--timeout", "2s")
-	if code != 0 || !strings.Contains(out, ": done") {
+	if code != 0 || !strings.Contains(out, ": ACTIVE") {
 		t.Errorf("wait: exit %d: %s", code, out)
 	}
 	// peers -d forgets the peer.

@@ -71,14 +71,15 @@ type Config struct {
 	HideIdentity  bool   // hide_identity: id.server/hostname.bind answer REFUSED
 
 	// Replication.
-	AlsoNotify []netip.AddrPort  // also_notify, every zone
-	TSIGKeys   []TSIGKey         // tsig_keys
-	PeerKeys   map[string]string // peer_keys: peer name or address → key name
-	Journal    db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
-	MaxRRset   int               // max_rrset (default 90)
-	Catalog    string            // catalog_zone: RFC 9432 catalog of every zone
-	RRL        serve.RRL         // rrl: response rate limiting, off by default
-	Forwarding serve.Forwarding  // forwarding: resolve other names for chosen clients
+	AlsoNotify  []netip.AddrPort        // also_notify, every zone
+	TSIGKeys    []TSIGKey               // tsig_keys
+	PeerKeys    map[string]string       // peer_keys: peer name or address → key name
+	Journal     db.JournalLimits        // journal_max_entries, journal_max_bytes, journal_max_age_s
+	MaxRRset    int                     // max_rrset (default 90)
+	Catalog     string                  // catalog_zone: RFC 9432 catalog of every zone
+	RRL         serve.RRL               // rrl: response rate limiting, off by default
+	Forwarding  serve.Forwarding        // forwarding: resolve other names for chosen clients
+	Propagation serve.PropagationPolicy // propagation: how serials are followed to the secondaries
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
 	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
@@ -511,6 +512,45 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		c.Forwarding.CacheEntries = fwd.CacheEntries
 		c.Forwarding.Timeout = time.Duration(fwd.TimeoutMS) * time.Millisecond
 	}
+	var prop struct {
+		Threshold   *int     `json:"threshold_percent"`
+		Delay       *float64 `json:"poll_delay_ms"`
+		Interval    *float64 `json:"poll_interval_ms"`
+		Timeout     *float64 `json:"poll_timeout_ms"`
+		Retries     *int     `json:"poll_max_retries"`
+		SyncSeconds *float64 `json:"periodic_sync_interval_s"`
+	}
+	if ok, err := get("propagation", &prop); err != nil {
+		return nil, err
+	} else if ok {
+		ms := func(v *float64) time.Duration {
+			if v == nil {
+				return 0
+			}
+			return time.Duration(*v * float64(time.Millisecond))
+		}
+		if prop.Threshold != nil {
+			if *prop.Threshold < 1 || *prop.Threshold > 100 {
+				return nil, bad("propagation.threshold_percent", "must be between 1 and 100")
+			}
+			c.Propagation.ThresholdPercent = *prop.Threshold
+		}
+		for key, v := range map[string]*float64{"poll_delay_ms": prop.Delay, "poll_interval_ms": prop.Interval, "poll_timeout_ms": prop.Timeout, "periodic_sync_interval_s": prop.SyncSeconds} {
+			if v != nil && *v <= 0 {
+				return nil, bad("propagation."+key, "must be positive")
+			}
+		}
+		c.Propagation.PollDelay, c.Propagation.PollInterval, c.Propagation.PollTimeout = ms(prop.Delay), ms(prop.Interval), ms(prop.Timeout)
+		if prop.SyncSeconds != nil {
+			c.Propagation.PeriodicSync = time.Duration(*prop.SyncSeconds * float64(time.Second))
+		}
+		if prop.Retries != nil {
+			if *prop.Retries < 1 {
+				return nil, bad("propagation.poll_max_retries", "must be at least 1")
+			}
+			c.Propagation.PollMaxRetries = *prop.Retries
+		}
+	}
 	if _, err := get("catalog_zone", &c.Catalog); err != nil {
 		return nil, err
 	}
@@ -533,7 +573,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		"vmapi_opts": true, "cnapi_opts": true, "napi_opts": true, "ufds_opts": true, "changefeed_opts": true,
 		"db_path": true, "dns_listen": true, "inventory_file": true, "api_server": true,
 		"also_notify": true, "tsig_keys": true, "peer_keys": true, "journal_max_entries": true,
-		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true, "rrl": true, "forwarding": true,
+		"journal_max_bytes": true, "journal_max_age_s": true, "max_rrset": true, "catalog_zone": true, "rrl": true, "forwarding": true, "propagation": true,
 		"reverse_v4_prefix": true, "reverse_v6_prefix": true,
 		"log_level": true, "hide_version": true, "hide_identity": true}
 	for _, k := range slices.Sorted(maps.Keys(top)) {

@@ -113,7 +113,7 @@ func (s *service) run(ctx context.Context) error {
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
 	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
-		Access: transferAccess(ctx, cfg, log, false), RRL: cfg.RRL, Forwarding: cfg.Forwarding}, store)
+		Access: transferAccess(ctx, cfg, log, false), RRL: cfg.RRL, Forwarding: cfg.Forwarding, Propagation: cfg.Propagation}, store)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,11 @@
 // operations and output of cnsadm built on that client.
 package admin
 
-import "time"
+import (
+	"time"
+
+	"github.com/tritondatacenter/cns/serve"
+)
 
 // The JSON shapes of the API. Reference endpoints keep the reference's
 // field names; new fields are only ever added.
@@ -92,6 +96,8 @@ type Zone struct {
 	LastChange time.Time  `json:"last_change"`
 	Journal    Journal    `json:"journal"`
 	Peers      []ZonePeer `json:"peers"`
+	// Propagation is how far the newest serial has spread to the peers.
+	Propagation *serve.Propagation `json:"propagation,omitempty"`
 }
 
 // Journal is a zone's IXFR history.
@@ -171,19 +177,10 @@ type Commit struct {
 	Error      string    `json:"error,omitempty"`
 }
 
-// Wait is GET /wait: which peers serve the serial.
+// Wait is GET /wait: the serial's propagation, and whether it is ACTIVE.
 type Wait struct {
-	Zone   string     `json:"zone"`
-	Serial uint32     `json:"serial"`
-	Done   bool       `json:"done"` // every peer has it
-	Peers  []WaitPeer `json:"peers"`
-}
-
-// WaitPeer is one peer's progress towards a serial.
-type WaitPeer struct {
-	Address string `json:"address"`
-	Serial  uint32 `json:"serial"`
-	Has     bool   `json:"has"`
+	serve.Propagation
+	Done bool `json:"done"`
 }
 
 // Status is GET /status: everything cnsadm status prints, in one call.
@@ -193,6 +190,8 @@ type Status struct {
 	Zones   []ZoneSummary        `json:"zones"`
 	Changed map[string]time.Time `json:"changed"`
 	Peers   []Peer               `json:"peers"`
+	// Propagation of each zone's newest serial, by zone.
+	Propagation map[string]serve.Propagation `json:"propagation"`
 }
 
 // VMSearch is GET /vms?q=&limit=: the stored VMs matching a query.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
+	"github.com/tritondatacenter/cns/serve"
 )
 
 // What cnsadm prints. The reference verbs keep the reference's layout so
@@ -40,7 +41,7 @@ func Ago(d time.Duration) string {
 // WriteStatus prints the zones table and the peers table of cnsadm status.
 func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ZONE\tLATEST SERIAL\tCHANGED")
+	fmt.Fprintln(tw, "ZONE\tLATEST SERIAL\tCHANGED\tPROPAGATION")
 	serials := map[string]uint32{}
 	for _, z := range st.Zones {
 		serials[z.Name] = z.Serial
@@ -48,7 +49,11 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 		if t, ok := st.Changed[z.Name]; ok && !t.IsZero() {
 			changed = Ago(now.Sub(t)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", z.Name, z.Serial, changed)
+		prop := ""
+		if p, ok := st.Propagation[z.Name]; ok && p.Serial == z.Serial {
+			prop = propagationText(p)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", z.Name, z.Serial, changed, prop)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -228,15 +233,24 @@ func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
 
 // WriteWait prints cnsadm wait.
 func WriteWait(w io.Writer, res *Wait) error {
-	state := "done"
-	if !res.Done {
-		state = "timed out"
-	}
-	fmt.Fprintf(w, "zone %s serial %d: %s\n", res.Zone, res.Serial, state)
+	fmt.Fprintf(w, "zone %s serial %d: %s\n", res.Zone, res.Serial, res.State)
+	return writePropagationPeers(w, res.Peers)
+}
+
+// writePropagationPeers prints each peer's progress with a serial.
+func writePropagationPeers(w io.Writer, peers []serve.PeerPropagation) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tSERIAL\tHAS IT")
-	for _, p := range res.Peers {
-		fmt.Fprintf(tw, "%s\t%d\t%v\n", p.Address, p.Serial, p.Has)
+	fmt.Fprintln(tw, "PEER\tSERIAL\tSTATE\tSECONDS")
+	for _, p := range peers {
+		addr := p.Address
+		if p.Target.IsValid() {
+			addr = p.Target.String()
+		}
+		secs := ""
+		if p.Seconds >= 0 {
+			secs = fmt.Sprintf("%.3f", p.Seconds)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", addr, p.Serial, p.State, secs)
 	}
 	return tw.Flush()
 }
@@ -296,4 +310,18 @@ func WriteService(w io.Writer, v *hysteresis.View, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// propagationText is "ACTIVE", or "PENDING 1/2" with how many peers have it.
+func propagationText(p serve.Propagation) string {
+	if p.State == serve.StateActive || len(p.Peers) == 0 {
+		return p.State
+	}
+	have := 0
+	for _, pp := range p.Peers {
+		if pp.State == serve.StateActive {
+			have++
+		}
+	}
+	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tritondatacenter/cns/serve"
 )
 
 // getMetrics writes Prometheus text format. It is written by hand: the
@@ -90,6 +92,18 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 
+	if hists := s.DNS.PropagationHistograms(); len(hists) > 0 {
+		m.help("cns_propagation_seconds", "histogram", "Time from commit to each secondary serving the serial (SOA polls).")
+		for _, peer := range sortedKeys(hists) {
+			h := hists[peer]
+			for i, le := range serve.PropagationBounds {
+				m.sample("cns_propagation_seconds_bucket", float64(h.Counts[i]), "peer", peer, "le", fmt.Sprint(le))
+			}
+			m.sample("cns_propagation_seconds_bucket", float64(h.Count), "peer", peer, "le", "+Inf")
+			m.sample("cns_propagation_seconds_sum", h.Sum, "peer", peer)
+			m.sample("cns_propagation_seconds_count", float64(h.Count), "peer", peer)
+		}
+	}
 	if s.Updater != nil {
 		h := s.Updater.CommitHistogram()
 		m.help("cns_commit_duration_seconds", "histogram", "Time to commit one change set.")

@@ -331,6 +331,9 @@ func (s *Server) getZone(w http.ResponseWriter, r *http.Request) error {
 		out.Serial = cur
 	}
 	out.Peers = s.zonePeers(name, out.Serial)
+	if p, ok := s.DNS.Propagation(name, 0); ok {
+		out.Propagation = &p
+	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -559,9 +562,9 @@ func (s *Server) getFeeds(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// getWait long-polls until every peer of the zone serves the serial (the
-// zone's current one by default), or the timeout (default 30 s, at most
-// 120 s) passes: 200 with who has it, or 408 with the same body.
+// getWait long-polls until the serial (the zone's newest by default) is
+// ACTIVE on the zone's secondaries, or the timeout (default 30 s, at most
+// 120 s) passes: 200 with its propagation, or 408 with the same body.
 func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
 	zone := strings.ToLower(strings.TrimSuffix(r.URL.Query().Get("zone"), "."))
 	if zone == "" {
@@ -589,13 +592,20 @@ func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		changed := s.DNS.PeersChanged()
-		res := s.waitState(zone, serial)
+		changed := s.DNS.PropagationChanged()
+		p, ok := s.DNS.Propagation(zone, serial)
+		if !ok {
+			// Not tracked: a serial from before this server started, or one
+			// that scrolled out. Fall back to what the peers say they have.
+			p = s.untracked(zone, serial)
+		}
+		res := Wait{Propagation: p, Done: p.State == serve.StateActive}
 		if res.Done {
 			return writeJSON(w, http.StatusOK, res)
 		}
 		select {
 		case <-changed:
+		case <-s.DNS.PeersChanged():
 		case <-deadline.C:
 			return writeJSON(w, http.StatusRequestTimeout, res)
 		case <-r.Context().Done():
@@ -604,14 +614,19 @@ func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-func (s *Server) waitState(zone string, serial uint32) Wait {
-	res := Wait{Zone: zone, Serial: serial, Done: true, Peers: []WaitPeer{}}
-	for _, p := range s.zonePeers(zone, serial) {
-		has := p.Serial == serial || db.SerialLess(serial, p.Serial)
-		res.Peers = append(res.Peers, WaitPeer{Address: p.Address, Serial: p.Serial, Has: has})
-		res.Done = res.Done && has
+// untracked builds a propagation view of a serial from peer state alone.
+func (s *Server) untracked(zone string, serial uint32) serve.Propagation {
+	p := serve.Propagation{Zone: zone, Serial: serial, State: serve.StateActive, Peers: []serve.PeerPropagation{}}
+	for _, zp := range s.zonePeers(zone, serial) {
+		state := serve.StatePending
+		if zp.Serial == serial || db.SerialLess(serial, zp.Serial) {
+			state = serve.StateActive
+		} else {
+			p.State = serve.StatePending
+		}
+		p.Peers = append(p.Peers, serve.PeerPropagation{Address: zp.Address, Serial: zp.Serial, State: state, Seconds: -1})
 	}
-	return res
+	return p
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
@@ -628,6 +643,12 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, p := range s.DNS.Peers() {
 		out.Peers = append(out.Peers, s.peerJSON(p))
+	}
+	out.Propagation = map[string]serve.Propagation{}
+	for _, z := range out.Zones {
+		if p, ok := s.DNS.Propagation(z.Name, 0); ok {
+			out.Propagation[z.Name] = p
+		}
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

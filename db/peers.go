@@ -52,3 +52,47 @@ func (d *DB) SavePeers(peers map[string][]byte) error {
 		return nil
 	})
 }
+
+// Propagation tracking (which secondary serves which serial) is kept like
+// peer state, by the serving side, in its own bucket.
+var bucketPropagation = []byte("propagation")
+
+// Propagation returns the stored propagation records by zone.
+func (d *DB) Propagation() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	err := d.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPropagation)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			out[string(k)] = bytes.Clone(v)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// SavePropagation writes propagation records by zone; nil deletes.
+func (d *DB) SavePropagation(zones map[string][]byte) error {
+	if d.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	return d.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketPropagation)
+		if err != nil {
+			return err
+		}
+		for k, v := range zones {
+			if v == nil {
+				err = b.Delete([]byte(k))
+			} else {
+				err = b.Put([]byte(k), v)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

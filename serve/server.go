@@ -56,6 +56,8 @@ type Config struct {
 	// Forwarding, when set, resolves names outside cns's zones for chosen
 	// clients through upstream resolvers, with a cache.
 	Forwarding Forwarding
+	// Propagation tunes how serials are followed to the secondaries.
+	Propagation PropagationPolicy
 }
 
 // Server serves the zones of one store.
@@ -76,6 +78,7 @@ type Server struct {
 	peers            *peerTracker
 	notify           *notifier
 	fwd              *forwarder // nil: forwarding off
+	prop             *propagation
 
 	lmu       sync.Mutex
 	udp       []net.PacketConn
@@ -129,6 +132,7 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 		return nil, fmt.Errorf("NOTIFY socket: %w", err)
 	}
 	s.notify = n
+	s.prop = newPropagation(s, cfg.Propagation)
 	zones, err := store.Zones()
 	if err != nil {
 		return nil, err
@@ -163,6 +167,7 @@ func (s *Server) apply(c *db.Committed) {
 	}
 	s.snap.Store(next)
 	s.notify.commit(c)
+	s.prop.commit(c, time.Now())
 }
 
 // SetAccess replaces the transfer and NOTIFY policy; it takes effect for
@@ -182,6 +187,7 @@ func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.notify.run(ctx) })
 	wg.Go(func() { s.peers.run(ctx) })
+	wg.Go(func() { s.prop.run(ctx) })
 	if s.fwd != nil {
 		s.fwd.start(ctx)
 	}

@@ -271,8 +271,8 @@ func listenNotify(t *testing.T, silent int) *notifyListener {
 				return
 			}
 			var m dns.Msg
-			if m.Unpack(buf[:n]) != nil {
-				continue
+			if m.Unpack(buf[:n]) != nil || m.Opcode != dns.OpcodeNotify {
+				continue // propagation's SOA polls are not what this records
 			}
 			l.got <- &m
 			if l.silent > 0 {
