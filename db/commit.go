@@ -55,7 +55,14 @@ type Record struct {
 	RR   dns.RR
 	// Pref orders competing singleton records (PTR, CNAME) at one name:
 	// the lowest wins, then the shortest, then the lexically smallest.
+	// It is below 128; a record with a higher one is skipped.
 	Pref uint8
+	// Stamp, when not zero, makes the record's type a singleton at its
+	// name too: of the VMs' candidates the one with the lowest Pref, then
+	// the highest Stamp, then as above is served, and a commit that
+	// touches the name reports when the candidates differ. Feeds stamp
+	// with a time (Unix milliseconds) so that the newest wins.
+	Stamp uint64
 }
 
 // Committed is what one commit changed, for the serving side.
@@ -303,6 +310,10 @@ func (c *commit) applyVM(vc *VMChange) error {
 				c.problem("vm %s: %v", vc.UUID, err)
 				continue
 			}
+			if r.Pref >= candStamped {
+				c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
+				continue
+			}
 			gk := z.name + "\x00" + string(key)
 			g := groups[gk]
 			if g == nil {
@@ -310,7 +321,7 @@ func (c *commit) applyVM(vc *VMChange) error {
 				groups[gk] = g
 				order = append(order, gk)
 			}
-			g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, rr: rr})
+			g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
 		}
 	}
 
@@ -497,6 +508,10 @@ func (c *commit) finishName(nw *nameWork) error {
 	after, cuts := c.d.policy.publish(nw.cands)
 	for _, cut := range cuts {
 		c.problem("%s %s: %d records, served %d (max_rrset)", WireToString(nw.owner), dns.TypeToString[cut.Type], cut.Total, cut.Kept)
+	}
+	for _, d := range disagreements(nw.cands) {
+		c.problem("%s %s: %d VMs disagree (%d different records); serving the newest, vm %s's",
+			WireToString(nw.owner), dns.TypeToString[d.Type], d.VMs, d.Values, formatUUID(d.Winner))
 	}
 	if bytes.Equal(before, after) {
 		return nil

@@ -133,23 +133,38 @@ func lowerRDataNames(rr []byte) {
 // candidate is one VM's contribution of one record to a name. The
 // published RRset of a name is derived from all its candidates.
 type candidate struct {
-	vm   [16]byte
-	pref uint8
-	rr   []byte
+	vm    [16]byte
+	pref  uint8  // below candStamped
+	stamp uint64 // see Record.Stamp
+	rr    []byte
 }
 
-// candidate encoding: vm[16] pref[1] rr (TYPE CLASS TTL RDLENGTH RDATA).
-const candFixed = 17
+// candidate encoding: vm[16] pref[1] rr (TYPE CLASS TTL RDLENGTH RDATA),
+// or, when the pref octet has candStamped set, vm[16] pref[1] stamp[8] rr.
+// Stores written before stamps existed hold prefs 0 and 1 only, so they
+// read unchanged.
+const (
+	candFixed   = 17
+	candStamped = 0x80
+)
 
 func encodeCandidates(cs []candidate) []byte {
 	n := 0
 	for _, c := range cs {
 		n += candFixed + len(c.rr)
+		if c.stamp != 0 {
+			n += 8
+		}
 	}
 	out := make([]byte, 0, n)
 	for _, c := range cs {
 		out = append(out, c.vm[:]...)
-		out = append(out, c.pref)
+		if c.stamp != 0 {
+			out = append(out, c.pref|candStamped)
+			out = binary.BigEndian.AppendUint64(out, c.stamp)
+		} else {
+			out = append(out, c.pref)
+		}
 		out = append(out, c.rr...)
 	}
 	return out
@@ -165,6 +180,14 @@ func decodeCandidates(b []byte) ([]candidate, error) {
 		copy(c.vm[:], b[:16])
 		c.pref = b[16]
 		rest := b[candFixed:]
+		if c.pref&candStamped != 0 {
+			if len(rest) < 8+rrFixed {
+				return nil, fmt.Errorf("stamped candidate record truncated (%d bytes left)", len(b))
+			}
+			c.pref &^= candStamped
+			c.stamp = binary.BigEndian.Uint64(rest)
+			rest = rest[8:]
+		}
 		n := rrFixed + int(binary.BigEndian.Uint16(rest[8:10]))
 		if n > len(rest) {
 			return nil, fmt.Errorf("candidate record data truncated")
@@ -209,6 +232,8 @@ type publishPolicy struct {
 //   - PTR and CNAME are singletons: the candidate with the lowest Pref, then
 //     the shortest target, then the lexically smallest wins, so one address
 //     has exactly one PTR whatever order VMs arrive in;
+//   - so is any type with a stamped candidate (a _grpc_config TXT): the
+//     lowest Pref, then the highest stamp (the newest), then as above;
 //   - a CNAME next to other data is dropped (it would make the zone invalid);
 //   - an RRset above the cap keeps its first maxRRset records in canonical
 //     order, so every secondary accepts the zone and the cut is stable.
@@ -218,19 +243,16 @@ func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
+	stamped := stampedTypes(cs)
+	single := func(t uint16) bool { return singleton(t) || slices.Contains(stamped, t) }
 	sorted := slices.Clone(cs)
 	slices.SortFunc(sorted, func(a, b candidate) int {
 		ta, tb := RRType(a.rr), RRType(b.rr)
 		if ta != tb {
 			return int(ta) - int(tb)
 		}
-		if singleton(ta) {
-			if a.pref != b.pref {
-				return int(a.pref) - int(b.pref)
-			}
-			if la, lb := len(a.rr), len(b.rr); la != lb {
-				return la - lb
-			}
+		if single(ta) {
+			return compareSingleton(a, b)
 		}
 		return compareRR(a.rr, b.rr)
 	})
@@ -263,7 +285,7 @@ func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
 		if prev != nil && bytes.Equal(RRData(prev), RRData(c.rr)) {
 			continue // same record from another VM; the lowest TTL sorted first
 		}
-		if prev != nil && singleton(t) {
+		if prev != nil && single(t) {
 			continue
 		}
 		total++
@@ -287,6 +309,72 @@ type capped struct {
 }
 
 func singleton(t uint16) bool { return t == dns.TypePTR || t == dns.TypeCNAME }
+
+// compareSingleton orders the candidates of a singleton type, the one
+// served first: lowest Pref, highest stamp, shortest, smallest.
+func compareSingleton(a, b candidate) int {
+	if a.pref != b.pref {
+		return int(a.pref) - int(b.pref)
+	}
+	if a.stamp != b.stamp {
+		if a.stamp > b.stamp {
+			return -1
+		}
+		return 1
+	}
+	if la, lb := len(a.rr), len(b.rr); la != lb {
+		return la - lb
+	}
+	return compareRR(a.rr, b.rr)
+}
+
+// stampedTypes lists the types of cs with a stamped candidate, without
+// allocating when there is none (the common case).
+func stampedTypes(cs []candidate) []uint16 {
+	var ts []uint16
+	for _, c := range cs {
+		if c.stamp != 0 && !slices.Contains(ts, RRType(c.rr)) {
+			ts = append(ts, RRType(c.rr))
+		}
+	}
+	return ts
+}
+
+// disagreement is a stamped singleton whose VMs offer different records.
+type disagreement struct {
+	Type   uint16
+	VMs    int      // VMs with a stamped candidate of Type
+	Values int      // distinct RDATA among them
+	Winner [16]byte // the VM whose record is served
+}
+
+// disagreements reports the stamped singletons of one name whose VMs do
+// not agree, so that the operator learns that one config won.
+func disagreements(cs []candidate) []disagreement {
+	var out []disagreement
+	for _, t := range stampedTypes(cs) {
+		var best *candidate
+		var values [][]byte
+		vms := map[[16]byte]bool{}
+		for i := range cs {
+			c := &cs[i]
+			if RRType(c.rr) != t || c.stamp == 0 {
+				continue
+			}
+			vms[c.vm] = true
+			if !slices.ContainsFunc(values, func(v []byte) bool { return bytes.Equal(v, RRData(c.rr)) }) {
+				values = append(values, RRData(c.rr))
+			}
+			if best == nil || compareSingleton(*c, *best) < 0 {
+				best = c
+			}
+		}
+		if len(values) > 1 {
+			out = append(out, disagreement{Type: t, VMs: len(vms), Values: len(values), Winner: best.vm})
+		}
+	}
+	return out
+}
 
 // diffRRs returns the records only in a and the records only in b. Both
 // are in canonical order.

@@ -27,6 +27,9 @@ type builder struct {
 	admin bool   // owner is the "admin" account: bare service names
 	acme  []string
 
+	grpcTXT   []string // the _grpc_config TXT strings, nil without one
+	grpcStamp uint64   // their Record.Stamp
+
 	instStems []string          // instance names relative to the zone
 	primary   map[string]string // zone -> primary instance FQDN, "" if none
 	recs      map[string]Record // zone + "\x00" + RR text -> record
@@ -47,6 +50,7 @@ func newBuilder(cfg *Config, w *World, in Input, l listing, p *problems) *builde
 		recs:    make(map[string]Record),
 		names:   make(map[string]bool),
 	}
+	b.grpcTXT, b.grpcStamp = grpcConfig(in.VM, p)
 	if cfg.UseLogin && in.Owner.Login != "" {
 		login, err := cleanLabel(in.Owner.Login)
 		if err != nil {
@@ -80,6 +84,9 @@ func newBuilder(cfg *Config, w *World, in Input, l listing, p *problems) *builde
 // build places every address of every published NIC in its zones and
 // adds the CMON CNAMEs.
 func (b *builder) build(svcs []Service, nics []sdc.NIC) {
+	if b.grpcTXT != nil && len(svcs) == 0 {
+		b.p.addf("metadata %s: the VM is in no service: no _grpc_config record", metaGRPCConfig)
+	}
 	for i := range nics {
 		nic := &nics[i]
 		zones := nicZones(b.cfg, b.w, nic)
@@ -121,16 +128,16 @@ func (b *builder) place(zone string, a netip.Addr, variant string, svcs []Servic
 		}
 		b.ptr(zone, a)
 	}
+	owners := []string{b.owner}
+	if b.login != "" {
+		owners = append(owners, b.login)
+	}
 	for _, s := range svcs {
 		listed := b.l.services || b.l.held[s.Name]
-		stems := []string{s.Name + ".svc." + b.owner}
-		if b.login != "" {
-			stems = append(stems, s.Name+".svc."+b.login)
-		}
-		for _, stem := range stems {
-			b.serviceName(zone, stem, s, a, listed, true)
+		for _, own := range owners {
+			b.service(zone, "", own, s, a, listed)
 			if variant != "" {
-				b.serviceName(zone, variant+"."+stem, s, a, listed, true)
+				b.service(zone, variant+".", own, s, a, listed)
 			}
 		}
 		// Triton's own services also answer directly under the zone
@@ -138,6 +145,15 @@ func (b *builder) place(zone string, a netip.Addr, variant string, svcs []Servic
 		if b.admin {
 			b.serviceName(zone, s.Name, s, a, listed, false)
 		}
+	}
+}
+
+// service adds a member's records under one form of a service name:
+// prefix (a network-name variant and a dot, or "") + name + ".svc." + own.
+func (b *builder) service(zone, prefix, own string, s Service, a netip.Addr, listed bool) {
+	b.serviceName(zone, prefix+s.Name+".svc."+own, s, a, listed, true)
+	if listed {
+		b.grpc(zone, prefix, own, s)
 	}
 }
 
@@ -240,9 +256,13 @@ func (b *builder) fqdn(stem, zone string) (string, bool) {
 }
 
 func (b *builder) add(zone string, rr dns.RR, pref uint8) {
-	key := zone + "\x00" + rr.String()
+	b.addRecord(Record{Zone: zone, RR: rr, Pref: pref})
+}
+
+func (b *builder) addRecord(r Record) {
+	key := r.Zone + "\x00" + r.RR.String()
 	if _, dup := b.recs[key]; !dup {
-		b.recs[key] = Record{Zone: zone, RR: rr, Pref: pref}
+		b.recs[key] = r
 	}
 }
 

@@ -92,6 +92,17 @@ const (
 type Service struct {
 	Name  string
 	Ports []Port
+	// Balances are the services this one is the gRPC load balancer of
+	// (the "grpclb=" property): each gets a _grpclb._tcp SRV record
+	// pointing at this service's name.
+	Balances []Balance
+}
+
+// Balance is one "grpclb=" property: the service carrying it runs the
+// grpclb balancer of Service on Port (gRPC's "Load Balancing and DNS").
+type Balance struct {
+	Service string
+	Port    uint16
 }
 
 // Port is one port of a service, with the SRV priority and weight the tag
@@ -113,6 +124,13 @@ type Record struct {
 	// then the shortest target, then the lexically smallest. A
 	// triton.cns.reverse_ptr target has Pref 0, a generated one Pref 1.
 	Pref uint8
+	// Stamp, when not zero, makes the record a singleton at its name
+	// across VMs: the store serves the one with the highest Stamp (ties:
+	// Pref, then the shortest, then the lexically smallest). A
+	// _grpc_config TXT carries its VM's last_modified in Unix
+	// milliseconds (1 when unknown), so of members that disagree, the one
+	// modified last wins.
+	Stamp uint64
 }
 
 // Result is everything cns decides about one VM.

@@ -1,8 +1,10 @@
 package records
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,8 +20,9 @@ const (
 	tagManta      = "manta_role"
 	dockerLabel   = "docker:label:" // prefix of docker labels in VMAPI tags
 
-	metaStatus = "triton.cns.status"
-	metaACME   = "triton.cns.acme-challenge"
+	metaStatus     = "triton.cns.status"
+	metaACME       = "triton.cns.acme-challenge"
+	metaGRPCConfig = "triton.cns.grpc_config"
 )
 
 // Default SRV fields when the tag gives none (mname's defaults).
@@ -114,9 +117,10 @@ func vmServices(vm *sdc.VM, owner *sdc.User, p *problems) (svcs []Service, inval
 // Names are lower-cased; labels must be 1-63 octets of [a-z0-9-] not
 // starting or ending with "-", the name at most 253 octets. Ports are
 // 1-65535 and may also be given as "port="; "priority=" and "weight=" are
-// 0-65535; other properties are accepted and ignored, as the grammar
-// promises forward compatibility. A service named twice is one service
-// with the ports of both.
+// 0-65535; "grpclb=" names a service the entry's port balances for (see
+// Balance) and needs a port; other properties are accepted and ignored,
+// as the grammar promises forward compatibility. A service named twice is
+// one service with the ports and balanced services of both.
 func parseServiceTag(tag string, p *problems) ([]Service, error) {
 	if tag == "" {
 		return nil, errors.New("empty")
@@ -150,6 +154,7 @@ func parseService(item string) (Service, error) {
 		props = props[1:]
 	}
 	prio, weight := defaultPriority, defaultWeight
+	var fronts []string
 	for _, prop := range props {
 		key, value, ok := strings.Cut(prop, "=")
 		if !ok || !isPropertyKey(key) || value == "" {
@@ -164,14 +169,31 @@ func parseService(item string) (Service, error) {
 			prio, err = parseUint16(value, 0)
 		case "weight":
 			weight, err = parseUint16(value, 0)
+		case "grpclb":
+			target := strings.ToLower(value)
+			if err := checkServiceName(target); err != nil {
+				return Service{}, fmt.Errorf("grpclb=%s: %w", value, err)
+			}
+			if target == name {
+				return Service{}, fmt.Errorf("grpclb=%s: a balancer cannot balance for itself", value)
+			}
+			if !slices.Contains(fronts, target) {
+				fronts = append(fronts, target)
+			}
 		}
 		if err != nil {
 			return Service{}, fmt.Errorf("%s %w", key, err)
 		}
 	}
+	if len(fronts) > 0 && !hasPort {
+		return Service{}, fmt.Errorf("grpclb=%s needs the balancer's port", fronts[0])
+	}
 	svc := Service{Name: name}
 	if hasPort {
 		svc.Ports = []Port{{Port: uint16(port), Priority: uint16(prio), Weight: uint16(weight)}}
+		for _, f := range fronts {
+			svc.Balances = append(svc.Balances, Balance{Service: f, Port: uint16(port)})
+		}
 	}
 	return svc, nil
 }
@@ -183,6 +205,11 @@ func mergeService(svcs []Service, svc Service, p *problems) []Service {
 	for i := range svcs {
 		if svcs[i].Name != svc.Name {
 			continue
+		}
+		for _, lb := range svc.Balances {
+			if !slices.Contains(svcs[i].Balances, lb) {
+				svcs[i].Balances = append(svcs[i].Balances, lb)
+			}
 		}
 	next:
 		for _, port := range svc.Ports {
@@ -262,7 +289,7 @@ func jsonType(v any) string {
 		return "null"
 	case bool:
 		return "a boolean"
-	case float64, int, int64, uint16:
+	case float64, int, int64, uint16, json.Number:
 		return "a number"
 	case string:
 		return "a string"

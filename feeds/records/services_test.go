@@ -154,7 +154,8 @@ func FuzzServiceTag(f *testing.F) {
 			}
 		}
 		Compute(cfg, fabricWorld(), Input{
-			VM:    newVM(vmID, alias(tag), services(tag), meta(metaACME, tag), meta(metaStatus, tag), nics(nic(fabric, tag, "10.0.0.1"))),
+			VM: newVM(vmID, alias(tag), services(tag), meta(metaACME, tag), meta(metaStatus, tag), meta(metaGRPCConfig, tag),
+				nics(nic(fabric, tag, "10.0.0.1"))),
 			Owner: newUser(ownerID, login(tag)),
 		})
 	})
