@@ -6,6 +6,7 @@ package feeds
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -419,6 +420,9 @@ func trimVM(vm *sdc.VM) *sdc.VM {
 	}
 	t.Tags = keepKeys(vm.Tags)
 	t.CustomerMetadata = keepKeys(vm.CustomerMetadata)
+	if records.NeedsLastModified(t) {
+		t.LastModified = vm.LastModified // orders members' gRPC configs
+	}
 	return t
 }
 
@@ -623,7 +627,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	}
 	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records))}
 	for _, r := range res.Records {
-		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref})
+		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
 	vc.Hash = changeHash(timeless, vc.Records)
 	if len(res.Problems) > 0 {
@@ -734,6 +738,9 @@ func changeHash(meta []byte, recs []db.Record) uint64 {
 	for _, r := range recs {
 		h.Write([]byte(r.Zone))
 		h.Write([]byte{0, r.Pref})
+		if r.Stamp != 0 {
+			h.Write(binary.BigEndian.AppendUint64(nil, r.Stamp))
+		}
 		if n, err := dns.PackRR(r.RR, buf, 0, nil, false); err == nil {
 			h.Write(buf[:n])
 		} else {
