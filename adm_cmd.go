@@ -34,6 +34,7 @@ type AdmCmd struct {
 	Services AdmServicesCmd `cmd:"" help:"Services and their self-removal hysteresis: who is pending, when each may leave."`
 	Backup   AdmBackupCmd   `cmd:"" help:"Write a consistent copy of the running server's db."`
 	Upgrade  AdmUpgradeCmd  `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
+	TUI      AdmTUICmd      `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live."`
 }
 
 // client builds the API client: --api, else the config file's

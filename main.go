@@ -34,6 +34,7 @@ type CLI struct {
 	Serve   ServeCmd   `cmd:"" help:"Run the naming service: serve DNS from the db and keep it in step with the data center."`
 	DB      DBCmd      `cmd:"" name:"db" help:"Inspect a db file offline (read-only)."`
 	Adm     AdmCmd     `cmd:"" name:"adm" help:"Operate a running cns (the same binary installed as cnsadm)."`
+	TUI     TUICmd     `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live from the API (or --db FILE offline)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
 	Sim     SimCmd     `cmd:"" help:"Run a simulated Triton data center (VMAPI, changefeed, CNAPI, NAPI, UFDS) on 127.0.0.1 from an inventory file; prints the config keys for cns serve."`
 }
