@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -337,12 +339,27 @@ func (m *Model) bannerText() string {
 		what = "db file unreadable"
 	}
 	since := m.conn.since
-	text := fmt.Sprintf("! %s since %s (for %s), retrying every %s", what, since.Format("15:04:05"),
+	text := fmt.Sprintf("! %s since %s (%s), retrying every %s", what, since.Format("15:04:05"),
 		admin.Ago(m.c.Now.Sub(since)), clock(m.backoff))
 	if m.conn.err != nil {
-		text += ": " + oneLine(m.conn.err.Error())
+		text += ": " + errText(m.conn.err)
 	}
 	return text
+}
+
+// errText is the telling part of a failed read: what the network said
+// ("connection refused", "i/o timeout"), without the URL and
+// client wrapping around it (the status line names the API).
+func errText(err error) string {
+	var sc *os.SyscallError
+	if errors.As(err, &sc) {
+		return sc.Err.Error()
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return oneLine(err.Error())
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -2,9 +2,13 @@ package tui
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
@@ -38,7 +42,10 @@ type fakeSource struct {
 
 func newFake() *fakeSource { return &fakeSource{calls: map[string]int{}} }
 
-var errRefused = errors.New("Get \"http://127.0.0.1:5380/zones\": dial tcp 127.0.0.1:5380: connect: connection refused")
+// errRefused is what the admin client returns when nothing listens.
+var errRefused = fmt.Errorf("cns API at http://127.0.0.1:5380: %w", &url.Error{Op: "Get", URL: "http://127.0.0.1:5380/zones",
+	Err: &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5380},
+		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}})
 
 func (f *fakeSource) setDown(d bool) {
 	f.mu.Lock()

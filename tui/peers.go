@@ -301,6 +301,9 @@ func (p *peersPage) rowDetail(r peerRow) []string {
 		state = "never seen: no transfer, no SOA answer"
 	case pz.DriftSerials > 0:
 		state = fmt.Sprintf("%d serials behind", pz.DriftSerials)
+		if pz.DriftSerials == 1 {
+			state = "1 serial behind"
+		}
 		if s := p.driftSeconds(r); s >= 0 {
 			state += fmt.Sprintf(" for %s", clock(time.Duration(s*float64(time.Second))))
 		}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// The terminal UI end to end: the real binary's `cns tui` in a real
+// terminal (tmux), against the real binary's `cns serve` on the demo data
+// center, driven with send-keys and read with capture-pane.
+//
+// CNS_TUI_CAPTURES=DIR keeps each asserted screen in DIR (for the
+// README's text captures).
+
+// tmuxTerm is a detached tmux session of a fixed size on a server of its
+// own.
+type tmuxTerm struct {
+	t      *testing.T
+	socket string
+	name   string
+}
+
+func newTmux(t *testing.T, width, height int, command string) *tmuxTerm {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (Debian package tmux)")
+	}
+	tm := &tmuxTerm{t: t, socket: fmt.Sprintf("cns-e2e-%d", os.Getpid()), name: "tui"}
+	tm.run("new-session", "-d", "-s", tm.name, "-x", fmt.Sprint(width), "-y", fmt.Sprint(height), command)
+	t.Cleanup(func() {
+		exec.Command("tmux", "-L", tm.socket, "kill-session", "-t", tm.name).Run()
+		exec.Command("tmux", "-L", tm.socket, "kill-server").Run()
+	})
+	return tm
+}
+
+func (tm *tmuxTerm) run(args ...string) string {
+	tm.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", tm.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		tm.t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// keys sends tmux key names (Enter, Escape, Down) or single characters.
+func (tm *tmuxTerm) keys(keys ...string) {
+	tm.t.Helper()
+	for _, k := range keys {
+		tm.run("send-keys", "-t", tm.name, k)
+	}
+}
+
+// typeText types text literally.
+func (tm *tmuxTerm) typeText(text string) {
+	tm.t.Helper()
+	tm.run("send-keys", "-t", tm.name, "-l", text)
+}
+
+func (tm *tmuxTerm) screen() string {
+	tm.t.Helper()
+	return tm.run("capture-pane", "-p", "-t", tm.name)
+}
+
+// waitScreen polls the screen until every pattern matches, and returns
+// it.
+func (tm *tmuxTerm) waitScreen(what string, patterns ...string) string {
+	tm.t.Helper()
+	var res []*regexp.Regexp
+	for _, p := range patterns {
+		res = append(res, regexp.MustCompile(p))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s := tm.screen()
+		ok := true
+		for _, re := range res {
+			ok = ok && re.MatchString(s)
+		}
+		if ok {
+			if dir := os.Getenv("CNS_TUI_CAPTURES"); dir != "" {
+				os.MkdirAll(dir, 0o755)
+				os.WriteFile(filepath.Join(dir, what+".txt"), []byte(s), 0o644)
+			}
+			return s
+		}
+		if time.Now().After(deadline) {
+			tm.t.Fatalf("%s: the screen never matched %q:\n%s", what, patterns, s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// line returns the first line of screen matching re.
+func line(screen string, re string) string {
+	return regexp.MustCompile(`(?m)^.*`+re+`.*$`).FindString(screen)
+}
+
+func TestTUIEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (Debian package tmux)")
+	}
+	// The demo data center plus a service of three members, which will
+	// mark themselves down: with a 10-minute window and a 20-minute
+	// last-member delay, one leaves and two wait, counting down.
+	dir := t.TempDir()
+	inv := loadDefaultDC(t)
+	for i := range 3 {
+		vm := newTestVM(fmt.Sprintf("5e1f0000-0000-4000-8000-00000000030%d", i), dcAlice, dcCN01,
+			fmt.Sprintf("hz-%d", i), fmt.Sprintf("198.51.100.%d", 90+i), dcExternal)
+		vm.Tags["triton.cns.services"] = "hz"
+		inv.VMs = append(inv.VMs, vm)
+	}
+	invPath := filepath.Join(dir, "inventory.json")
+	writeInventory(t, invPath, &inv)
+	cfg := testConfig(t, dir, "", func(m map[string]any) {
+		m["inventory_file"] = invPath
+		m["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+		m["hysteresis_window_ms"] = (10 * time.Minute).Milliseconds()
+		m["hysteresis_last_member_delay_ms"] = (20 * time.Minute).Milliseconds()
+	})
+	p := startCNS(t, cfg)
+	api := "http://" + p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
+	p.waitCommitted(0)
+
+	// A secondary transfers the zone, then the zone moves on without it:
+	// the members go down (a new serial); the peer stays behind.
+	m := new(dns.Msg)
+	m.SetAxfr(demoZone + ".")
+	ch, err := new(dns.Transfer).In(m, p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env := range ch {
+		if env.Error != nil {
+			t.Fatal(env.Error)
+		}
+	}
+	mark := p.mark()
+	for i := range 3 {
+		inv.VMs[len(inv.VMs)-3+i].CustomerMetadata["triton.cns.status"] = "down"
+	}
+	writeInventory(t, invPath, &inv)
+	p.waitLogFrom(mark, 20*time.Second, func(l logLine) bool {
+		return l.str("msg") == "hysteresis" && l.str("action") == "released"
+	})
+	p.waitCommitted(mark)
+
+	term := newTmux(t, 100, 30, cnsBinary+" tui --api "+api)
+
+	// Zones: the list with serials, last change, counts and journal.
+	s := term.waitScreen("zones", `\[1 Zones\]`, `us-west-1\.cns\.example\.com\s+\d{10}\s`, `us-west-1\.int\.example\.com`,
+		`100\.51\.198\.in-addr\.arpa`, `JOURNAL`)
+	if !strings.Contains(s, "updated") {
+		t.Errorf("no update time on the status line:\n%s", s)
+	}
+
+	// Peers: 127.0.0.1 is behind the zone, in serials and time.
+	term.keys("2")
+	s = term.waitScreen("peers", `\[2 Peers\]`, `127\.0\.0\.1\s+us-west-1\.cns\.example\.com\s+\d{10}\s+-\d+ / \d+s`)
+	t.Logf("peer: %s", line(s, `127\.0\.0\.1`))
+
+	// Services: hz has members pending removal, each with a countdown
+	// that ticks on its own.
+	term.keys("3", "/")
+	term.typeText("hz")
+	term.keys("Enter")
+	s = term.waitScreen("services", `\[3 Services\]`, `~hz\s`, `pending\s+\d+s ago\s+in \d+m\d\ds`)
+	first := regexp.MustCompile(`pending\s+\d+s ago\s+(in \d+m\d\ds)`).FindStringSubmatch(s)[1]
+	s = term.waitScreen("services-ticked", `pending\s+\d+s ago\s+in \d+m\d\ds`)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if now := regexp.MustCompile(`pending\s+\d+s ago\s+(in \d+m\d\ds)`).FindStringSubmatch(s)[1]; now != first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the countdown stayed at %q:\n%s", first, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+		s = term.screen()
+	}
+	if !strings.Contains(s, "budget 0 of 1 left") {
+		t.Errorf("no spent budget on the services screen:\n%s", s)
+	}
+
+	// VMs: search carol's VM, open it: not listed, and why.
+	term.keys("4", "/")
+	term.typeText("carol-web")
+	term.keys("Enter")
+	term.waitScreen("vms", `\[4 VMs\]`, `1 VM matching "carol-web"`)
+	term.keys("Enter")
+	term.waitScreen("vm", `VM e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6 \(carol-web\)`, `listed:\s+nothing`,
+		`user_en_flag\s+the owner has not enabled CNS`)
+
+	// Feeds, and help.
+	term.keys("5")
+	term.waitScreen("feeds", `\[5 Feeds\]`, `inventory_file\s+healthy`)
+	term.keys("?")
+	term.waitScreen("help", `Marks`, `stale`)
+	term.keys("q")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command("tmux", "-L", term.socket, "has-session", "-t", term.name).CombinedOutput()
+		if err != nil {
+			break // the UI quit and the session with it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("q did not quit: %s\n%s", out, term.screen())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The API goes away under the UI: a banner, then recovery by itself.
+func TestTUIReconnects(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (Debian package tmux)")
+	}
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) {
+		c["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+	})
+	p := startCNS(t, cfg)
+	addr := p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
+	p.waitCommitted(0)
+	term := newTmux(t, 80, 24, cnsBinary+" tui --api http://"+addr)
+	term.waitScreen("reconnect-up", `us-west-1\.cns\.example\.com`)
+
+	p.stop(syscall.SIGKILL)
+	term.waitScreen("reconnect-banner", `! API unreachable since \d\d:\d\d:\d\d`, `us-west-1\.cns\.example\.com`)
+
+	// The same server comes back on the same port.
+	cfg = testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) {
+		c["api_server"] = map[string]any{"listen": addr}
+	})
+	p = startCNS(t, cfg)
+	p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" })
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		s := term.screen()
+		if !strings.Contains(s, "unreachable") && strings.Contains(s, "us-west-1.cns.example.com") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the banner stayed:\n%s", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
