@@ -102,7 +102,7 @@ func (tm *tmuxTerm) waitScreen(what string, patterns ...string) string {
 
 // line returns the first line of screen matching re.
 func line(screen string, re string) string {
-	return regexp.MustCompile(`(?m)^.*`+re+`.*$`).FindString(screen)
+	return regexp.MustCompile(`(?m)^.*` + re + `.*$`).FindString(screen)
 }
 
 func TestTUIEndToEnd(t *testing.T) {
