@@ -61,6 +61,9 @@ func grpcConfig(vm *sdc.VM, p *problems) ([]string, uint64) {
 		p.addf("metadata %s: %v: no _grpc_config record", metaGRPCConfig, err)
 		return nil, 0
 	}
+	for _, h := range grpcGoHints(compact) {
+		p.addf("metadata %s: %s", metaGRPCConfig, h)
+	}
 	return txtStrings(grpcConfigAttr + compact), lastModified(vm, p)
 }
 
@@ -120,6 +123,40 @@ func checkGRPCConfig(s string) (string, error) {
 		}
 	}
 	return buf.String(), nil
+}
+
+// grpcGoLanguage is the only clientLanguage grpc-go selects a choice
+// for: it compares case-sensitively, although A2 says case-insensitive.
+const grpcGoLanguage = "GO"
+
+// grpcGoHints explains how grpc-go will read a valid config when that
+// is likely a surprise: a choice for "go" it ignores, and no choice for
+// it at all, which makes grpc-go fail every call of the channel
+// (Unavailable: "no JSON service config provided").
+func grpcGoHints(compact string) []string {
+	var choices []struct {
+		ClientLanguage *[]string `json:"clientLanguage"`
+	}
+	if json.Unmarshal([]byte(compact), &choices) != nil {
+		return nil
+	}
+	var hints []string
+	forGo := false
+	for i, c := range choices {
+		if c.ClientLanguage == nil || len(*c.ClientLanguage) == 0 || slices.Contains(*c.ClientLanguage, grpcGoLanguage) {
+			forGo = true
+			continue
+		}
+		for _, l := range *c.ClientLanguage {
+			if strings.EqualFold(l, grpcGoLanguage) {
+				hints = append(hints, fmt.Sprintf("choice %d: clientLanguage %q: grpc-go selects only %q", i+1, l, grpcGoLanguage))
+			}
+		}
+	}
+	if !forGo {
+		hints = append(hints, fmt.Sprintf("no choice for grpc-go (clientLanguage %q or none): its calls will fail", grpcGoLanguage))
+	}
+	return hints
 }
 
 // percentage is A2's pattern for a choice's percentage.

@@ -303,6 +303,27 @@ func TestGRPCConfigRecords(t *testing.T) {
 			checkOrder(t, res.Records)
 		})
 	}
+	// Valid configs that grpc-go reads differently than one would think
+	// are published with a hint.
+	for in, want := range map[string][]string{
+		`[{"clientLanguage":["GO"],"serviceConfig":{}}]`:                                                      nil,
+		`[{"clientLanguage":[],"serviceConfig":{}}]`:                                                          nil,
+		`[{"clientLanguage":["java"],"serviceConfig":{}},{"serviceConfig":{}}]`:                               nil,
+		`[{"clientLanguage":["go"],"serviceConfig":{}},{"serviceConfig":{}}]`:                                 {`choice 1: clientLanguage "go": grpc-go selects only "GO"`},
+		`[{"clientLanguage":["java","Go"],"serviceConfig":{}},{"clientLanguage":["c++"],"serviceConfig":{}}]`: {`choice 1: clientLanguage "Go": grpc-go selects only "GO"`, `no choice for grpc-go`},
+	} {
+		res := Compute(cfg, fabricWorld(), Input{VM: member(meta(metaGRPCConfig, in)), Owner: newUser(ownerID)})
+		var got []string
+		for _, r := range res.Records {
+			if strings.HasPrefix(r.RR.Header().Name, "_grpc_config.") {
+				got = append(got, r.RR.Header().Name)
+			}
+		}
+		if len(got) == 0 {
+			t.Errorf("%s: not published", in)
+		}
+		checkProblems(t, res.Problems, want)
+	}
 	if NeedsLastModified(newVM(vmID)) || !NeedsLastModified(member(meta(metaGRPCConfig, "x"))) {
 		t.Error("NeedsLastModified")
 	}

@@ -110,6 +110,9 @@ func writeVM(out *bytes.Buffer, vm *sdc.VM, owner *sdc.User, res Result) {
 		for _, p := range s.Ports {
 			desc += fmt.Sprintf(":%d(prio %d weight %d)", p.Port, p.Priority, p.Weight)
 		}
+		for _, b := range s.Balances {
+			desc += fmt.Sprintf(":grpclb=%s(port %d)", b.Service, b.Port)
+		}
 		svcs = append(svcs, desc)
 	}
 	fmt.Fprintf(out, "; services: %s\n", orNone(svcs))
@@ -128,6 +131,9 @@ func writeVM(out *bytes.Buffer, vm *sdc.VM, owner *sdc.User, res Result) {
 		line := r.RR.String()
 		if r.RR.Header().Rrtype == dns.TypePTR {
 			line += fmt.Sprintf(" ; pref %d", r.Pref)
+		}
+		if r.Stamp != 0 {
+			line += fmt.Sprintf(" ; stamp %d", r.Stamp)
 		}
 		fmt.Fprintln(out, line)
 	}
