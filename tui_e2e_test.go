@@ -100,8 +100,8 @@ func (tm *tmuxTerm) waitScreen(what string, patterns ...string) string {
 	}
 }
 
-// line returns the first line of screen matching re.
-func line(screen string, re string) string {
+// screenLine returns the first line of screen matching re.
+func screenLine(screen string, re string) string {
 	return regexp.MustCompile(`(?m)^.*` + re + `.*$`).FindString(screen)
 }
 
@@ -167,7 +167,7 @@ func TestTUIEndToEnd(t *testing.T) {
 	// Peers: 127.0.0.1 is behind the zone, in serials and time.
 	term.keys("2")
 	s = term.waitScreen("peers", `\[2 Peers\]`, `127\.0\.0\.1\s+us-west-1\.cns\.example\.com\s+\d{10}\s+-\d+ / \d+s`)
-	t.Logf("peer: %s", line(s, `127\.0\.0\.1`))
+	t.Logf("peer: %s", screenLine(s, `127\.0\.0\.1`))
 
 	// Services: hz has members pending removal, each with a countdown
 	// that ticks on its own.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
+	"github.com/tritondatacenter/cns/serve"
 )
 
 // now is the fixed clock of the model tests.
@@ -79,7 +80,13 @@ func (f *fakeSource) Zones(ctx context.Context) ([]admin.Zone, error) {
 				{Address: "192.0.2.53", Serial: 1741953590, Version: "9.18.28"},
 				{Address: "192.0.2.54", Serial: 1741953587, DriftSerials: 3, DriftSeconds: 150, Version: "Knot DNS 3.2.6"},
 				{Address: "192.0.2.55", DriftSeconds: -1},
-			}},
+			},
+			Propagation: &serve.Propagation{Zone: cnsZone, Serial: 1741953590, State: serve.StatePending, Committed: now.Add(-150 * time.Second),
+				Peers: []serve.PeerPropagation{
+					{Address: "192.0.2.53", Serial: 1741953590, State: serve.StateActive, Seconds: 0.4, Polls: 1},
+					{Address: "192.0.2.54", Serial: 1741953587, State: serve.StateError, Seconds: -1, Polls: 20},
+					{Address: "192.0.2.55", State: serve.StatePending, Seconds: -1, Polls: 3},
+				}}},
 		{Name: intZone, Serial: 1741953590, Names: 140, Records: 332, LastChange: now.Add(-150 * time.Second),
 			Journal: admin.Journal{From: 1741940000, Entries: 12, Bytes: 9100}},
 	}, nil

@@ -78,7 +78,11 @@ func TestScreens(t *testing.T) {
 		w, h  int
 		steps func(h *harness)
 	}{
-		{"zones", 80, 24, func(h *harness) { h.wait(intZone) }},
+		{"zones", 80, 24, func(h *harness) {
+			h.wait(intZone)
+			h.keys("down")
+			h.wait("propagation of")
+		}},
 		{"zones-wide", 120, 40, func(h *harness) { h.wait(intZone) }},
 		{"history", 80, 24, func(h *harness) {
 			h.wait(intZone)

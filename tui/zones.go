@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/serve"
 )
 
 // historyLimit is how many of a zone's latest changes the history shows.
@@ -68,7 +69,8 @@ func newZonesPage(c *Common) *zonesPage {
 			column{title: "NAMES", right: true},
 			column{title: "RECORDS", right: true},
 			column{title: "JOURNAL", right: true, drop: 1},
-			column{title: "PEERS", drop: 2},
+			column{title: "PROPAGATION", drop: 2},
+			column{title: "PEERS", drop: 3},
 		)}
 }
 
@@ -76,7 +78,7 @@ func (p *zonesPage) Title() string { return "Zones" }
 
 func (p *zonesPage) SetSize() {
 	p.filter.setWidth(p.c.Width)
-	h := p.c.Height - 5 // the detail lines
+	h := p.c.Height - 6 // the detail lines
 	if p.filter.shown() {
 		h--
 	}
@@ -192,7 +194,26 @@ func (p *zonesPage) row(z admin.Zone) row {
 	}
 	return row{key: z.Name, cells: []string{z.Name, strconv.FormatUint(uint64(z.Serial), 10),
 		age(p.c.Now, z.LastChange), strconv.Itoa(z.Names), strconv.Itoa(z.Records),
-		strconv.Itoa(z.Journal.Entries), peers}}
+		strconv.Itoa(z.Journal.Entries), propagationText(z), peers}}
+}
+
+// propagationText is cnsadm status's: "ACTIVE", or "PENDING 1/2" with
+// how many peers serve the zone's newest serial ("" when not followed).
+func propagationText(z admin.Zone) string {
+	p := z.Propagation
+	if p == nil || p.Serial != z.Serial {
+		return ""
+	}
+	if p.State == serve.StateActive || len(p.Peers) == 0 {
+		return p.State
+	}
+	have := 0
+	for _, pp := range p.Peers {
+		if pp.State == serve.StateActive {
+			have++
+		}
+	}
+	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
 }
 
 func (p *zonesPage) View() string {
@@ -228,6 +249,16 @@ func (p *zonesPage) detail(z admin.Zone) []string {
 	lines := []string{
 		fmt.Sprintf("%s (%s)", z.Name, kind),
 		fmt.Sprintf("serial %d, %s", z.Serial, changed),
+	}
+	if prop := propagationText(z); prop != "" {
+		l := fmt.Sprintf("propagation of %d: %s", z.Serial, prop)
+		for _, pp := range z.Propagation.Peers {
+			l += "; " + pp.Address + " " + pp.State
+			if pp.Seconds >= 0 && pp.State == serve.StateActive {
+				l += fmt.Sprintf(" in %.1fs", pp.Seconds)
+			}
+		}
+		lines = append(lines, l)
 	}
 	if len(z.Peers) > 0 {
 		in := 0
