@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """cns against the best peer, per target of issue 10, from run-anchors' results.
 
-usage: ratios.py results.tsv [loss.tsv [prep-figures.tsv]]
+usage: ratios.py results.tsv [loss.tsv [prep-figures.tsv [restart.tsv]]]
 
 results.tsv is ../shared/bench/run-anchors.sh's raw output (one row per
 server, size and repetition; "custom" is cns). Every figure is the median
 over the repetitions of one run; a ratio is cns / best peer (for times and
 memory: cns / peer, lower is better). loss.tsv (bench/run.sh) holds the
 fixed-rate runs against cns ("N rate_name qps sent lost"); prep-figures.tsv
-the initial load of each size ("N vms seconds commits").
+the initial load of each size ("N vms seconds commits"); restart.tsv the
+bench/first-answer.py restarts ("N rep first_ms all_zones_ms answers p50
+p99 max").
 Prints Markdown.
 """
 import csv
@@ -140,6 +142,36 @@ def main():
                 rate = float(vms) / float(secs) if float(secs) > 0 else 0
                 print("| %s | %s | %s | %.0f | %s | %s |" % (n, vms, secs, rate, commits,
                                                             "met" if rate >= 5000 else "**missed**"))
+    if len(sys.argv) > 4:
+        restart_table(sys.argv[4])
+
+
+def restart_table(path):
+    try:
+        rows = [l.split("\t") for l in open(path).read().splitlines() if l and not l.startswith("N\t")]
+    except OSError:
+        return
+    by = {}
+    for f in rows:
+        if len(f) >= 8:
+            by.setdefault(f[0], []).append(f)
+    if not by:
+        return
+    print()
+    print("Restart to first answer (bench/first-answer.py: exec to the first SOA answer, polled every 2 ms;"
+          " then one SOA query every 10 ms for 5 s while cns builds its in-memory tables), median (min-max):")
+    print()
+    print("| N | restarts | first answer ms | both zones ms | p99 / max answer ms in the next 5 s | met (≤ 300 ms at 100k)? |")
+    print("|---|---|---|---|---|---|")
+    for n in sorted(by, key=int):
+        fs = by[n]
+
+        def c(i):
+            v = [float(f[i]) for f in fs]
+            return "%.0f (%.0f-%.0f)" % (statistics.median(v), min(v), max(v))
+        first = statistics.median(float(f[2]) for f in fs)
+        met = "-" if n != "100000" else ("met" if first <= 300 else "**missed**")
+        print("| %s | %d | %s | %s | %s / %s | %s |" % (n, len(fs), c(2), c(3), c(6), c(7), met))
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@
 # BIND and the prepared db with cns (bench/cns-custom.sh: restart from the
 # db), and answers the identical query mix from each. Finally cns is asked
 # at fixed rates (half its own saturated UDP rate, half the load
-# generator's ceiling) to count lost queries, and bench/ratios.py prints
-# each target as a ratio to the best peer.
+# generator's ceiling) to count lost queries, restarted a few times under
+# bench/first-answer.py (time to the first answer, polled every 2 ms), and
+# bench/ratios.py prints each target as a ratio to the best peer.
 #
 # Run (from anywhere):  bench/run.sh
 #   quick look:         SIZES=2000 REPS=1 DURATION=3 TCP_DURATION=2 bench/run.sh
@@ -37,11 +38,14 @@
 #     start, finds nothing changed, commits nothing, but costs CPU while
 #     run-anchors measures)
 #   LOSS_DURATION (10): seconds of each fixed-rate loss run (0: skip them)
+#   RESTART_REPS (3): restarts of cns per size timed by bench/first-answer.py
+#     (first answer polled every 2 ms from one socket; 0: skip)
 #   PREP_PORT (5390)  PREP_TIMEOUT (900 s)  ANCHORS (../shared/bench/run-anchors.sh)
 #   and every knob of run-anchors (DURATION, TCP_DURATION, SERVERS, SERVER_CPU,
 #   CLIENT_CPU, ...), passed through.
 # Output: $OUT/summary.md (run-anchors' table), $OUT/ratios.md (targets as
-#   ratios), $WORK/figures.tsv (initial loads), $WORK/loss.tsv.
+#   ratios), $WORK/figures.tsv (initial loads), $WORK/loss.tsv,
+#   $WORK/restart.tsv.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,6 +62,7 @@ REBUILD=${REBUILD:-0}
 PREP_ONLY=${PREP_ONLY:-0}
 INSTALL=${INSTALL:-0}
 LOSS_DURATION=${LOSS_DURATION:-10}
+RESTART_REPS=${RESTART_REPS:-3}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 FWD_ZONE=dc.cns.example
@@ -309,7 +314,28 @@ if [ "$LOSS_DURATION" -gt 0 ] && [[ " ${SERVERS:-custom} " == *" custom "* ]]; t
     done
 fi
 
-python3 "$ROOT/bench/ratios.py" "$OUT/results.tsv" "$LOSS" "$WORK/figures.tsv" > "$OUT/ratios.md" || true
+# ---------------------------------------------------------------- restart to first answer, closer
+# run-anchors' load time polls with one dig process per try; this asks every
+# 2 ms from one socket, then keeps asking every 10 ms while cns warms up
+RESTART=$WORK/restart.tsv
+printf 'N\trep\tfirst_ms\tall_zones_ms\tanswers\tp50_ms\tp99_ms\tmax_ms\n' > "$RESTART"
+if [ "$RESTART_REPS" -gt 0 ]; then
+    for n in $SIZES; do
+        for r in $(seq 1 "$RESTART_REPS"); do
+            d=$WORK/restart-N$n
+            rm -rf "$d"; mkdir -p "$d"
+            cp "$WORK/prep/N$n/cns.db" "$WORK/prep/N$n/spare/restart.db"
+            line=$(taskset -c "$CLIENT_CPU" python3 "$ROOT/bench/first-answer.py" --port "$PREP_PORT" \
+                --zones "$FWD_ZONE,$REV_ZONE" --duration 5 --log "$d/server.log" -- \
+                taskset -c "$SERVER_CPU" "$ROOT/bench/cns-custom.sh" "$CNS" "$WORK/prep" 127.0.0.1 "$PREP_PORT" \
+                "$WORK/zones/N$n/forward.zone" "$d") || { log "N=$n: first-answer probe failed (log: $d/server.log)"; continue; }
+            printf '%s\t%s\t%s\n' "$n" "$r" "$line" >> "$RESTART"
+            log "N=$n restart $r: first answer $(echo "$line" | cut -f1) ms, both zones $(echo "$line" | cut -f2) ms, answers during the next 5 s p99 $(echo "$line" | cut -f5) ms max $(echo "$line" | cut -f6) ms"
+        done
+    done
+fi
+
+python3 "$ROOT/bench/ratios.py" "$OUT/results.tsv" "$LOSS" "$WORK/figures.tsv" "$RESTART" > "$OUT/ratios.md" || true
 cat "$OUT/ratios.md"
 echo
 log "run-anchors summary: $OUT/summary.md"
