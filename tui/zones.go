@@ -272,8 +272,12 @@ func (p *zonesPage) detail(z admin.Zone) []string {
 	if z.Journal.Entries == 0 {
 		lines = append(lines, "journal: empty (an IXFR from any older serial gets the whole zone)")
 	} else {
-		lines = append(lines, fmt.Sprintf("journal: IXFR from serial %d to %d, %d entries, %s",
-			z.Journal.From, z.Serial, z.Journal.Entries, bytesText(z.Journal.Bytes)))
+		entries := fmt.Sprintf("%d entries", z.Journal.Entries)
+		if z.Journal.Entries == 1 {
+			entries = "1 entry"
+		}
+		lines = append(lines, fmt.Sprintf("journal: IXFR from serial %d to %d, %s, %s",
+			z.Journal.From, z.Serial, entries, bytesText(z.Journal.Bytes)))
 	}
 	for i := range lines {
 		lines[i] = truncate(lines[i], p.c.Width)
