@@ -244,9 +244,14 @@ func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
 		return nil, nil
 	}
 	stamped := stampedTypes(cs)
-	single := func(t uint16) bool { return singleton(t) || slices.Contains(stamped, t) }
-	sorted := slices.Clone(cs)
-	slices.SortFunc(sorted, func(a, b candidate) int {
+	single := func(t uint16) bool { return singleton(t) || (stamped != nil && slices.Contains(stamped, t)) }
+	// Sort pointers: candidates are large, and this runs for every name
+	// a commit touches and a warm-up reads.
+	sorted := make([]*candidate, len(cs))
+	for i := range cs {
+		sorted[i] = &cs[i]
+	}
+	slices.SortFunc(sorted, func(a, b *candidate) int {
 		ta, tb := RRType(a.rr), RRType(b.rr)
 		if ta != tb {
 			return int(ta) - int(tb)
@@ -312,7 +317,7 @@ func singleton(t uint16) bool { return t == dns.TypePTR || t == dns.TypeCNAME }
 
 // compareSingleton orders the candidates of a singleton type, the one
 // served first: lowest Pref, highest stamp, shortest, smallest.
-func compareSingleton(a, b candidate) int {
+func compareSingleton(a, b *candidate) int {
 	if a.pref != b.pref {
 		return int(a.pref) - int(b.pref)
 	}
@@ -365,7 +370,7 @@ func disagreements(cs []candidate) []disagreement {
 			if !slices.ContainsFunc(values, func(v []byte) bool { return bytes.Equal(v, RRData(c.rr)) }) {
 				values = append(values, RRData(c.rr))
 			}
-			if best == nil || compareSingleton(*c, *best) < 0 {
+			if best == nil || compareSingleton(c, best) < 0 {
 				best = c
 			}
 		}

@@ -2,10 +2,13 @@ package db
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/miekg/dns"
 )
 
 // stamped is a VM's stamped TXT at the _grpc_config name of the tests.
@@ -159,5 +162,39 @@ func TestCandidateEncoding(t *testing.T) {
 	c := mustCommit(t, d, &ChangeSet{Zones: testConfig(), VMs: []VMChange{{UUID: vm1, Records: []Record{r}}}})
 	if len(c.Problems) != 1 || !strings.Contains(c.Problems[0], "pref 128 is not below 128") {
 		t.Errorf("problems %q", c.Problems)
+	}
+}
+
+// BenchmarkPublish derives the served records of a service name with 20
+// members (A, TXT, SRV each), as every commit and warm-up does per name;
+// stamped adds a disagreeing singleton TXT per member.
+func BenchmarkPublish(b *testing.B) {
+	for _, withStamps := range []bool{false, true} {
+		var cs []candidate
+		for i := range 20 {
+			var id [16]byte
+			id[0] = byte(i)
+			for _, s := range []string{
+				fmt.Sprintf("x.dc.example.com. 30 IN A 10.0.0.%d", i),
+				fmt.Sprintf(`x.dc.example.com. 30 IN TXT "vm-%d"`, i),
+				fmt.Sprintf("x.dc.example.com. 30 IN SRV 0 10 80 vm%d.inst.o.dc.example.com.", i),
+			} {
+				x, _ := dns.NewRR(s)
+				rr, _ := EncodeRR(x)
+				cs = append(cs, candidate{vm: id, rr: rr})
+			}
+			if withStamps {
+				x, _ := dns.NewRR(fmt.Sprintf(`x.dc.example.com. 30 IN TXT "grpc_config=%d"`, i))
+				rr, _ := EncodeRR(x)
+				cs = append(cs, candidate{vm: id, stamp: uint64(1000 + i), rr: rr})
+			}
+		}
+		p := publishPolicy{maxRRset: DefaultMaxRRset}
+		b.Run(fmt.Sprintf("stamped=%v", withStamps), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p.publish(cs)
+			}
+		})
 	}
 }
