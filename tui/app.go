@@ -313,7 +313,7 @@ func (m *Model) contentHeight() int {
 	if m.conn.failing {
 		h--
 	}
-	return max(h, 3)
+	return max(h, 1)
 }
 
 func (m *Model) View() string {

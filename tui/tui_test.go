@@ -256,3 +256,53 @@ func TestRunesOneByOne(t *testing.T) {
 		t.Errorf("screen:\n%s", s)
 	}
 }
+
+// Every page, and every drill-down, fills the terminal exactly: as many
+// lines as it has, none wider, from a cramped one to a wide one.
+func TestLayoutFits(t *testing.T) {
+	src := newFake()
+	check := func(what string, m *Model, w, h int) {
+		t.Helper()
+		lines := strings.Split(m.View(), "\n")
+		if len(lines) != h {
+			t.Errorf("%s at %dx%d: %d lines", what, w, h, len(lines))
+		}
+		for i, l := range lines {
+			if lw := lipgloss.Width(l); lw > w {
+				t.Errorf("%s at %dx%d: line %d is %d wide: %q", what, w, h, i, lw, l)
+			}
+		}
+	}
+	// run runs a page's command when it asks for a load, as the program
+	// would (timers are left alone).
+	run := func(m *Model, cmd tea.Cmd) {
+		if cmd == nil {
+			return
+		}
+		if lm, ok := cmd().(loadMsg); ok {
+			_, fetch := m.Update(lm)
+			m.Update(fetch())
+		}
+	}
+	for _, size := range [][2]int{{80, 24}, {100, 30}, {200, 60}, {50, 12}, {20, 6}} {
+		w, h := size[0], size[1]
+		m := New(src, Options{Clock: fixedClock})
+		m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+		for i, p := range m.pages {
+			m.active = i
+			_, fetch := m.Update(loadMsg{p.Load(false)})
+			m.Update(fetch())
+			check(p.Title(), m, w, h)
+			m.Update(tea.KeyMsg{Type: tea.KeyDown})
+			_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+			run(m, cmd)
+			check(p.Title()+" opened", m, w, h)
+			m.Update(tea.KeyMsg{Type: tea.KeyEsc})
+		}
+		m.conn = conn{failing: true, since: now, err: errRefused}
+		m.resize()
+		check("banner", m, w, h)
+		m.help = true
+		check("help", m, w, h)
+	}
+}
