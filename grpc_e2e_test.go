@@ -33,6 +33,7 @@ import (
 //	greeter  g1 127.0.0.11 (older config: pick_first)
 //	         g2 127.0.0.12, g3 127.0.0.13 (newest config: round_robin, timeout)
 //	hello    h1 127.0.0.14 (config: grpclb)
+//	big      b1 127.0.0.15 (a config of almost 4 KiB)
 //	hello-lb lb 127.0.0.21 (grpclb=hello): a grpclb balancer that hands
 //	         out g2 and g3, never h1
 const (
@@ -58,7 +59,22 @@ var (
 ]`
 	greeterConfigOld = `[{"serviceConfig": {"loadBalancingConfig": [{"pick_first": {}}]}}]`
 	helloConfig      = `[{"serviceConfig": {"loadBalancingConfig": [{"grpclb": {}}]}}]`
+	bigConfig        = bigGRPCConfig()
 )
+
+// bigGRPCConfig is a service config just below cns's 4096-octet limit:
+// its TXT answer needs TCP.
+func bigGRPCConfig() string {
+	mcs := []string{`{"name":[{"service":"grpc.health.v1.Health"}],"timeout":"8.5s"}`}
+	for i := 0; ; i++ {
+		mc := fmt.Sprintf(`{"name":[{"service":"example.padding.Service%03d"}],"timeout":"1s","waitForReady":true}`, i)
+		cfg := `[{"serviceConfig":{"methodConfig":[` + strings.Join(append(mcs, mc), ",") + `]}}]`
+		if len(cfg) > 4096 {
+			return `[{"serviceConfig":{"methodConfig":[` + strings.Join(mcs, ",") + `]}}]`
+		}
+		mcs = append(mcs, mc)
+	}
+}
 
 // backend is one member's gRPC server: the health service, answering
 // which backend it is and how long the call's deadline had left.
@@ -177,7 +193,7 @@ type grpcDC struct {
 // startGRPCDC starts the gRPC servers and a cns serving them.
 func startGRPCDC(t *testing.T) *grpcDC {
 	t.Helper()
-	backends := []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14"}
+	backends := []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "127.0.0.15"}
 	port, ls := listenAll(t, backends...)
 	for i, l := range ls {
 		b := &backend{id: backends[i]}
@@ -200,6 +216,7 @@ func startGRPCDC(t *testing.T) *grpcDC {
 			grpcVM("a1111111-0000-4000-8000-000000000002", "g2", "127.0.0.12", svc, greeterConfigNew, "2025-06-01T11:00:00.000Z"),
 			grpcVM("a1111111-0000-4000-8000-000000000003", "g3", "127.0.0.13", svc, greeterConfigNew, "2025-06-01T12:00:00.000Z"),
 			grpcVM("a1111111-0000-4000-8000-000000000004", "h1", "127.0.0.14", fmt.Sprintf("hello:%d", port), helloConfig, "2025-06-01T12:00:00.000Z"),
+			grpcVM("a1111111-0000-4000-8000-000000000006", "b1", "127.0.0.15", fmt.Sprintf("big:%d", port), bigConfig, "2025-06-01T12:00:00.000Z"),
 			grpcVM("a1111111-0000-4000-8000-000000000005", "lb", "127.0.0.21", fmt.Sprintf("hello-lb:%d:grpclb=hello", lbPort), "", "2025-06-01T12:00:00.000Z"),
 		},
 	}
@@ -377,11 +394,49 @@ func TestGRPCServiceDiscovery(t *testing.T) {
 	// grpc-go with grpclb: the TXT picks the grpclb policy, the SRV
 	// names the balancer, and the balancer's list (g2, g3) carries the
 	// calls, not the A record of hello (h1).
+	// A config near the size limit: over UDP (EDNS, 1232 octets as Go's
+	// resolver asks) the answer is truncated, grpc-go retries over TCP
+	// and applies it.
+	t.Run("big config", func(t *testing.T) {
+		big := "big.svc." + grpcLogin + "." + grpcZone
+		m := new(dns.Msg)
+		m.SetQuestion("_grpc_config."+big+".", dns.TypeTXT)
+		m.SetEdns0(1232, false)
+		udp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, p.addr)
+		if err != nil || !udp.Truncated {
+			t.Errorf("over UDP: %v, truncated %v", err, udp != nil && udp.Truncated)
+		}
+		tcp, _, err := (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(m, p.addr)
+		if err != nil || len(tcp.Answer) != 1 {
+			t.Fatalf("over TCP: %v %v", err, tcp)
+		}
+		raw := rawTXT(t, tcp.Answer[0].(*dns.TXT))
+		wire, _ := tcp.Pack()
+		t.Logf("config of %d octets: TXT of %d strings, answer of %d octets over TCP", len(bigConfig), len(raw), len(wire))
+		r := calls(t, dc.dial(t, big), 5)
+		t.Logf("big: first answer after %v", r.first)
+		if len(r.deadlines) != 5 || slices.ContainsFunc(r.deadlines, func(ms int64) bool { return ms <= 6500 || ms > 8500 }) {
+			t.Errorf("deadlines at the server %v ms, want the big config's 8.5 s", r.deadlines)
+		}
+	})
+
 	t.Run("grpclb", func(t *testing.T) {
-		r := calls(t, dc.dial(t, hello), 20)
-		t.Logf("hello: first answer after %v (resolution, balancer, connection), 20 calls in %v: %v", r.first, r.total, r.hits)
-		if r.hits["127.0.0.12"] == 0 || r.hits["127.0.0.13"] == 0 || len(r.hits) != 2 {
-			t.Errorf("backends %v, want the balancer's 127.0.0.12 and .13 only", r.hits)
+		conn := dc.dial(t, hello)
+		start := time.Now()
+		r := calls(t, conn, 1)
+		for len(r.hits) < 2 && time.Since(start) < 10*time.Second {
+			for b, n := range calls(t, conn, 1).hits {
+				r.hits[b] += n
+			}
+		}
+		t.Logf("hello: first answer after %v (resolution, balancer, connection), both servers after %v", r.first, time.Since(start))
+		more := calls(t, conn, 20)
+		t.Logf("hello: 20 calls in %v: %v", more.total, more.hits)
+		for b, n := range more.hits {
+			r.hits[b] += n
+		}
+		if more.hits["127.0.0.12"] != 10 || more.hits["127.0.0.13"] != 10 || len(r.hits) != 2 {
+			t.Errorf("backends %v (last 20: %v), want the balancer's 127.0.0.12 and .13 only, in turn", r.hits, more.hits)
 		}
 		if asked := dc.lb.asked(); len(asked) == 0 || asked[0] != fmt.Sprintf("%s:%d", hello, dc.port) {
 			t.Errorf("the balancer was asked for %q, want %s:%d", asked, hello, dc.port)
