@@ -47,7 +47,7 @@ const (
 	aliceUUID  = "6c96670e-4204-4bc0-bd64-b4c576c09876"
 )
 
-func startDemo(t *testing.T) *demo {
+func startDemo(t testing.TB) *demo {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})

@@ -78,7 +78,9 @@ func keyToWire(key, zone []byte) []byte {
 	out := make([]byte, 0, len(key)+len(zone))
 	for j := len(starts) - 1; j >= 0; j-- {
 		s := starts[j]
-		out = append(out, key[s:s+int(key[s])+1]...)
+		// A damaged key (a label running past its end) gives a damaged
+		// name, which decoders report, rather than a panic.
+		out = append(out, key[s:min(s+int(key[s])+1, len(key))]...)
 	}
 	return append(out, zone...)
 }

@@ -409,7 +409,9 @@ func (s *Server) tsigErrorReply(q *query, v requestTSIG, b []byte) []byte {
 		return out
 	}
 	alg := make([]byte, 256)
-	an, err := dns.PackDomainName(strings.ToLower(t.Algorithm), alg, 0, nil, false)
+	// An empty algorithm (a TSIG record with no RDATA) packs to nothing:
+	// the root name keeps the record well-formed.
+	an, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(t.Algorithm)), alg, 0, nil, false)
 	if err != nil {
 		return out
 	}
