@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Reliability and security runs (issue 12); RELIABILITY.md has the table.
+#
+#   bench/reliability.sh            quick: the reliability tests as CI runs them,
+#                                   fuzz seed corpora, go vet, govulncheck
+#   LONG=1 bench/reliability.sh     long: 50 kill -9 restarts, longer chaos and
+#                                   abuse runs, and every fuzzer for $FUZZTIME
+#   bench/reliability.sh fuzz       only the fuzzers ($FUZZTIME each, default 5m)
+#
+# Knobs: FUZZTIME (5m), FUZZ (a regexp selecting fuzzers), OUT (where logs
+# go, default /tmp/cns-reliability). Fuzzers run one at a time with one
+# worker, so the machine keeps a core for everything else.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/cns-reliability}
+FUZZTIME=${FUZZTIME:-5m}
+FUZZ=${FUZZ:-.}
+mkdir -p "$OUT"
+
+# package fuzzer
+FUZZERS="
+./serve FuzzQuery
+. FuzzParseConfig
+./feeds/file FuzzInventory
+./admin FuzzAPIBodies
+./feeds/records FuzzServiceTag
+./db FuzzCandidates
+./db FuzzJournalEntry
+./db FuzzZoneMeta
+./db FuzzNameKey
+"
+
+fuzz() {
+	echo "fuzzer	package	time	execs	result" > "$OUT/fuzz.tsv"
+	echo "$FUZZERS" | while read -r pkg name; do
+		[ -n "$name" ] || continue
+		echo "$name" | grep -Eq "$FUZZ" || continue
+		log="$OUT/$name.log"
+		echo "== $name ($pkg, $FUZZTIME)"
+		go test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" -parallel 1 "$pkg" > "$log" 2>&1
+		rc=$?
+		execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+		result=PASS
+		[ $rc -eq 0 ] || result="FAIL (see $log)"
+		printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$pkg" "$FUZZTIME" "${execs:-0}" "$result" | tee -a "$OUT/fuzz.tsv"
+	done
+}
+
+tests() {
+	local long=${LONG:-}
+	export CNS_LONG=${long}
+	[ -n "$long" ] && export CNS_KILLS=${CNS_KILLS:-50}
+	echo "== go vet"
+	go vet ./... || return 1
+	echo "== govulncheck"
+	if command -v govulncheck > /dev/null || [ -x "$(go env GOPATH)/bin/govulncheck" ]; then
+		PATH=$PATH:$(go env GOPATH)/bin timeout 300 govulncheck ./... 2>&1 | tail -20 || echo "govulncheck failed (is the vulnerability database reachable?)"
+	else
+		echo "govulncheck not installed: go install golang.org/x/vuln/cmd/govulncheck@latest"
+	fi
+	echo "== fuzz seed corpora and reliability tests"
+	go test -count=1 -timeout 60m -run '^Fuzz' ./... || return 1
+	go test -count=1 -timeout 60m -v -run 'Reliability|Kill9|Chaos|Abuse|DiskFull|Differential|Security|RRL|TCPLimits|ProtocolEdges|TSIGError|TransferACL|SDCFaults' \
+		./ ./serve/ 2>&1 | tee "$OUT/tests.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go:[0-9]+: )' 
+	return "${PIPESTATUS[0]}"
+}
+
+case "${1:-}" in
+fuzz) fuzz ;;
+*)
+	tests || exit 1
+	[ -n "${LONG:-}" ] && fuzz
+	;;
+esac

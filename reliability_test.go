@@ -1,0 +1,605 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+)
+
+// Reliability tests of the binary (issue 12, RELIABILITY.md): a full
+// filesystem under the db.
+
+// mountTmpfs mounts a tmpfs of size bytes at a fresh directory, or skips
+// the test when mounting is not permitted.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fillFS writes a file in dir until the filesystem is full.
+func fillFS(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	// Whatever is left below one buffer too.
+	for _, n := range []int{4096, 512, 1} {
+		for {
+			if _, err := f.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+	}
+	return path
+}
+
+// apiGet fetches an API path and decodes it into v.
+func apiGet(t *testing.T, base, path string, v any) {
+	t.Helper()
+	res, err := http.Get(base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+func feedHealthy(t *testing.T, base, name string) (healthy bool, reason string) {
+	t.Helper()
+	var fs admin.Feeds
+	apiGet(t, base, "/feeds", &fs)
+	for _, f := range fs.Feeds {
+		if f.Name == name {
+			return f.Healthy, f.Reason
+		}
+	}
+	return true, ""
+}
+
+// The db on a full filesystem: commits fail with a clear error, the API
+// reports the store degraded, DNS keeps answering what was stored, and
+// writes resume once there is room again.
+func TestDiskFull(t *testing.T) {
+	fsDir := mountTmpfs(t, "64m")
+	dir := t.TempDir()
+	// The demo data center plus generated VMs to add once the disk is full.
+	inv := loadDefaultDC(t)
+	invPath := filepath.Join(dir, "inventory.json")
+	writeInventory(t, invPath, &inv)
+	cfg := testConfig(t, dir, "", func(c map[string]any) {
+		c["inventory_file"] = invPath
+		c["db_path"] = filepath.Join(fsDir, "cns.db")
+		c["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+	})
+	p := startCNS(t, cfg)
+	p.waitCommitted(0)
+	api := "http://" + p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
+	serial := soaSerial(t, p, demoZone)
+	filler := fillFS(t, fsDir)
+
+	// 2000 new VMs: far more than the free pages of the db file.
+	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 2000, Seed: 11})
+	grown := inv
+	grown.VMs = append(append([]sdc.VM(nil), inv.VMs...), gen.VMs...)
+	grown.Users = append(append([]sdc.User(nil), inv.Users...), gen.Users...)
+	grown.Servers = append(append([]sdc.Server(nil), inv.Servers...), gen.Servers...)
+	grown.Networks = append(append([]sdc.Network(nil), inv.Networks...), gen.Networks...)
+	grown.NetworkPools = append(append([]sdc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
+	dedupNetworks(&grown)
+	newVM := gen.VMs[0]
+	newName := newVM.UUID + ".inst." + newVM.OwnerUUID + "." + demoZone
+	mark := p.mark()
+	writeInventory(t, invPath, &grown)
+	fail := p.waitLogFrom(mark, 20*time.Second, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "commit failed") })
+	if !strings.Contains(fail.str("err"), "no space left on device") {
+		t.Errorf("commit failure does not say why: %q", fail.str("err"))
+	}
+	if l := fail.str("level"); l != "" && l != "error" && fail["level"] != 50.0 {
+		t.Errorf("commit failure logged at level %v", fail["level"])
+	}
+	healthy, reason := feedHealthy(t, api, "db")
+	if healthy || !strings.Contains(reason, "no space left") {
+		t.Errorf("/feeds: db healthy=%v reason %q, want degraded with the error", healthy, reason)
+	}
+	// DNS serves what was stored, for as long as the disk is full.
+	answered := 0
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		if r := p.query("udp", "cloudapi."+demoZone, dns.TypeA); len(r.Answer) != 1 {
+			t.Fatalf("stored name not answered while the disk is full: %v", r)
+		}
+		if got := soaSerial(t, p, demoZone); got != serial {
+			t.Fatalf("serial moved from %d to %d while no commit could land", serial, got)
+		}
+		if r := p.query("udp", newName, dns.TypeA); r.Rcode != dns.RcodeNameError {
+			t.Fatalf("a VM that could not be stored is answered: %v", r)
+		}
+		answered += 3
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Room again: the retry lands, the new VMs are served, the db is whole.
+	mark = p.mark()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	p.waitCommitted(mark)
+	resumed := time.Since(freed)
+	if r := p.query("udp", newName, dns.TypeA); len(r.Answer) != 1 {
+		t.Errorf("new VM not served after the disk has room: %v", r)
+	}
+	if got := soaSerial(t, p, demoZone); !dnsSerialLess(serial, got) {
+		t.Errorf("serial %d after the retry, was %d", got, serial)
+	}
+	waitFor(t, "the db feed healthy again", 5*time.Second, func() bool { h, _ := feedHealthy(t, api, "db"); return h })
+	p.stop(syscall.SIGTERM)
+	if out, stderr, code := runCNS(t, "db", "--db", filepath.Join(fsDir, "cns.db"), "check"); code != 0 {
+		t.Fatalf("cns db check after the disk was full:\n%s%s", out, stderr)
+	}
+	t.Logf("disk full: %d queries answered from memory, commit retried and landed %v after space returned", answered, resumed.Round(time.Millisecond))
+}
+
+// dedupNetworks keeps one network and pool per UUID (generated data
+// centers share their network UUIDs with the demo one).
+func dedupNetworks(inv *sdc.Inventory) {
+	seen := map[string]bool{}
+	var nets []sdc.Network
+	for _, n := range inv.Networks {
+		if !seen[n.UUID] {
+			seen[n.UUID] = true
+			nets = append(nets, n)
+		}
+	}
+	inv.Networks = nets
+	var pools []sdc.NetworkPool
+	for _, p := range inv.NetworkPools {
+		if !seen[p.UUID] {
+			seen[p.UUID] = true
+			pools = append(pools, p)
+		}
+	}
+	inv.NetworkPools = pools
+	var servers []sdc.Server
+	for _, s := range inv.Servers {
+		if !seen[s.UUID] {
+			seen[s.UUID] = true
+			servers = append(servers, s)
+		}
+	}
+	inv.Servers = servers
+	var users []sdc.User
+	for _, u := range inv.Users {
+		if !seen[u.UUID] {
+			seen[u.UUID] = true
+			users = append(users, u)
+		}
+	}
+	inv.Users = users
+}
+
+// testTSIGSecret is the TSIG secret of the abuse and security tests.
+var testTSIGSecret = base64.StdEncoding.EncodeToString([]byte("abuse-test-secret-0123456789abcdef"))
+
+// probe measures a well-formed client's service while something else
+// goes on: UDP queries back to back and a TCP query on a fresh connection
+// every 50 ms, with their latencies.
+type probe struct {
+	addr           string
+	udpSent, udpOK atomic.Int64
+	tcpSent, tcpOK atomic.Int64
+	mu             sync.Mutex
+	lat            []time.Duration
+	stop, done     chan struct{}
+}
+
+var probeNames = []string{"cloudapi." + demoZone, "web0.inst.alice." + demoZone, "web.svc.alice." + demoZone, "nope." + demoZone, demoZone}
+
+func startProbe(addr string) *probe {
+	p := &probe{addr: addr, stop: make(chan struct{}), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	ask := func(c *dns.Client, i int, sent, ok *atomic.Int64) {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(probeNames[i%len(probeNames)]), dns.TypeA)
+		m.SetEdns0(1232, false)
+		sent.Add(1)
+		r, rtt, err := c.Exchange(m, addr)
+		if err == nil && r.Rcode != dns.RcodeServerFailure && r.Rcode != dns.RcodeRefused && !r.Truncated {
+			ok.Add(1)
+			p.mu.Lock()
+			p.lat = append(p.lat, rtt)
+			p.mu.Unlock()
+		}
+	}
+	wg.Go(func() {
+		c := &dns.Client{Timeout: 500 * time.Millisecond}
+		for i := 0; ; i++ {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			ask(c, i, &p.udpSent, &p.udpOK)
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		c := &dns.Client{Net: "tcp", Timeout: 2 * time.Second}
+		for i := 0; ; i++ {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ask(c, i, &p.tcpSent, &p.tcpOK)
+		}
+	})
+	go func() { wg.Wait(); close(p.done) }()
+	return p
+}
+
+// halt stops the probe and returns a summary and the answered shares.
+func (p *probe) halt() (string, float64, float64, time.Duration) {
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	slices.Sort(p.lat)
+	pct := func(q float64) time.Duration {
+		if len(p.lat) == 0 {
+			return 0
+		}
+		return p.lat[min(len(p.lat)-1, int(q*float64(len(p.lat))))]
+	}
+	udp := float64(p.udpOK.Load()) / float64(max(1, p.udpSent.Load()))
+	tcp := float64(p.tcpOK.Load()) / float64(max(1, p.tcpSent.Load()))
+	return fmt.Sprintf("UDP %d/%d answered (%.2f%%), TCP %d/%d (%.2f%%), latency p50 %v p99 %v max %v",
+		p.udpOK.Load(), p.udpSent.Load(), 100*udp, p.tcpOK.Load(), p.tcpSent.Load(), 100*tcp,
+		pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), pct(1).Round(10*time.Microsecond)), udp, tcp, pct(0.99)
+}
+
+// udpFrom returns a UDP socket bound to ip (a loopback address).
+func udpFrom(t *testing.T, ip string) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+	if err != nil {
+		t.Skipf("cannot bind %s: %v", ip, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// abusePackets are malformed or hostile requests: garbage, truncations,
+// many questions, huge EDNS options, bad TSIG, transfers over UDP.
+func abusePackets(t *testing.T, rng *rand.Rand) [][]byte {
+	var out [][]byte
+	m := new(dns.Msg)
+	m.SetQuestion("cloudapi."+demoZone+".", dns.TypeA)
+	good, _ := m.Pack()
+	out = append(out, []byte{}, []byte{0}, good[:5], good[:12], good[:len(good)-1])
+	many := append([]byte(nil), good...)
+	binary.BigEndian.PutUint16(many[4:], 65535) // 65535 questions, one present
+	out = append(out, many)
+	multi := append([]byte(nil), good[:12]...)
+	binary.BigEndian.PutUint16(multi[4:], 200)
+	for range 200 {
+		multi = append(multi, good[12:]...)
+	}
+	out = append(out, multi)
+	big := new(dns.Msg)
+	big.SetQuestion("cloudapi."+demoZone+".", dns.TypeA)
+	big.SetEdns0(65535, true)
+	for i := range 30 {
+		big.IsEdns0().Option = append(big.IsEdns0().Option, &dns.EDNS0_LOCAL{Code: uint16(65001 + i), Data: make([]byte, 120)})
+	}
+	if b, err := big.Pack(); err == nil {
+		out = append(out, b)
+	}
+	bad := new(dns.Msg)
+	bad.SetQuestion(demoZone+".", dns.TypeSOA)
+	bad.SetTsig("xfr-key.", dns.HmacSHA256, 300, time.Now().Unix())
+	wrong := base64.StdEncoding.EncodeToString([]byte("not the secret, not the secret!!"))
+	if b, _, err := dns.TsigGenerate(bad, wrong, "", false); err == nil {
+		out = append(out, b)
+	}
+	for _, qt := range []uint16{dns.TypeAXFR, dns.TypeIXFR, dns.TypeANY} {
+		x := new(dns.Msg)
+		x.SetQuestion(demoZone+".", qt)
+		b, _ := x.Pack()
+		out = append(out, b)
+	}
+	for range 50 {
+		b := make([]byte, 12+rng.IntN(500))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		b[2] &^= 0x80 // a request
+		out = append(out, b)
+	}
+	return out
+}
+
+// The server stays responsive to a well-formed client while it is abused:
+// malformed and truncated packets, many questions, huge EDNS options, bad
+// TSIG, AXFR/IXFR from disallowed addresses, stalled and bulk TCP
+// connections, and a UDP flood from one source. CNS_LONG=1 runs it for a
+// minute instead of 5 s.
+func TestDNSAbuse(t *testing.T) {
+	dur := 5 * time.Second
+	if longRun() {
+		dur = time.Minute
+	}
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) {
+		c["tsig_keys"] = map[string]any{"xfr-key": map[string]any{"algorithm": "hmac-sha256", "secret": testTSIGSecret}}
+	})
+	p := startCNS(t, cfg)
+	p.waitCommitted(0)
+	dst, _ := net.ResolveUDPAddr("udp", p.addr)
+
+	// The baseline: the same client with nothing else going on.
+	base := startProbe(p.addr)
+	time.Sleep(min(dur/2, 3*time.Second))
+	baseSummary, _, _, _ := base.halt()
+
+	rng := rand.New(rand.NewPCG(12, 12))
+	pkts := abusePackets(t, rng)
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	var malformed, flood, tcpOpened, axfrTried atomic.Int64
+	// Malformed and hostile packets from 127.0.0.5, as fast as they go.
+	mal := udpFrom(t, "127.0.0.5")
+	wg.Go(func() {
+		for i := 0; time.Now().Before(deadline); i++ {
+			mal.WriteToUDP(pkts[i%len(pkts)], dst)
+			malformed.Add(1)
+			if i%12 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	})
+	// A UDP flood of good queries from one source, never reading answers:
+	// tens of thousands a second, below what the server can answer on one
+	// core (an unpaced flood fills the socket's kernel queue, where the
+	// client's queries are dropped along with it before cns sees them).
+	fl := udpFrom(t, "127.0.0.6")
+	m := new(dns.Msg)
+	m.SetQuestion("web.svc.alice."+demoZone+".", dns.TypeSRV)
+	floodPkt, _ := m.Pack()
+	wg.Go(func() {
+		for time.Now().Before(deadline) {
+			for range 48 {
+				fl.WriteToUDP(floodPkt, dst)
+			}
+			flood.Add(48)
+			time.Sleep(time.Millisecond)
+		}
+	})
+	// TCP: stalled connections in bulk from several addresses (more than
+	// the per-address limit from one), a slow writer, and AXFR/IXFR from
+	// addresses not allowed to transfer.
+	var held []net.Conn
+	var hmu sync.Mutex
+	for a := 7; a <= 10; a++ {
+		wg.Go(func() {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(a))}, Timeout: time.Second}
+			for i := 0; i < 100 && time.Now().Before(deadline); i++ {
+				c, err := d.Dial("tcp", p.addr)
+				if err != nil {
+					continue
+				}
+				tcpOpened.Add(1)
+				if i%3 == 0 {
+					c.Write([]byte{0, 40, 1, 2}) // a length, then a stall mid-message
+				}
+				hmu.Lock()
+				held = append(held, c)
+				hmu.Unlock()
+			}
+		})
+	}
+	wg.Go(func() {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 11)}, Timeout: time.Second}
+		c, err := d.Dial("tcp", p.addr)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		msg := binary.BigEndian.AppendUint16(nil, uint16(len(floodPkt)))
+		msg = append(msg, floodPkt...)
+		for i := 0; i < len(msg) && time.Now().Before(deadline); i++ {
+			c.Write(msg[i : i+1])
+			time.Sleep(300 * time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		tr := &dns.Transfer{DialTimeout: time.Second, ReadTimeout: time.Second}
+		for i := 0; time.Now().Before(deadline); i++ {
+			x := new(dns.Msg)
+			if i%2 == 0 {
+				x.SetAxfr(demoZone + ".")
+			} else {
+				x.SetIxfr(demoZone+".", 1, "ns.", "h.")
+			}
+			conn, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 12)}, Timeout: time.Second}).Dial("tcp", p.addr)
+			if err != nil {
+				continue
+			}
+			tr.Conn = &dns.Conn{Conn: conn}
+			tr.WriteMsg(x)
+			if r, err := tr.ReadMsg(); err == nil && len(r.Answer) > 0 {
+				t.Errorf("a disallowed address got a transfer: %v", r.Answer[0])
+			}
+			conn.Close()
+			axfrTried.Add(1)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+
+	pr := startProbe(p.addr)
+	time.Sleep(time.Until(deadline))
+	summary, udpShare, tcpShare, p99 := pr.halt()
+	wg.Wait()
+	hmu.Lock()
+	for _, c := range held {
+		c.Close()
+	}
+	hmu.Unlock()
+
+	t.Logf("baseline: %s", baseSummary)
+	t.Logf("under abuse for %v (%d malformed packets, %d flood queries from one address, %d TCP connections held or stalled, %d disallowed transfers): %s",
+		dur, malformed.Load(), flood.Load(), tcpOpened.Load(), axfrTried.Load(), summary)
+	if udpShare < 0.95 || tcpShare < 0.95 {
+		t.Errorf("the well-formed client was not served under abuse: %s", summary)
+	}
+	if p99 > 500*time.Millisecond {
+		t.Errorf("p99 latency %v under abuse", p99)
+	}
+	// Still alive and whole afterwards.
+	if r := p.query("udp", "cloudapi."+demoZone, dns.TypeA); len(r.Answer) != 1 {
+		t.Errorf("after the abuse: %v", r)
+	}
+	if r := p.query("tcp", "cloudapi."+demoZone, dns.TypeA); len(r.Answer) != 1 {
+		t.Errorf("after the abuse over TCP: %v", r)
+	}
+	if strings.Contains(p.log(), "panic") {
+		t.Errorf("the log mentions a panic:\n%s", p.log())
+	}
+	refused := strings.Count(p.log(), `"msg":"transfer refused"`)
+	if refused == 0 {
+		t.Error("disallowed transfers were not logged")
+	}
+}
+
+// With rrl on, a flood from one address is cut to the configured rate
+// (every second refused answer slips as TC) while other networks keep
+// full service: measured in bytes, cns amplifies the flood by less than
+// one.
+func TestRRLAmplification(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) {
+		c["rrl"] = map[string]any{"responses_per_second": 50, "slip": 2}
+	})
+	p := startCNS(t, cfg)
+	p.waitCommitted(0)
+	dst, _ := net.ResolveUDPAddr("udp", p.addr)
+	m := new(dns.Msg)
+	m.SetQuestion("web.svc.alice."+demoZone+".", dns.TypeSRV) // a big answer: what an attacker picks
+	m.SetEdns0(4096, false)
+	pkt, _ := m.Pack()
+
+	dur := 3 * time.Second
+	if longRun() {
+		dur = 30 * time.Second
+	}
+	fl := udpFrom(t, "127.1.0.1")
+	var sent, full, slipped, bytesOut atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65535)
+		for {
+			fl.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			n, _, err := fl.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			bytesOut.Add(int64(n))
+			var r dns.Msg
+			if r.Unpack(buf[:n]) == nil && r.Truncated {
+				slipped.Add(1)
+			} else {
+				full.Add(1)
+			}
+		}
+	}()
+	others := []*net.UDPConn{udpFrom(t, "127.2.0.1"), udpFrom(t, "127.3.0.1")}
+	var otherSent, otherOK int
+	deadline := time.Now().Add(dur)
+	for i := 0; time.Now().Before(deadline); i++ {
+		for range 20 {
+			fl.WriteToUDP(pkt, dst)
+		}
+		sent.Add(20)
+		if i%10 == 0 { // each other network asks ~20 times a second, under the limit
+			for _, o := range others {
+				otherSent++
+				o.WriteToUDP(pkt, dst)
+				o.SetReadDeadline(time.Now().Add(time.Second))
+				buf := make([]byte, 65535)
+				n, _, err := o.ReadFromUDP(buf)
+				var r dns.Msg
+				if err == nil && r.Unpack(buf[:n]) == nil && !r.Truncated && len(r.Answer) > 0 {
+					otherOK++
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	<-done
+	secs := dur.Seconds()
+	amp := float64(bytesOut.Load()) / float64(sent.Load()*int64(len(pkt)))
+	t.Logf("rrl 50/s slip 2, %v: flood source sent %d queries (%.0f/s), got %d full answers (%.0f/s) and %d TC slips; bytes out/in %.2f; other networks %d/%d answered in full",
+		dur, sent.Load(), float64(sent.Load())/secs, full.Load(), float64(full.Load())/secs, slipped.Load(), amp, otherOK, otherSent)
+	if rate := float64(full.Load()) / secs; rate > 50*1.5+10 {
+		t.Errorf("flood got %.0f full answers a second, limit 50", rate)
+	}
+	if slipped.Load() == 0 {
+		t.Error("no TC slip")
+	}
+	if amp >= 1 {
+		t.Errorf("amplification %.2f", amp)
+	}
+	if otherOK != otherSent {
+		t.Errorf("other networks: %d of %d answered", otherOK, otherSent)
+	}
+}
