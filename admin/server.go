@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -74,6 +75,11 @@ func (s *Server) Handler() http.Handler {
 	read("GET /metrics", s.getMetrics)
 	write("GET /db/backup", s.getBackup)
 	write("POST /config/reload", s.postReload)
+	// Profiles for diagnosing a live server (loopback or token only).
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile", "/debug/pprof/symbol", "/debug/pprof/trace"} {
+		h := pprofHandler(path)
+		write("GET "+path, func(w http.ResponseWriter, r *http.Request) error { h.ServeHTTP(w, r); return nil })
+	}
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusNotFound, Code: "ResourceNotFound", Message: r.URL.Path + " does not exist"}
 	}, false))
@@ -713,4 +719,19 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, v)
+}
+
+// pprofHandler maps a /debug/pprof path to net/http/pprof's handler.
+func pprofHandler(path string) http.Handler {
+	switch path {
+	case "/debug/pprof/cmdline":
+		return http.HandlerFunc(pprof.Cmdline)
+	case "/debug/pprof/profile":
+		return http.HandlerFunc(pprof.Profile)
+	case "/debug/pprof/symbol":
+		return http.HandlerFunc(pprof.Symbol)
+	case "/debug/pprof/trace":
+		return http.HandlerFunc(pprof.Trace)
+	}
+	return http.HandlerFunc(pprof.Index) // also serves /debug/pprof/heap etc.
 }

@@ -5,6 +5,7 @@
 package feeds
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -68,7 +69,8 @@ type Updater struct {
 	pools      map[string][]string     // network uuid → pool uuids
 	poolNets   map[string][]string     // pool uuid → network uuids
 	poolList   []sdc.NetworkPool       // as last given, to notice changes
-	vms        map[string]*sdc.VM      // by uuid, trimmed to what records reads
+	vms        map[string]*storedVM    // by uuid: what records reads, encoded
+	strs       map[string]string       // interned owner and server UUIDs
 	byOwner    map[string]map[string]bool
 	byServer   map[string]map[string]bool
 	known      map[string]bool   // VMs the store holds
@@ -81,6 +83,7 @@ type Updater struct {
 	commits    uint64
 	lastCommit CommitInfo
 	hist       Histogram
+	burst      int // VMs computed since the dirty set was last empty
 	feeds      map[string]FeedStatus
 	health     *serviceHealth // self-removal hysteresis (hysteresis.go)
 }
@@ -108,7 +111,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		cfg: o.Records, zones: o.Zones, zonesDirty: true,
 		users: map[string]*sdc.User{}, logins: map[string]*sdc.User{},
 		servers: map[string]*serverFacts{}, networks: map[string]*sdc.Network{}, pools: map[string][]string{},
-		vms: map[string]*sdc.VM{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
+		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
 		known: map[string]bool{}, dirty: map[string]uint64{}, causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{},
 	}
@@ -368,18 +371,51 @@ func (u *Updater) Tick() {
 	}
 }
 
+// storedVM is one VM as the updater keeps it between changes: the facts
+// records reads, JSON-encoded (a few hundred bytes, where the decoded
+// object with its maps took about a kilobyte), and the UUIDs the indexes
+// need. It is decoded again only when the VM is recomputed.
+type storedVM struct {
+	owner, server string
+	facts         []byte
+}
+
+// vm decodes the stored facts.
+func (v *storedVM) vm() (*sdc.VM, error) {
+	var vm sdc.VM
+	if err := json.Unmarshal(v.facts, &vm); err != nil {
+		return nil, err
+	}
+	return &vm, nil
+}
+
+// intern returns a shared copy of s: owner and server UUIDs repeat
+// across VMs.
+func (u *Updater) intern(s string) string {
+	if v, ok := u.strs[s]; ok {
+		return v
+	}
+	u.strs[s] = s
+	return s
+}
+
 // setVM records vm's current state and marks it when it changed.
 func (u *Updater) setVM(vm *sdc.VM, cause string) {
 	t := trimVM(vm)
+	facts, err := json.Marshal(t)
+	if err != nil {
+		u.log.Warn("vm not encodable; ignored", "vm", t.UUID, "err", err)
+		return
+	}
 	old := u.vms[t.UUID]
-	if old != nil && reflect.DeepEqual(old, t) {
+	if old != nil && bytes.Equal(old.facts, facts) {
 		return
 	}
 	if old != nil {
-		delete(u.byOwner[old.OwnerUUID], t.UUID)
-		delete(u.byServer[old.ServerUUID], t.UUID)
+		delete(u.byOwner[old.owner], t.UUID)
+		delete(u.byServer[old.server], t.UUID)
 	}
-	u.vms[t.UUID] = t
+	u.vms[t.UUID] = &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts}
 	addIndex(u.byOwner, t.OwnerUUID, t.UUID)
 	addIndex(u.byServer, t.ServerUUID, t.UUID)
 	u.mark(t.UUID)
@@ -391,8 +427,8 @@ func (u *Updater) removeVM(uuid, cause string) {
 	if old == nil {
 		return
 	}
-	delete(u.byOwner[old.OwnerUUID], uuid)
-	delete(u.byServer[old.ServerUUID], uuid)
+	delete(u.byOwner[old.owner], uuid)
+	delete(u.byServer[old.server], uuid)
 	delete(u.vms, uuid)
 	u.mark(uuid)
 	u.causes[cause]++
@@ -416,7 +452,10 @@ func trimVM(vm *sdc.VM) *sdc.VM {
 		State:      vm.State,
 		Docker:     vm.Docker,
 		Destroyed:  vm.Destroyed,
-		NICs:       slices.Clone(vm.NICs),
+	}
+	// Of a NIC, records reads its addresses, network and tag.
+	for _, n := range vm.NICs {
+		t.NICs = append(t.NICs, sdc.NIC{IP: n.IP, IPs: n.IPs, NetworkUUID: n.NetworkUUID, NICTag: n.NICTag, VLANID: n.VLANID})
 	}
 	t.Tags = keepKeys(vm.Tags)
 	t.CustomerMetadata = keepKeys(vm.CustomerMetadata)
@@ -533,10 +572,15 @@ func (u *Updater) Flush() error {
 	}
 	var healthGens map[string]uint64
 	cs.Hysteresis, healthGens = u.health.writes()
+	u.burst += len(cs.VMs) + unchanged
 	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 {
 		clear(u.causes)
 		u.log.Info("committed", "vms", 0, "unchanged", unchanged, "zones", 0, "pending", len(u.dirty), "took", "0s")
+		release := u.endOfBurst()
 		u.mu.Unlock()
+		if release {
+			u.releaseMemory()
+		}
 		return nil
 	}
 	u.mu.Unlock()
@@ -570,10 +614,8 @@ func (u *Updater) Flush() error {
 			u.hashes[vc.UUID] = vc.Hash
 		}
 	}
-	if len(cs.VMs) >= 10000 || (len(cs.VMs) >= maxVMsPerCommit && len(u.dirty) == 0) {
-		// The end of a big load: give the transient memory (inventory,
-		// write transactions) back to the system now, not over minutes.
-		defer debug.FreeOSMemory()
+	if u.endOfBurst() {
+		defer u.releaseMemory()
 	}
 	if len(u.dirty) > 0 {
 		u.wake() // the rest of a chunked batch
@@ -597,10 +639,15 @@ func (u *Updater) Flush() error {
 // change builds the change of one VM. ok is false when the VM cannot be
 // recomputed now (its owner is unknown): its stored records stay.
 func (u *Updater) change(uuid string) (db.VMChange, bool) {
-	vm := u.vms[uuid]
-	if vm == nil {
+	stored := u.vms[uuid]
+	if stored == nil {
 		u.leaveServices(uuid)
 		return db.VMChange{UUID: uuid, Delete: true}, u.known[uuid]
+	}
+	vm, err := stored.vm()
+	if err != nil {
+		u.log.Error("stored vm facts unreadable; keeping its records", "vm", uuid, "err", err)
+		return db.VMChange{}, false
 	}
 	owner := u.users[vm.OwnerUUID]
 	if owner == nil {
@@ -748,4 +795,29 @@ func changeHash(meta []byte, recs []db.Record) uint64 {
 		}
 	}
 	return h.Sum64() | 1 // never 0, which means "no hash"
+}
+
+// bigBurst is the number of VMs computed in one go (a start, a full
+// listing, a config change) after which memory is handed back.
+const bigBurst = 10000
+
+// endOfBurst reports, once the dirty set is empty, whether the burst that
+// emptied it was big. Callers hold mu.
+func (u *Updater) endOfBurst() bool {
+	if len(u.dirty) > 0 {
+		return false
+	}
+	big := u.burst >= bigBurst
+	u.burst = 0
+	return big
+}
+
+// releaseMemory gives the transient memory of a big load back to the
+// system now, not over minutes: the Go heap's free pages, and the pages
+// of the db file the load read.
+func (u *Updater) releaseMemory() {
+	debug.FreeOSMemory()
+	if err := u.store.ReleaseMemory(); err != nil {
+		u.log.Debug("release db pages", "err", err)
+	}
 }

@@ -211,6 +211,11 @@ func (s *Server) Warm() error {
 			return err
 		}
 	}
+	// The tables hold what is served now; the file pages read to build
+	// them need not stay resident.
+	if err := s.store.ReleaseMemory(); err != nil {
+		s.log.Debug("release db pages", "err", err)
+	}
 	return nil
 }
 

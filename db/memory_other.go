@@ -1,0 +1,7 @@
+//go:build !linux
+
+package db
+
+// releaseMapping is a no-op where MADV_DONTNEED on a shared file mapping
+// is not known to keep the file's contents.
+func releaseMapping(addr, size uintptr) error { return nil }
