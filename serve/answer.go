@@ -118,7 +118,7 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	case q.qclass == dns.ClassCHAOS:
 		s.answerChaos(&r, q)
 		return r.finish(q.id)
-	case q.qclass != dns.ClassINET:
+	case q.qclass != dns.ClassINET && q.qclass != dns.ClassANY:
 		r.rcode = dns.RcodeRefused
 		return r.finish(q.id)
 	}
@@ -132,7 +132,11 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 		r.rcode = dns.RcodeRefused
 		return r.finish(q.id)
 	}
-	r.flags |= flagAA
+	if q.qclass == dns.ClassINET {
+		// QCLASS ANY (*) gets the IN data, never authoritatively (RFC 6895
+		// §3.3.2), as NSD answers it.
+		r.flags |= flagAA
+	}
 	zonePtr := headerLen + zoff // the apex inside the question name
 	if zoff == 0 && q.qtype == dns.TypeSOA {
 		s.peers.soaQuery(q.src.Addr(), z.name)
@@ -154,18 +158,19 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 			s.negative(&r, z, zonePtr)
 			break
 		}
-		run, n := rrsOfType(rrs, q.qtype)
+		rtype := q.qtype
 		if q.qtype == dns.TypeANY && len(rrs) > 0 {
 			// RFC 8482: one RRset is a complete answer to ANY.
-			run, n = rrsOfType(rrs, binary.BigEndian.Uint16(rrs))
+			rtype = binary.BigEndian.Uint16(rrs)
 		}
+		run, n := rrsOfType(rrs, rtype)
 		if n > 0 {
 			start := len(r.b)
 			if !r.appendRRs(run, ptr, &r.an) {
 				r.truncate()
 				break
 			}
-			if q.qtype == dns.TypeSRV {
+			if rtype == dns.TypeSRV { // asked for, or the RRset given to ANY
 				s.srvAdditionals(&r, z, start)
 			}
 			break

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -105,6 +106,9 @@ func bindRates(cfg *Config) string {
 // every IXFR fails to store ("not enough space provided") and Knot falls
 // back to AXFR.
 func knotConf(cfg *Config, port int, identity string) (string, error) {
+	if len(cfg.ZoneFiles) > 0 {
+		return knotFilesConf(cfg, port, identity), nil
+	}
 	if len(cfg.Zones) == 0 && cfg.Catalog == "" {
 		return "", fmt.Errorf("knot: no zones and no catalog")
 	}
@@ -181,6 +185,9 @@ template:
 // user (username ""), with no database, its xfrd state and temporary
 // transfer files in the working dir, and no remote control.
 func nsdConf(cfg *Config, port int, identity string) (string, error) {
+	if len(cfg.ZoneFiles) > 0 {
+		return nsdFilesConf(cfg, port, identity), nil
+	}
 	if cfg.Catalog != "" {
 		return "", fmt.Errorf("nsd: catalog zones not supported")
 	}
@@ -237,4 +244,90 @@ zone:
 `, quote(z+"."), quote(zoneFile(z)), host, pport, keyName, keyName)
 	}
 	return b.String(), nil
+}
+
+// knotFilesConf makes Knot a primary loading cfg.ZoneFiles (read once,
+// never written back, no journal), with its defaults for answers.
+func knotFilesConf(cfg *Config, port int, identity string) string {
+	d := cfg.Dir
+	var b strings.Builder
+	fmt.Fprintf(&b, `server:
+    rundir: %s
+    listen: 127.0.0.1@%d
+    identity: %s
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+
+log:
+  - target: stderr
+    any: info
+
+database:
+    storage: %s
+
+control:
+    listen: %s
+
+template:
+  - id: default
+    storage: %s
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+    semantic-checks: off
+
+zone:
+`, quote(d), port, quote(identity), quote(d), quote(filepath.Join(d, "knot.sock")), quote(d))
+	for _, z := range sortedKeys(cfg.ZoneFiles) {
+		fmt.Fprintf(&b, "  - domain: %s\n    file: %s\n", quote(z+"."), quote(cfg.ZoneFiles[z]))
+	}
+	return b.String()
+}
+
+// nsdFilesConf makes NSD a primary loading cfg.ZoneFiles, with its
+// defaults for answers (RRL off: tests ask from one address).
+func nsdFilesConf(cfg *Config, port int, identity string) string {
+	d := cfg.Dir
+	var b strings.Builder
+	fmt.Fprintf(&b, `server:
+    ip-address: 127.0.0.1@%d
+    do-ip4: yes
+    do-ip6: no
+    server-count: 1
+    username: ""
+    chroot: ""
+    database: ""
+    zonesdir: %s
+    zonelistfile: %s
+    xfrdfile: %s
+    xfrdir: %s
+    pidfile: %s
+    logfile: %s
+    verbosity: 1
+    identity: %s
+    hide-identity: no
+    hide-version: no
+    refuse-any: no
+    rrl-ratelimit: 0
+    rrl-whitelist-ratelimit: 0
+    zonefiles-write: 0
+
+remote-control:
+    control-enable: no
+`, port, quote(d), quote(filepath.Join(d, "zone.list")), quote(filepath.Join(d, "xfrd.state")),
+		quote(d), quote(filepath.Join(d, "nsd.pid")), quote(filepath.Join(d, "nsd.log")), quote(identity))
+	for _, z := range sortedKeys(cfg.ZoneFiles) {
+		fmt.Fprintf(&b, "\nzone:\n    name: %s\n    zonefile: %s\n", quote(z+"."), quote(cfg.ZoneFiles[z]))
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -96,6 +96,11 @@ type Config struct {
 	// StartTimeout bounds how long Start waits for the server to answer
 	// (default 20 s).
 	StartTimeout time.Duration
+	// ZoneFiles, when set, makes the server a primary for these zones
+	// (name without trailing dot → zone file path) instead of a
+	// secondary: Primary, Zones, Catalog and Key are then ignored. Knot
+	// and NSD only. Differential tests load what cns exports this way.
+	ZoneFiles map[string]string
 	// StockRates keeps the server's own rate limits instead of the fast
 	// ones this package sets. For BIND that is serial-query-rate 20/s,
 	// whose rate limiter ticks every 500 ms: the SOA query a NOTIFY
@@ -224,7 +229,11 @@ func Start(t testing.TB, cfg Config) *Secondary {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 20 * time.Second
 	}
-	if _, _, err := net.SplitHostPort(cfg.Primary); err != nil {
+	if len(cfg.ZoneFiles) > 0 {
+		if cfg.Kind == BIND {
+			t.Fatalf("secondarytest: ZoneFiles is for Knot and NSD")
+		}
+	} else if _, _, err := net.SplitHostPort(cfg.Primary); err != nil {
 		t.Fatalf("secondarytest: primary %q: %v", cfg.Primary, err)
 	}
 	for i, z := range cfg.Zones {
