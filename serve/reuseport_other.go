@@ -8,4 +8,13 @@ import "syscall"
 // (illumos has no such option): one socket is read by one goroutine.
 const reusePortSupported = false
 
-func reusePortControl(network, address string, c syscall.RawConn) error { return nil }
+// reusePortControl asks for a large UDP receive buffer; the kernel clamps
+// it to what it allows.
+func reusePortControl(network, address string, c syscall.RawConn) error {
+	if network == "udp" || network == "udp4" || network == "udp6" {
+		c.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, udpReceiveBuffer)
+		})
+	}
+	return nil
+}

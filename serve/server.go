@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,8 +212,9 @@ func (s *Server) Warm() error {
 			return err
 		}
 	}
-	// The tables hold what is served now; the file pages read to build
-	// them need not stay resident.
+	// The tables hold what is served now: the garbage of building them and
+	// the file pages read for them need not stay resident.
+	debug.FreeOSMemory()
 	if err := s.store.ReleaseMemory(); err != nil {
 		s.log.Debug("release db pages", "err", err)
 	}
@@ -227,16 +229,20 @@ func (s *Server) warmZone(wire []byte) error {
 	if z == nil || z.names != nil {
 		return nil
 	}
-	changes := map[string][]byte{}
-	err := s.store.ScanZone(z.name, func(owner []byte, rrs db.RRs) error {
-		changes[string(owner)] = append([]byte(nil), rrs...)
+	// ScanZone hands over fresh slices (published records are built, not
+	// borrowed from the file), so they are kept as they are.
+	var names []string
+	var rrs [][]byte
+	err := s.store.ScanZone(z.name, func(owner []byte, r db.RRs) error {
+		names = append(names, string(owner))
+		rrs = append(rrs, r)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("warm zone %s: %w", z.name, err)
 	}
 	nz := *z
-	nz.names = (*table)(nil).update(z.wire, changes)
+	nz.names = buildTable(z.wire, names, rrs)
 	next := &snapshot{zones: make(map[string]*zone, len(cur.zones))}
 	for k, v := range cur.zones {
 		next.zones[k] = v

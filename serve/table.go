@@ -6,7 +6,9 @@ import (
 	"hash/maphash"
 	"maps"
 	"math/bits"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // table maps the owner names of one zone (absolute, lower-case wire names)
@@ -54,9 +56,25 @@ func hashName(name []byte) uint64 { return maphash.Bytes(hashSeed, name) }
 // small.
 const nodesPerShard = 128
 
+// item is a name and its content, on the way into a shard.
+type item struct {
+	name string
+	e    entry
+}
+
 // newTable builds a table holding entries (by name).
 func newTable(entries map[string]entry) *table {
-	n := len(entries)
+	items := make([]item, 0, len(entries))
+	for name, e := range entries {
+		items = append(items, item{name, e})
+	}
+	return tableOf(items)
+}
+
+// tableOf lays items out in a table sized for them, building the shards
+// on every core.
+func tableOf(items []item) *table {
+	n := len(items)
 	nshards := 1
 	for nshards*nodesPerShard < n {
 		nshards <<= 1
@@ -65,15 +83,51 @@ func newTable(entries map[string]entry) *table {
 	if nshards == 1 {
 		t.shift = 64
 	}
-	groups := make([][]string, nshards)
-	for name := range entries {
-		i := t.shardOf(hashName([]byte(name)))
-		groups[i] = append(groups[i], name)
+	groups := make([][]item, nshards)
+	for _, it := range items {
+		i := t.shardOf(hashName([]byte(it.name)))
+		groups[i] = append(groups[i], it)
 	}
-	for i, names := range groups {
-		t.shards[i] = buildShard(names, func(name string) entry { return entries[name] })
+	workers := min(runtime.GOMAXPROCS(0), nshards)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < nshards; i += workers {
+				t.shards[i] = buildShard(groups[i])
+			}
+		})
 	}
+	wg.Wait()
 	return t
+}
+
+// buildTable builds the table of a zone (apex wire name) from its names
+// with records, creating the empty non-terminals between them and the
+// apex. It is the fast path for a whole zone (a warm-up, a new zone);
+// update handles changes.
+func buildTable(apex []byte, names []string, rrs [][]byte) *table {
+	items := make([]item, len(names), len(names)+len(names)/4)
+	index := make(map[string]int, len(names)+len(names)/4)
+	for i, n := range names {
+		items[i] = item{name: n, e: entry{rrs: rrs[i]}}
+		index[n] = i
+	}
+	// Each name counts once in its parent; a parent missing is an empty
+	// non-terminal, created here, which counts once in its own parent.
+	for i := 0; i < len(items); i++ {
+		name := items[i].name
+		parent := name[int(name[0])+1:]
+		if len(parent) <= len(apex) {
+			continue // the apex is not a node
+		}
+		if j, ok := index[parent]; ok {
+			items[j].e.children++
+			continue
+		}
+		index[parent] = len(items)
+		items = append(items, item{name: parent, e: entry{children: 1}})
+	}
+	return tableOf(items)
 }
 
 func (t *table) shardOf(h uint64) int {
@@ -83,28 +137,26 @@ func (t *table) shardOf(h uint64) int {
 	return int(h >> t.shift)
 }
 
-// buildShard lays out names in a fresh shard.
-func buildShard(names []string, get func(string) entry) *shard {
-	slices.Sort(names) // deterministic layout
-	s := &shard{nodes: make([]node, 0, len(names))}
+// buildShard lays out items in a fresh shard.
+func buildShard(items []item) *shard {
+	s := &shard{nodes: make([]node, 0, len(items))}
 	size := 0
-	for _, name := range names {
-		size += len(name) + len(get(name).rrs)
+	for _, it := range items {
+		size += len(it.name) + len(it.e.rrs)
 	}
 	s.data = make([]byte, 0, size)
 	nslots := 4
-	for nslots < 2*len(names) {
+	for nslots < 2*len(items) {
 		nslots <<= 1
 	}
 	s.slots = make([]uint32, nslots)
 	mask := uint64(nslots - 1)
-	for _, name := range names {
-		e := get(name)
-		nd := node{off: uint32(len(s.data)), nameLen: uint8(len(name)), rrLen: uint32(len(e.rrs)), children: e.children}
-		s.data = append(s.data, name...)
-		s.data = append(s.data, e.rrs...)
+	for _, it := range items {
+		nd := node{off: uint32(len(s.data)), nameLen: uint8(len(it.name)), rrLen: uint32(len(it.e.rrs)), children: it.e.children}
+		s.data = append(s.data, it.name...)
+		s.data = append(s.data, it.e.rrs...)
 		s.nodes = append(s.nodes, nd)
-		for i := hashName([]byte(name)) & mask; ; i = (i + 1) & mask {
+		for i := hashName([]byte(it.name)) & mask; ; i = (i + 1) & mask {
 			if s.slots[i] == 0 {
 				s.slots[i] = uint32(len(s.nodes))
 				break
@@ -240,22 +292,35 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 		i := t.shardOf(hashName([]byte(name)))
 		touched[i] = append(touched[i], name)
 	}
-	for i, names := range touched {
-		old := t.shards[i]
-		keep := make(map[string]entry, len(old.nodes)+len(names))
-		for j := range old.nodes {
-			nd := &old.nodes[j]
-			keep[string(old.data[nd.off:nd.off+uint32(nd.nameLen)])] = old.entry(nd)
-		}
-		for _, name := range names {
-			if e := pending[name]; exists(e) {
-				keep[name] = *e
-			} else {
-				delete(keep, name)
-			}
-		}
-		nt.shards[i] = buildShard(slices.Collect(maps.Keys(keep)), func(name string) entry { return keep[name] })
+	// Rebuild the touched shards, on every core: a big commit touches
+	// most of them.
+	work := make(chan int, len(touched))
+	for i := range touched {
+		work <- i
 	}
+	close(work)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(touched)) {
+		wg.Go(func() {
+			for i := range work {
+				old, names := t.shards[i], touched[i]
+				items := make([]item, 0, len(old.nodes)+len(names))
+				for j := range old.nodes {
+					nd := &old.nodes[j]
+					if _, changed := pending[string(old.data[nd.off:nd.off+uint32(nd.nameLen)])]; !changed {
+						items = append(items, item{string(old.data[nd.off : nd.off+uint32(nd.nameLen)]), old.entry(nd)})
+					}
+				}
+				for _, name := range names {
+					if e := pending[name]; exists(e) {
+						items = append(items, item{name, *e})
+					}
+				}
+				nt.shards[i] = buildShard(items)
+			}
+		})
+	}
+	wg.Wait()
 	return nt
 }
 

@@ -14,6 +14,9 @@ import (
 // (recvmmsg/sendmmsg where the platform has them).
 const udpBatch = 32
 
+// udpReceiveBuffer is the kernel receive buffer asked for each UDP socket.
+const udpReceiveBuffer = 8 << 20
+
 // udpReadSize bounds a request; larger datagrams are cut and answered
 // FORMERR, which is what they deserve.
 const udpReadSize = 4096

@@ -115,16 +115,23 @@ func (s *snapshot) applyCommit(c *db.Committed, store *db.DB) (*snapshot, error)
 		switch {
 		case prev != nil && prev.names == nil:
 			// Cold: the store already holds the new records.
-		default:
-			var t *table
-			if prev != nil {
-				t = prev.names
+		case prev == nil:
+			// A new zone: every name is in the update.
+			names := make([]string, 0, len(zu.Names))
+			rrs := make([][]byte, 0, len(zu.Names))
+			for _, n := range zu.Names {
+				if len(n.RRs) > 0 {
+					names = append(names, string(n.Owner))
+					rrs = append(rrs, n.RRs)
+				}
 			}
+			nz.names = buildTable(zu.Wire, names, rrs)
+		default:
 			changes := make(map[string][]byte, len(zu.Names))
 			for _, n := range zu.Names {
 				changes[string(n.Owner)] = n.RRs
 			}
-			nz.names = t.update(zu.Wire, changes)
+			nz.names = prev.names.update(zu.Wire, changes)
 		}
 		zones[key] = nz
 	}
