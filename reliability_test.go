@@ -603,3 +603,116 @@ func TestRRLAmplification(t *testing.T) {
 		t.Errorf("other networks: %d of %d answered", otherOK, otherSent)
 	}
 }
+
+// Security basics at the binary: the db and its backups are 0600, and no
+// secret of the config (the UFDS password, a TSIG secret, the API tokens)
+// shows in the log, at trace level, or in any API answer — through a
+// start against the SDC simulator, a wrong UFDS password, a bad TSIG, a
+// reload and every read endpoint.
+func TestSecrets(t *testing.T) {
+	const (
+		ufdsPassword = "ufds-Pw-7c1f0f5c-never-logged"
+		apiToken     = "api-Token-9d2e-never-shown"
+		readToken    = "read-Token-44ab-never-shown"
+	)
+	tsigSecret := base64.StdEncoding.EncodeToString([]byte("tsig-secret-b5e1-never-logged!!!"))
+	secrets := []string{ufdsPassword, apiToken, readToken, tsigSecret, "tsig-secret-b5e1"}
+
+	for _, run := range []struct {
+		name, simPassword string
+	}{{"good password", ufdsPassword}, {"wrong UFDS password", "another-password"}} {
+		t.Run(run.name, func(t *testing.T) {
+			sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{RootPassword: run.simPassword})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sim.Close()
+			dir := t.TempDir()
+			cfg := testConfig(t, dir, "", func(c map[string]any) {
+				delete(c, "inventory_file")
+				for k, v := range sim.Config() {
+					c[k] = v
+				}
+				ufds := c["ufds_opts"].(map[string]any)
+				ufds["bindPassword"] = ufdsPassword
+				c["log_level"] = "trace"
+				c["api_server"] = map[string]any{"listen": "127.0.0.1:0", "token": apiToken, "read_token": readToken}
+				c["tsig_keys"] = map[string]any{"xfr-key": map[string]any{"algorithm": "hmac-sha256", "secret": tsigSecret}}
+				c["peer_keys"] = map[string]any{"127.0.0.9": "xfr-key"}
+			})
+			p := startCNS(t, cfg)
+			api := "http://" + p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
+			if run.simPassword == ufdsPassword {
+				p.waitCommitted(0)
+			} else {
+				p.waitLog(20*time.Second, func(l logLine) bool { return strings.Contains(l.str("msg"), "degraded") })
+			}
+			dbPath := filepath.Join(dir, "cns.db")
+			if fi, err := os.Stat(dbPath); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("db file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+			}
+
+			// A bad TSIG, and a reload.
+			m := new(dns.Msg)
+			m.SetQuestion(demoZone+".", dns.TypeSOA)
+			m.SetTsig("xfr-key.", dns.HmacSHA256, 300, time.Now().Unix())
+			c := &dns.Client{TsigSecret: map[string]string{"xfr-key.": base64.StdEncoding.EncodeToString([]byte("wrong"))}}
+			c.Exchange(m, p.addr)
+			mark := p.mark()
+			p.cmd.Process.Signal(syscall.SIGHUP)
+			p.waitLogFrom(mark, 10*time.Second, func(l logLine) bool { return strings.Contains(strings.ToLower(l.str("msg")), "reload") })
+
+			// Every read endpoint, with the read token; the backup with the
+			// write token.
+			var bodies []string
+			get := func(path, token string) []byte {
+				req, _ := http.NewRequest("GET", api+path, nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				b, _ := io.ReadAll(res.Body)
+				bodies = append(bodies, path+": "+string(b))
+				return b
+			}
+			for _, path := range []string{"/ping", "/status", "/zones", "/zones/" + demoZone, "/zones/" + demoZone + "/history",
+				"/zones/" + demoZone + "/records?limit=5", "/feeds", "/peers", "/allowed-peers", "/metrics", "/services",
+				"/vms?q=a", "/vm/b752d788-c0e4-4307-8c56-353a4ea66c02"} {
+				get(path, readToken)
+			}
+			backup := get("/db/backup", apiToken)
+			bodies = bodies[:len(bodies)-1] // the db copy is checked below
+			out := filepath.Join(dir, "backup.db")
+			if _, stderr, code := runCNS(t, "adm", "--api", api, "--token", apiToken, "backup", out); code == 0 {
+				if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("cnsadm backup file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+				}
+			} else {
+				t.Logf("cnsadm backup: %s", stderr)
+			}
+			for _, sec := range secrets {
+				if strings.Contains(string(backup), sec) {
+					t.Errorf("the db holds the secret %q", sec)
+				}
+			}
+			p.stop(syscall.SIGTERM)
+			log := p.log()
+			for _, sec := range secrets {
+				if strings.Contains(log, sec) {
+					t.Errorf("the log shows the secret %q", sec)
+				}
+				for _, b := range bodies {
+					if strings.Contains(b, sec) {
+						t.Errorf("API answer shows the secret %q: %.200s", sec, b)
+					}
+				}
+			}
+			t.Logf("%d log lines and %d API answers free of %d secrets", strings.Count(log, "\n")+1, len(bodies), len(secrets))
+			if os.Getenv("CNS_SHOW_LOG") != "" {
+				t.Log(log)
+			}
+		})
+	}
+}
