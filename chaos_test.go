@@ -136,4 +136,3 @@ func sumCounts(m map[string]int) int {
 	}
 	return n
 }
-
