@@ -716,3 +716,27 @@ func TestSecrets(t *testing.T) {
 		})
 	}
 }
+
+// A db on a filesystem that is read-only when cns starts: cns stops at
+// once with the file and the reason (it cannot serve stored zones without
+// write access to their file; see RELIABILITY.md). A filesystem that turns
+// read-only under a running cns fails its writes as TestDiskFull's does.
+func TestDiskReadOnlyAtStart(t *testing.T) {
+	fsDir := mountTmpfs(t, "16m")
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) { c["db_path"] = filepath.Join(fsDir, "cns.db") })
+	p := startCNS(t, cfg)
+	p.waitCommitted(0)
+	p.stop(syscall.SIGTERM)
+	if out, err := exec.Command("mount", "-o", "remount,ro", fsDir).CombinedOutput(); err != nil {
+		t.Fatalf("remount read-only: %v %s", err, out)
+	}
+	_, stderr, code := runCNS(t, "serve", "-c", cfg)
+	if code == 0 || !strings.Contains(stderr, filepath.Join(fsDir, "cns.db")) || !strings.Contains(stderr, "read-only file system") {
+		t.Errorf("cns serve on a read-only db: exit %d, %q", code, stderr)
+	}
+	// The offline tools still read it.
+	if out, stderr, code := runCNS(t, "db", "--db", filepath.Join(fsDir, "cns.db"), "check"); code != 0 {
+		t.Errorf("cns db check on the read-only db: %s%s", out, stderr)
+	}
+}
