@@ -396,17 +396,19 @@ func TestDifferentialDNS(t *testing.T) {
 			t.Skip(err)
 		}
 	}
-	vms := 2000
-	names := 150
+	// The testdata DC: every name. The generated one: a sample per zone.
+	vms := 1000
+	names := 120
 	if longRun() {
 		vms, names = 10000, 2000
 	}
 	for _, tc := range []struct {
-		name string
-		inv  func(dir string) string
+		name     string
+		maxNames int // per zone
+		inv      func(dir string) string
 	}{
-		{"testdata DC", func(string) string { return "testdata/inventory.json" }},
-		{fmt.Sprintf("generated %d VMs", vms), func(dir string) string {
+		{"testdata DC", 1 << 30, func(string) string { return "testdata/inventory.json" }},
+		{fmt.Sprintf("generated %d VMs", vms), names, func(dir string) string {
 			path := filepath.Join(dir, "gen.json")
 			writeInventory(t, path, sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 42}))
 			return path
@@ -436,11 +438,23 @@ func TestDifferentialDNS(t *testing.T) {
 				}
 			}
 			rng := rand.New(rand.NewPCG(7, 7))
-			mix := queryMix(t, files, names, rng)
+			mix := queryMix(t, files, tc.maxNames, rng)
 			var bugs []string
 			agreeNSD, agreeKnot, agreeBoth, allowed := 0, 0, 0, map[string]int{}
 			for _, q := range mix {
 				c, n, k := reduce(ask(p.addr, q)), reduce(ask(nsd.Addr(), q)), reduce(ask(knot.Addr(), q))
+				// A lost datagram or a slow moment of a loaded machine is
+				// not a difference: ask again whoever did not answer.
+				for try := 0; try < 2 && !equalAnswers(c, n) && !equalAnswers(c, k) && (c.none || n.none || k.none); try++ {
+					for _, x := range []struct {
+						a    **diffAnswer
+						addr string
+					}{{&c, p.addr}, {&n, nsd.Addr()}, {&k, knot.Addr()}} {
+						if (*x.a).none {
+							*x.a = reduce(ask(x.addr, q))
+						}
+					}
+				}
 				en, ek := equalAnswers(c, n), equalAnswers(c, k)
 				if en {
 					agreeNSD++
