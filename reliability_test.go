@@ -518,6 +518,48 @@ func TestDNSAbuse(t *testing.T) {
 	if refused == 0 {
 		t.Error("disallowed transfers were not logged")
 	}
+	if longRun() {
+		tcpSlotsExhausted(t, p)
+	}
+}
+
+// tcpSlotsExhausted holds every TCP slot (1024) from 16 addresses (64
+// each, the per-address limit) without sending anything: TCP clients are
+// turned away until the idle timeout (10 s) frees the slots, UDP is not
+// affected. The known limit of any connection-bounded server, measured.
+func tcpSlotsExhausted(t *testing.T, p *proc) {
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	start := time.Now()
+	for a := 1; a <= 16; a++ {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(a))}, Timeout: time.Second}
+		for range 64 {
+			c, err := d.Dial("tcp", p.addr)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			held = append(held, c)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	tcpOK := func() bool {
+		c := &dns.Client{Net: "tcp", Timeout: 500 * time.Millisecond}
+		m := new(dns.Msg)
+		m.SetQuestion("cloudapi."+demoZone+".", dns.TypeA)
+		r, _, err := c.Exchange(m, p.addr)
+		return err == nil && len(r.Answer) == 1
+	}
+	refusedTCP := !tcpOK()
+	if r := p.query("udp", "cloudapi."+demoZone, dns.TypeA); len(r.Answer) != 1 {
+		t.Errorf("UDP not answered while TCP slots are held: %v", r)
+	}
+	back := waitFor(t, "TCP service after the idle timeout", 20*time.Second, tcpOK)
+	t.Logf("1024 idle TCP connections from 16 addresses: new TCP clients turned away: %v, UDP answered, TCP back %v after the flood began", refusedTCP, (time.Since(start) - 0).Round(100*time.Millisecond))
+	_ = back
 }
 
 // With rrl on, a flood from one address is cut to the configured rate
