@@ -147,9 +147,15 @@ func TestDiskFull(t *testing.T) {
 	if l := fail.str("level"); l != "" && l != "error" && fail["level"] != 50.0 {
 		t.Errorf("commit failure logged at level %v", fail["level"])
 	}
-	healthy, reason := feedHealthy(t, api, "db")
-	if healthy || !strings.Contains(reason, "no space left") {
-		t.Errorf("/feeds: db healthy=%v reason %q, want degraded with the error", healthy, reason)
+	// The failure is logged, then reported: poll the API for it.
+	var reason string
+	waitFor(t, "/feeds to report the db degraded", 5*time.Second, func() bool {
+		var healthy bool
+		healthy, reason = feedHealthy(t, api, "db")
+		return !healthy
+	})
+	if !strings.Contains(reason, "no space left") {
+		t.Errorf("/feeds: db degraded with reason %q, want the error", reason)
 	}
 	// DNS serves what was stored, for as long as the disk is full.
 	answered := 0
