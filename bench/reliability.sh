@@ -43,7 +43,16 @@ fuzz() {
 		rc=$?
 		execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
 		result=PASS
-		[ $rc -eq 0 ] || result="FAIL (see $log)"
+		if [ $rc -ne 0 ]; then
+			if grep -q 'Failing input written' "$log" || ! grep -q 'context deadline exceeded' "$log"; then
+				result="FAIL (see $log)"
+			else
+				# Go <= 1.26 may report the -fuzztime deadline itself as a
+				# failure when it races a busy worker (go.dev/issue/75804):
+				# no input failed, nothing was written.
+				result="PASS (no failing input; go.dev/issue/75804 deadline race at the end)"
+			fi
+		fi
 		printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$pkg" "$FUZZTIME" "${execs:-0}" "$result" | tee -a "$OUT/fuzz.tsv"
 	done
 }
