@@ -69,6 +69,10 @@ func (r RRs) ToRR(owner string) ([]dns.RR, error) {
 
 // DecodeRR turns an owner wire name and one owner-less record into a dns.RR.
 func DecodeRR(owner, rr []byte) (dns.RR, error) {
+	if len(rr) < rrFixed {
+		// A damaged journal entry: say so rather than read past it.
+		return nil, fmt.Errorf("decode record of %s: %d bytes, shorter than a record", WireToString(owner), len(rr))
+	}
 	msg := make([]byte, 0, len(owner)+len(rr))
 	msg = append(append(msg, owner...), rr...)
 	x, _, err := dns.UnpackRR(msg, 0)
