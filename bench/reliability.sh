@@ -6,6 +6,8 @@
 #   LONG=1 bench/reliability.sh     long: 50 kill -9 restarts, longer chaos and
 #                                   abuse runs, and every fuzzer for $FUZZTIME
 #   bench/reliability.sh fuzz       only the fuzzers ($FUZZTIME each, default 5m)
+#   bench/reliability.sh corpus     copy what the fuzzers found (Go's fuzz cache)
+#                                   into testdata/fuzz/, where every go test runs it
 #
 # Knobs: FUZZTIME (5m), FUZZ (a regexp selecting fuzzers), TESTS (a regexp
 # selecting tests), OUT (where logs go, default /tmp/cns-reliability). Fuzzers run one at a time with one
@@ -57,6 +59,22 @@ fuzz() {
 	done
 }
 
+corpus() {
+	local cache
+	cache=$(go env GOCACHE)/fuzz/$(go list -m)
+	echo "$FUZZERS" | while read -r pkg name; do
+		[ -n "$name" ] || continue
+		echo "$name" | grep -Eq "$FUZZ" || continue
+		src="$cache/${pkg#./}/$name"
+		[ "$pkg" = . ] && src="$cache/$name"
+		[ -d "$src" ] || continue
+		dst="$pkg/testdata/fuzz/$name"
+		mkdir -p "$dst"
+		cp -n "$src"/* "$dst"/
+		echo "$name: $(ls "$dst" | wc -l) inputs in $dst"
+	done
+}
+
 tests() {
 	local long=${LONG:-}
 	export CNS_LONG=${long}
@@ -78,6 +96,7 @@ tests() {
 
 case "${1:-}" in
 fuzz) fuzz ;;
+corpus) corpus ;;
 *)
 	tests || exit 1
 	[ -n "${LONG:-}" ] && fuzz
