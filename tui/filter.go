@@ -81,3 +81,30 @@ func listHelp(keys KeyMap, enter string) []key.Binding {
 	}
 	return append(out, keys.Filter)
 }
+
+// listKey handles the keys every filtered list answers the same way:
+// typing into the filter, "/" to start one, esc to drop it, moving
+// through the rows. It returns the row enter chose, if any, and whether
+// the rows shown may have changed so the page lays itself out again.
+func listKey(k tea.KeyMsg, keys KeyMap, t *table, f *filterBox) (chosen *row, cmd tea.Cmd, relayout bool) {
+	if f.editing {
+		f.update(k, keys)
+		t.setFilter(f.value())
+		return nil, nil, true
+	}
+	switch {
+	case key.Matches(k, keys.Filter):
+		return nil, f.start(), true
+	case key.Matches(k, keys.Back):
+		f.clear()
+		t.setFilter("")
+		return nil, nil, true
+	case key.Matches(k, keys.Enter):
+		if r, ok := t.selected(); ok {
+			return &r, nil, false
+		}
+	default:
+		t.update(k, keys)
+	}
+	return nil, nil, false
+}

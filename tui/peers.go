@@ -227,13 +227,7 @@ func (p *peersPage) stale(r peerRow) string {
 
 func (p *peersPage) key(k tea.KeyMsg) tea.Cmd {
 	keys := p.c.Keys
-	if p.filter.editing {
-		p.filter.update(k, keys)
-		p.table.setFilter(p.filter.value())
-		p.SetSize()
-		return nil
-	}
-	if p.detail != "" {
+	if p.detail != "" && !p.filter.editing {
 		if key.Matches(k, keys.Back) {
 			p.detail = ""
 			return nil
@@ -241,26 +235,17 @@ func (p *peersPage) key(k tea.KeyMsg) tea.Cmd {
 		p.detailView.update(k, keys)
 		return nil
 	}
-	switch {
-	case key.Matches(k, keys.Filter):
-		cmd := p.filter.start()
+	chosen, cmd, relayout := listKey(k, keys, &p.table, &p.filter)
+	if relayout {
 		p.SetSize()
-		return cmd
-	case key.Matches(k, keys.Back):
-		p.filter.clear()
-		p.table.setFilter("")
-		p.SetSize()
-	case key.Matches(k, keys.Enter):
-		if r, ok := p.table.selected(); ok {
-			p.detail = p.byKey[r.key].addr
-			p.detailView = newScrollView()
-			p.detailView.setSize(p.c.Width, p.c.Height)
-			p.rebuild()
-		}
-	default:
-		p.table.update(k, keys)
 	}
-	return nil
+	if chosen != nil {
+		p.detail = p.byKey[chosen.key].addr
+		p.detailView = newScrollView()
+		p.detailView.setSize(p.c.Width, p.c.Height)
+		p.rebuild()
+	}
+	return cmd
 }
 
 func (p *peersPage) View() string {

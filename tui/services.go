@@ -178,14 +178,7 @@ func (p *servicesPage) memberRows() {
 
 func (p *servicesPage) key(k tea.KeyMsg) tea.Cmd {
 	keys := p.c.Keys
-	if p.filter.editing {
-		p.filter.update(k, keys)
-		p.table.setFilter(p.filter.value())
-		p.memberRows()
-		p.SetSize()
-		return nil
-	}
-	if p.detail != "" {
+	if p.detail != "" && !p.filter.editing {
 		if key.Matches(k, keys.Back) {
 			p.detail = ""
 			return nil
@@ -193,27 +186,19 @@ func (p *servicesPage) key(k tea.KeyMsg) tea.Cmd {
 		p.detailView.update(k, keys)
 		return nil
 	}
-	switch {
-	case key.Matches(k, keys.Filter):
-		cmd := p.filter.start()
-		p.SetSize()
-		return cmd
-	case key.Matches(k, keys.Back):
-		p.filter.clear()
-		p.table.setFilter("")
-		p.SetSize()
-	case key.Matches(k, keys.Enter):
-		if r, ok := p.table.selected(); ok {
-			p.detail = r.key
-			p.detailView = newScrollView()
-			p.detailView.setSize(p.c.Width, p.c.Height)
-			p.rebuild()
-		}
-	default:
-		p.table.update(k, keys)
-	}
+	chosen, cmd, relayout := listKey(k, keys, &p.table, &p.filter)
+	// The members follow the selection, which filtering and moving change.
 	p.memberRows()
-	return nil
+	if relayout {
+		p.SetSize()
+	}
+	if chosen != nil {
+		p.detail = chosen.key
+		p.detailView = newScrollView()
+		p.detailView.setSize(p.c.Width, p.c.Height)
+		p.rebuild()
+	}
+	return cmd
 }
 
 func (p *servicesPage) View() string {

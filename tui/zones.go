@@ -136,13 +136,7 @@ func (p *zonesPage) Update(msg tea.Msg) tea.Cmd {
 
 func (p *zonesPage) key(k tea.KeyMsg) tea.Cmd {
 	keys := p.c.Keys
-	if p.filter.editing {
-		p.filter.update(k, keys)
-		p.table.setFilter(p.filter.value())
-		p.SetSize()
-		return nil
-	}
-	if p.history != "" {
+	if p.history != "" && !p.filter.editing {
 		if key.Matches(k, keys.Back) {
 			p.history, p.changes = "", nil
 			return load(loadZones)
@@ -150,27 +144,18 @@ func (p *zonesPage) key(k tea.KeyMsg) tea.Cmd {
 		p.historyView.update(k, keys)
 		return nil
 	}
-	switch {
-	case key.Matches(k, keys.Filter):
-		cmd := p.filter.start()
+	chosen, cmd, relayout := listKey(k, keys, &p.table, &p.filter)
+	if relayout {
 		p.SetSize()
-		return cmd
-	case key.Matches(k, keys.Back):
-		p.filter.clear()
-		p.table.setFilter("")
-		p.SetSize()
-	case key.Matches(k, keys.Enter):
-		if r, ok := p.table.selected(); ok {
-			p.history, p.changes, p.historyErr = r.key, nil, nil
-			p.historyView = newScrollView()
-			p.historyView.setSize(p.c.Width, p.c.Height)
-			p.renderHistory()
-			return load(loadHistory(r.key))
-		}
-	default:
-		p.table.update(k, keys)
 	}
-	return nil
+	if chosen != nil {
+		p.history, p.changes, p.historyErr = chosen.key, nil, nil
+		p.historyView = newScrollView()
+		p.historyView.setSize(p.c.Width, p.c.Height)
+		p.renderHistory()
+		return load(loadHistory(chosen.key))
+	}
+	return cmd
 }
 
 func (p *zonesPage) rebuild() {
