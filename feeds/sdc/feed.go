@@ -1006,14 +1006,8 @@ func (f *Feed) pollCNAPI(ctx context.Context) {
 	b := backoff{min: f.cfg.RetryMin, max: f.cfg.RetryMax}
 	wait := f.cfg.CNAPIInterval
 	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepUnless(ctx, wait, f.cnapiNow) {
 			return
-		case <-t.C:
-		case <-f.cnapiNow:
-			t.Stop()
 		}
 		servers, err := f.cnapi.ListServers(ctx)
 		f.sink.ReportFeed(HealthCNAPI, err)
@@ -1110,14 +1104,8 @@ func (f *Feed) pollNAPI(ctx context.Context) {
 	b := backoff{min: f.cfg.RetryMin, max: f.cfg.RetryMax}
 	wait := f.cfg.NAPIInterval
 	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepUnless(ctx, wait, f.napiNow) {
 			return
-		case <-t.C:
-		case <-f.napiNow:
-			t.Stop()
 		}
 		nets, pools, err := f.listNetworks(ctx)
 		f.sink.ReportFeed(HealthNAPI, err)

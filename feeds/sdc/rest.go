@@ -177,12 +177,19 @@ func (b *backoff) reset() { b.cur = 0 }
 // sleep waits d or until ctx ends, reporting whether the full wait
 // happened.
 func sleep(ctx context.Context, d time.Duration) bool {
+	return sleepUnless(ctx, d, nil)
+}
+
+// sleepUnless waits d, or until kick fires (a poll is wanted sooner); it
+// returns false only when ctx ended.
+func sleepUnless(ctx context.Context, d time.Duration, kick <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
-		return true
+	case <-kick:
 	}
+	return true
 }
