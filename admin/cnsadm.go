@@ -51,7 +51,7 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 		}
 		prop := ""
 		if p, ok := st.Propagation[z.Name]; ok && p.Serial == z.Serial {
-			prop = propagationText(p)
+			prop = p.Summary()
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", z.Name, z.Serial, changed, prop)
 	}
@@ -310,18 +310,4 @@ func WriteService(w io.Writer, v *hysteresis.View, now time.Time) error {
 		}
 	}
 	return nil
-}
-
-// propagationText is "ACTIVE", or "PENDING 1/2" with how many peers have it.
-func propagationText(p serve.Propagation) string {
-	if p.State == serve.StateActive || len(p.Peers) == 0 {
-		return p.State
-	}
-	have := 0
-	for _, pp := range p.Peers {
-		if pp.State == serve.StateActive {
-			have++
-		}
-	}
-	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
 }

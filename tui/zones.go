@@ -182,23 +182,13 @@ func (p *zonesPage) row(z admin.Zone) row {
 		strconv.Itoa(z.Journal.Entries), propagationText(z), peers}}
 }
 
-// propagationText is cnsadm status's: "ACTIVE", or "PENDING 1/2" with
-// how many peers serve the zone's newest serial ("" when not followed).
+// propagationText is the progress of the zone's newest serial ("" when
+// it is not followed).
 func propagationText(z admin.Zone) string {
-	p := z.Propagation
-	if p == nil || p.Serial != z.Serial {
-		return ""
+	if p := z.Propagation; p != nil && p.Serial == z.Serial {
+		return p.Summary()
 	}
-	if p.State == serve.StateActive || len(p.Peers) == 0 {
-		return p.State
-	}
-	have := 0
-	for _, pp := range p.Peers {
-		if pp.State == serve.StateActive {
-			have++
-		}
-	}
-	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
+	return ""
 }
 
 func (p *zonesPage) View() string {
