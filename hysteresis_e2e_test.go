@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -12,12 +11,9 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // Self-removal hysteresis seen from outside: members of a service mark
@@ -41,44 +37,6 @@ func (c *testClock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = t
-}
-
-// startClockedSDCCNS is startSDCCNS with the updater on clock.
-func startClockedSDCCNS(t *testing.T, dbPath string, fc sdc.Config, clock func() time.Time) *sdcCNS {
-	t.Helper()
-	cfg, err := LoadConfig("testdata/cns.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := quietLogger()
-	store, err := db.Open(dbPath, db.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := serve.New(serve.Config{Listen: []string{"127.0.0.1:0"}, Logger: log}, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	udp, _ := srv.Addrs()
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: log, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc.Logger = log
-	f, err := sdc.NewFeed(fc, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &sdcCNS{t: t, store: store, srv: srv, u: u, feed: f, addr: udp[0], cancel: cancel}
-	c.wg.Go(func() { srv.Warm() })
-	c.wg.Go(func() { u.Run(ctx) })
-	c.wg.Go(func() { f.Run(ctx) })
-	t.Cleanup(c.stop)
-	return c
 }
 
 // members counts the A records DNS answers for name.
@@ -114,7 +72,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 	defer sim.Close()
 	start := time.Now().UTC().Truncate(time.Second)
 	clock := &testClock{t: start}
-	c := startClockedSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim), clock.Now)
+	c := startSDCCNSWith(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim), feeds.Options{Now: clock.Now})
 	c.synced(20 * time.Second)
 
 	const service = "pace.svc.alice." + cnsZone

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
 )
@@ -195,7 +196,7 @@ func BenchmarkSDCEventLatency(b *testing.B) {
 				logins[u.UUID] = u.Login
 			}
 			fc := testFeedConfig(b, sim)
-			c := startSDCCNSWindow(b, filepath.Join(b.TempDir(), "cns.db"), fc, tc.window)
+			c := startSDCCNSWith(b, filepath.Join(b.TempDir(), "cns.db"), fc, feeds.Options{BatchWindow: tc.window})
 			c.synced(10 * time.Minute)
 
 			const events = 250

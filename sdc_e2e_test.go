@@ -82,12 +82,13 @@ func quietLogger() *slog.Logger {
 // with the SDC feed configured by fc.
 func startSDCCNS(t testing.TB, dbPath string, fc sdc.Config) *sdcCNS {
 	t.Helper()
-	return startSDCCNSWindow(t, dbPath, fc, 0)
+	return startSDCCNSWith(t, dbPath, fc, feeds.Options{})
 }
 
-// startSDCCNSWindow is startSDCCNS with the updater's batch window (zero:
-// the default, 100 ms).
-func startSDCCNSWindow(t testing.TB, dbPath string, fc sdc.Config, window time.Duration) *sdcCNS {
+// startSDCCNSWith is startSDCCNS with the updater's options (a batch
+// window, a clock); the records, zones and logger come from the testdata
+// config.
+func startSDCCNSWith(t testing.TB, dbPath string, fc sdc.Config, opts feeds.Options) *sdcCNS {
 	t.Helper()
 	cfg, err := LoadConfig("testdata/cns.json")
 	if err != nil {
@@ -106,7 +107,8 @@ func startSDCCNSWindow(t testing.TB, dbPath string, fc sdc.Config, window time.D
 		t.Fatal(err)
 	}
 	udp, _ := srv.Addrs()
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: window, Logger: log})
+	opts.Records, opts.Zones, opts.Logger = cfg.RecordsConfig(), cfg.ZoneConfig(), log
+	u, err := feeds.NewUpdater(store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
