@@ -765,26 +765,76 @@ func TestSecrets(t *testing.T) {
 	}
 }
 
-// A db on a filesystem that is read-only when cns starts: cns stops at
-// once with the file and the reason (it cannot serve stored zones without
-// write access to their file; see RELIABILITY.md). A filesystem that turns
-// read-only under a running cns fails its writes as TestDiskFull's does.
+// A db on a filesystem that is read-only when cns starts (a failing disk,
+// a pool frozen read-only): cns opens it read-only and serves what it
+// holds, says so in the log and in /feeds, and stores nothing; a changed
+// inventory is not lost from the file, it is applied after a restart on a
+// writable filesystem. A filesystem that turns read-only under a running
+// cns fails its writes as TestDiskFull's does.
 func TestDiskReadOnlyAtStart(t *testing.T) {
 	fsDir := mountTmpfs(t, "16m")
 	dir := t.TempDir()
-	cfg := testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) { c["db_path"] = filepath.Join(fsDir, "cns.db") })
+	dbPath := filepath.Join(fsDir, "cns.db")
+	invPath := filepath.Join(dir, "inventory.json")
+	inv := loadDefaultDC(t)
+	writeInventory(t, invPath, &inv)
+	cfg := testConfig(t, dir, invPath, func(c map[string]any) {
+		c["db_path"] = dbPath
+		c["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+	})
 	p := startCNS(t, cfg)
 	p.waitCommitted(0)
+	serial := p.query("udp", demoZone, dns.TypeSOA).Answer[0].(*dns.SOA).Serial
 	p.stop(syscall.SIGTERM)
 	if out, err := exec.Command("mount", "-o", "remount,ro", fsDir).CombinedOutput(); err != nil {
 		t.Fatalf("remount read-only: %v %s", err, out)
 	}
-	_, stderr, code := runCNS(t, "serve", "-c", cfg)
-	if code == 0 || !strings.Contains(stderr, filepath.Join(fsDir, "cns.db")) || !strings.Contains(stderr, "read-only file system") {
-		t.Errorf("cns serve on a read-only db: exit %d, %q", code, stderr)
+
+	// A VM that appears while the db cannot take it.
+	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 1, Seed: 12})
+	grown := inv
+	grown.VMs = append(append([]sdc.VM(nil), inv.VMs...), gen.VMs...)
+	grown.Users = append(append([]sdc.User(nil), inv.Users...), gen.Users...)
+	grown.Servers = append(append([]sdc.Server(nil), inv.Servers...), gen.Servers...)
+	grown.Networks = append(append([]sdc.Network(nil), inv.Networks...), gen.Networks...)
+	grown.NetworkPools = append(append([]sdc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
+	dedupNetworks(&grown)
+	writeInventory(t, invPath, &grown)
+	newName := gen.VMs[0].UUID + ".inst." + gen.VMs[0].OwnerUUID + "." + demoZone
+
+	p = startCNS(t, cfg)
+	api := "http://" + p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
+	ro := p.waitLog(10*time.Second, func(l logLine) bool { return strings.Contains(l.str("msg"), "read-only file system") })
+	if !strings.Contains(ro.str("msg"), dbPath) {
+		t.Errorf("the read-only db is not named: %q", ro.str("msg"))
 	}
+	if r := p.query("udp", "cloudapi."+demoZone, dns.TypeA); len(r.Answer) != 1 {
+		t.Errorf("stored name not answered from a read-only db: %v", r)
+	}
+	if got := p.query("udp", demoZone, dns.TypeSOA).Answer[0].(*dns.SOA).Serial; got != serial {
+		t.Errorf("serial %d from a read-only db, want the stored %d", got, serial)
+	}
+	p.waitLog(20*time.Second, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "commit failed") })
+	if healthy, reason := feedHealthy(t, api, "db"); healthy || !strings.Contains(reason, "read-only") {
+		t.Errorf("/feeds: db healthy=%v reason %q, want degraded and read-only", healthy, reason)
+	}
+	if r := p.query("udp", newName, dns.TypeA); r.Rcode != dns.RcodeNameError {
+		t.Errorf("a VM that could not be stored is answered: %v", r)
+	}
+	p.stop(syscall.SIGTERM)
 	// The offline tools still read it.
-	if out, stderr, code := runCNS(t, "db", "--db", filepath.Join(fsDir, "cns.db"), "check"); code != 0 {
+	if out, stderr, code := runCNS(t, "db", "--db", dbPath, "check"); code != 0 {
 		t.Errorf("cns db check on the read-only db: %s%s", out, stderr)
 	}
+
+	// Writable again: a restart stores and serves the new VM.
+	if out, err := exec.Command("mount", "-o", "remount,rw", fsDir).CombinedOutput(); err != nil {
+		t.Fatalf("remount read-write: %v %s", err, out)
+	}
+	p = startCNS(t, cfg)
+	p.waitCommitted(0)
+	if r := p.query("udp", newName, dns.TypeA); len(r.Answer) != 1 {
+		t.Errorf("the new VM is not served after the restart on a writable db: %v", r)
+	}
+	p.stop(syscall.SIGTERM)
 }

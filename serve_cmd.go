@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -95,6 +96,19 @@ func (s *service) run(ctx context.Context) error {
 		return fmt.Errorf("db directory: %w", err)
 	}
 	store, err := db.Open(cfg.DBPath, cfg.DBOptions())
+	var readOnly error // why the db is open read-only
+	if errors.Is(err, syscall.EROFS) {
+		// A file system gone read-only (a failing disk, a full pool that
+		// ZFS froze) must not take the names away: serve what the db
+		// holds. Commits fail, so the db shows degraded in /feeds and
+		// cnsadm status until the file system is writable and cns restarts.
+		opts := cfg.DBOptions()
+		opts.ReadOnly = true
+		if store, err = db.Open(cfg.DBPath, opts); err == nil {
+			readOnly = fmt.Errorf("%s is on a read-only file system: serving what it holds; no change is stored until it is writable and cns is restarted", cfg.DBPath)
+			log.Error(readOnly.Error())
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -130,6 +144,9 @@ func (s *service) run(ctx context.Context) error {
 		return err
 	}
 	s.updater = u
+	if readOnly != nil {
+		u.ReportFeed(feeds.StoreFeed, readOnly)
+	}
 
 	var api net.Listener
 	if cfg.APIListen != "" {

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/netip"
 	"slices"
@@ -265,7 +266,8 @@ func (t *peerTracker) run(ctx context.Context) {
 			t.flush()
 			return
 		case <-tick.C:
-			if err := t.flush(); err != nil {
+			// A read-only db (cns serve said so at start) keeps peers in memory.
+			if err := t.flush(); err != nil && !errors.Is(err, db.ErrReadOnly) {
 				t.s.log.Warn("saving peer state", "err", err)
 			}
 		case p := <-t.probes:

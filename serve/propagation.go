@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -408,7 +409,7 @@ func (t *propagation) save() {
 	}
 	t.dirty = map[string]bool{}
 	t.mu.Unlock()
-	if err := t.s.store.SavePropagation(batch); err != nil {
+	if err := t.s.store.SavePropagation(batch); err != nil && !errors.Is(err, db.ErrReadOnly) {
 		t.s.log.Warn("saving propagation state", "err", err)
 	}
 }
