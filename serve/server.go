@@ -233,6 +233,11 @@ func (s *Server) warmZone(wire []byte) error {
 	// borrowed from the file), so they are kept as they are.
 	var names []string
 	var rrs [][]byte
+	if zi, ok, err := s.store.Zone(z.name); err == nil && ok {
+		// Sized once: growing them through 100k+ names is a tenth of the
+		// warm-up and garbage the collector then has to sweep.
+		names, rrs = make([]string, 0, zi.Names), make([][]byte, 0, zi.Names)
+	}
 	err := s.store.ScanZone(z.name, func(owner []byte, r db.RRs) error {
 		names = append(names, string(owner))
 		rrs = append(rrs, r)

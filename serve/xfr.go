@@ -202,17 +202,6 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 		s.log.Warn("transfer refused: peer must sign with its TSIG key", "zone", z.name, "client", src.String(), "key", need.nameStr)
 		return reply(dns.RcodeNotAuth)
 	}
-	if z.names == nil {
-		// Cold zone: build its table first rather than stream from the
-		// store while the client reads at its own pace.
-		if err := s.warmZone(z.wire); err != nil {
-			return err
-		}
-		z = s.snap.Load().zones[string(z.wire)]
-		if z == nil {
-			return reply(dns.RcodeRefused)
-		}
-	}
 	x := &xfrWriter{w: w, q: q, zone: z.wire, limit: xfrMessageLimit, key: key, mac: mac, now: time.Now()}
 	if key != nil {
 		x.limit -= tsigRoom
@@ -257,7 +246,7 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult,
 		if err != nil {
 			return transferResult{}, err
 		}
-		if ok && len(entries) > 0 && ixfrWorthIt(entries, z) {
+		if ok && len(entries) > 0 && s.ixfrWorthIt(entries, z) {
 			last := entries[len(entries)-1]
 			if err := writeIXFR(x, z.wire, entries); err != nil {
 				return transferResult{}, err
@@ -267,6 +256,20 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult,
 		// Too old, unknown or bigger than the zone: the whole zone, which
 		// is a valid IXFR answer (RFC 1995 §4).
 	}
+	if z.names == nil {
+		// Cold zone (cns has just started): build its table first rather
+		// than stream from the store while the client reads at its own
+		// pace. The answers above need only the journal, so a secondary's
+		// IXFR after a restart does not wait for this.
+		if err := s.warmZone(z.wire); err != nil {
+			return transferResult{}, err
+		}
+		warm := s.snap.Load().zones[string(z.wire)]
+		if warm == nil {
+			return transferResult{}, fmt.Errorf("zone %s removed while it was loaded", z.name)
+		}
+		z = warm
+	}
 	if err := writeAXFR(x, z); err != nil {
 		return transferResult{}, err
 	}
@@ -274,12 +277,21 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult,
 }
 
 // ixfrWorthIt reports whether the difference is smaller than the zone.
-func ixfrWorthIt(entries []db.JournalEntry, z *zone) bool {
+func (s *Server) ixfrWorthIt(entries []db.JournalEntry, z *zone) bool {
 	n := 0
 	for _, e := range entries {
 		n += len(e.Deleted) + len(e.Added) + 2
 	}
-	return n < z.names.names || n < 64
+	if n < 64 {
+		return true
+	}
+	size := 0
+	if z.names != nil {
+		size = z.names.names
+	} else if zi, ok, err := s.store.Zone(z.name); err == nil && ok {
+		size = zi.Names // cold: the stored count, without loading the zone
+	}
+	return n < size
 }
 
 // writeAXFR sends SOA, NS, every record, SOA.
@@ -354,7 +366,7 @@ func (s *Server) udpTransfer(q *query, b []byte, limit int) []byte {
 		// the zone's public SOA does not.
 		return s.soaOnly(q, b, z)
 	}
-	if q.hasIXFRSOA && db.SerialLess(q.ixfrSerial, z.serial) && z.names != nil {
+	if q.hasIXFRSOA && db.SerialLess(q.ixfrSerial, z.serial) {
 		entries, ok, err := s.store.Journal(z.name, q.ixfrSerial)
 		if err == nil && ok && len(entries) > 0 {
 			var out bytes.Buffer

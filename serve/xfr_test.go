@@ -135,8 +135,17 @@ func TestAXFR(t *testing.T) {
 // Ensure IXFR sends the journal's difference, a single SOA to an up to
 // date client, and the whole zone for a serial the journal lacks.
 func TestIXFR(t *testing.T) {
+	t.Run("warm", func(t *testing.T) { testIXFR(t, true) })
+	// Just after a restart: IXFR and the up-to-date SOA come from the
+	// journal without loading the zone; only the AXFR fallback loads it.
+	t.Run("cold", func(t *testing.T) { testIXFR(t, false) })
+}
+
+func testIXFR(t *testing.T, warm bool) {
 	s, d, addr := xfrServer(t, 50, Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	s.Warm()
+	if warm {
+		s.Warm()
+	}
 	z := s.zoneByName(zoneName)
 	old := z.serial
 	// Move h7 and add a name: one commit.
@@ -169,16 +178,22 @@ func TestIXFR(t *testing.T) {
 	if err != nil || len(rrs) != 1 || rrs[0].(*dns.SOA).Serial != cur {
 		t.Errorf("IXFR from the current serial: %v %v, want the single SOA", rrs, err)
 	}
-	rrs, err = transfer(t, addr, "", ixfrMsg(old-1000), nil)
-	if err != nil || len(rrs) != 2+2+101 {
-		t.Errorf("IXFR from an unknown serial: %d records (%v), want the whole zone (105)", len(rrs), err)
-	}
-
 	// Over UDP a small difference fits one datagram.
 	m := ixfrMsg(old)
 	r, _, err := (&dns.Client{Net: "udp"}).Exchange(m, addr)
 	if err != nil || len(r.Answer) != 5 {
 		t.Errorf("IXFR over UDP: %v %v", r, err)
+	}
+	if cold := s.zoneByName(zoneName).names == nil; cold == warm {
+		t.Errorf("zone cold after IXFRs: %v, want %v", cold, !warm)
+	}
+
+	rrs, err = transfer(t, addr, "", ixfrMsg(old-1000), nil)
+	if err != nil || len(rrs) != 2+2+101 {
+		t.Errorf("IXFR from an unknown serial: %d records (%v), want the whole zone (105)", len(rrs), err)
+	}
+	if s.zoneByName(zoneName).names == nil {
+		t.Errorf("zone still cold after an AXFR")
 	}
 }
 
