@@ -207,7 +207,8 @@ func (s *Server) negative(r *response, z *zone, zonePtr int) {
 // are never worth a truncation.
 func (s *Server) srvAdditionals(r *response, z *zone, start int) {
 	end := len(r.b)
-	var seen [][]byte
+	var seenBuf [32][]byte // on the stack: an answer allocates nothing
+	seen := seenBuf[:0]
 	for off := start; off+12 <= end; {
 		l := 12 + int(binary.BigEndian.Uint16(r.b[off+10:]))
 		tOff := off + 12 + 6

@@ -5,9 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
-
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 )
 
 // udpBatch is how many datagrams one read or write system call moves
@@ -21,11 +18,22 @@ const udpReceiveBuffer = 8 << 20
 // FORMERR, which is what they deserve.
 const udpReadSize = 4096
 
-// batchConn is the part of ipv4.PacketConn and ipv6.PacketConn used here;
-// both take the same Message type.
-type batchConn interface {
-	ReadBatch(ms []ipv4.Message, flags int) (int, error)
-	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+// packetBatch moves datagrams through one socket, many per system call
+// where the platform can (recvmmsg/sendmmsg), without allocating per
+// datagram: a server that allocates nothing while it answers keeps its
+// heap, and so its memory, the size of its zones.
+type packetBatch interface {
+	// read waits for datagrams and returns how many arrived (at most
+	// udpBatch). It drops what was queued and not flushed.
+	read() (int, error)
+	// packet returns the i-th datagram of the last read and its sender.
+	packet(i int) ([]byte, netip.AddrPort)
+	// queue makes b the answer to the i-th datagram; b must stay intact
+	// until flush.
+	queue(i int, b []byte)
+	// flush sends what was queued. A destination the kernel refuses loses
+	// its answer, not the rest of the batch.
+	flush() error
 }
 
 // listenUDP binds n sockets to ap. With SO_REUSEPORT the kernel spreads
@@ -61,23 +69,18 @@ func listenUDP(ap netip.AddrPort, n int) ([]net.PacketConn, error) {
 // serveUDP reads requests from c in batches and writes the answers back in
 // batches. Buffers are allocated once per socket.
 func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
-	var bc batchConn
-	if ua, ok := c.LocalAddr().(*net.UDPAddr); ok && ua.IP.To4() == nil {
-		bc = ipv6.NewPacketConn(c)
-	} else {
-		bc = ipv4.NewPacketConn(c)
+	pb, err := newPacketBatch(c)
+	if err != nil {
+		s.log.Error("udp socket", "addr", c.LocalAddr().String(), "err", err)
+		return
 	}
-	in := make([]ipv4.Message, udpBatch)
-	out := make([]ipv4.Message, udpBatch)
 	outBufs := make([][]byte, udpBatch)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, udpReadSize)}
-		out[i].Buffers = [][]byte{nil}
+	for i := range outBufs {
 		outBufs[i] = make([]byte, 0, int(s.udpSize)+optLen+64)
 	}
 	var q query
 	for {
-		n, err := bc.ReadBatch(in, 0)
+		n, err := pb.read()
 		if err != nil {
 			if isClosed(err) || s.closed.Load() {
 				return
@@ -87,12 +90,10 @@ func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
 		}
 		k := 0
 		for i := 0; i < n; i++ {
-			m := &in[i]
+			msg, src := pb.packet(i)
 			q.tcp = false
-			if ua, ok := m.Addr.(*net.UDPAddr); ok {
-				q.src = ua.AddrPort()
-			}
-			res := q.parse(m.Buffers[0][:m.N])
+			q.src = src
+			res := q.parse(msg)
 			var resp []byte
 			verdict := rrlAnswer
 			if rl := s.rrl.Load(); rl != nil && res == parseOK {
@@ -105,27 +106,20 @@ func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
 				resp = s.slipReply(&q, outBufs[k][:0])
 			}
 			if resp == nil && q.forward {
-				resp = s.forwardUDP(&q, c, m.Addr, outBufs[k][:0])
+				resp = s.forwardUDP(&q, c, net.UDPAddrFromAddrPort(src), outBufs[k][:0])
 			}
 			cnt.count(&q, resp)
 			if resp == nil {
 				continue
 			}
-			out[k].Buffers[0] = resp
-			out[k].Addr = m.Addr
+			pb.queue(i, resp)
 			k++
 		}
-		for sent := 0; sent < k; {
-			w, err := bc.WriteBatch(out[sent:k], 0)
-			if err != nil {
-				if isClosed(err) {
-					return
-				}
-				// One bad destination must not lose the rest of the batch.
-				sent++
-				continue
+		if err := pb.flush(); err != nil {
+			if isClosed(err) || s.closed.Load() {
+				return
 			}
-			sent += w
+			s.log.Warn("udp write", "err", err)
 		}
 	}
 }
