@@ -71,11 +71,16 @@ func relativeKey(owner, zone []byte) ([]byte, bool) {
 
 // keyToWire turns a relative key back into an absolute wire name.
 func keyToWire(key, zone []byte) []byte {
-	var starts []int
+	return appendKeyWire(make([]byte, 0, len(key)+len(zone)), key, zone)
+}
+
+// appendKeyWire is keyToWire into out's storage.
+func appendKeyWire(out, key, zone []byte) []byte {
+	var startsBuf [128]int // a name has at most 127 labels: no allocation
+	starts := startsBuf[:0]
 	for i := 0; i < len(key); i += int(key[i]) + 1 {
 		starts = append(starts, i)
 	}
-	out := make([]byte, 0, len(key)+len(zone))
 	for j := len(starts) - 1; j >= 0; j-- {
 		s := starts[j]
 		// A damaged key (a label running past its end) gives a damaged

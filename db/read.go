@@ -95,16 +95,23 @@ func (d *DB) ScanZone(zone string, fn func(owner []byte, rrs RRs) error) error {
 		if b == nil {
 			return fmt.Errorf("zone %s is not stored", zone)
 		}
+		// One set of buffers for the whole scan: a 100k-VM zone has
+		// 700k names, and a warm-up should not leave millions of small
+		// objects for the collector.
+		var cands []candidate
+		var scratch publishScratch
+		var owner []byte
 		return b.Bucket(bucketNames).ForEach(func(k, v []byte) error {
-			cands, err := decodeCandidates(v)
-			if err != nil {
+			var err error
+			if cands, err = appendCandidates(cands[:0], v); err != nil {
 				return fmt.Errorf("zone %s name %s: %w", zone, WireToString(keyToWire(k, wire)), err)
 			}
-			rrs, _ := d.policy.publish(cands)
+			rrs, _ := d.policy.publishWith(&scratch, cands)
 			if len(rrs) == 0 {
 				return nil
 			}
-			return fn(keyToWire(k, wire), rrs)
+			owner = appendKeyWire(owner[:0], k, wire)
+			return fn(owner, rrs)
 		})
 	})
 }

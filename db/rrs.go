@@ -175,7 +175,12 @@ func encodeCandidates(cs []candidate) []byte {
 }
 
 func decodeCandidates(b []byte) ([]candidate, error) {
-	var out []candidate
+	return appendCandidates(nil, b)
+}
+
+// appendCandidates is decodeCandidates into out's storage (a zone scan
+// reuses one slice for every name).
+func appendCandidates(out []candidate, b []byte) ([]candidate, error) {
 	for len(b) > 0 {
 		if len(b) < candFixed+rrFixed {
 			return nil, fmt.Errorf("candidate record truncated (%d bytes left)", len(b))
@@ -244,6 +249,17 @@ type publishPolicy struct {
 //
 // It reports the RRsets it cut, as (type, kept, total) triples.
 func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
+	return p.publishWith(&publishScratch{}, cs)
+}
+
+// publishScratch is storage publishWith reuses from one name to the next;
+// what it returns lives in it until the next call.
+type publishScratch struct {
+	sorted []*candidate
+	out    []byte
+}
+
+func (p publishPolicy) publishWith(scratch *publishScratch, cs []candidate) (RRs, []capped) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
@@ -251,9 +267,12 @@ func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
 	single := func(t uint16) bool { return singleton(t) || (stamped != nil && slices.Contains(stamped, t)) }
 	// Sort pointers: candidates are large, and this runs for every name
 	// a commit touches and a warm-up reads.
-	sorted := make([]*candidate, len(cs))
+	sorted := scratch.sorted[:0]
+	if cap(sorted) < len(cs) {
+		sorted = make([]*candidate, 0, len(cs))
+	}
 	for i := range cs {
-		sorted[i] = &cs[i]
+		sorted = append(sorted, &cs[i])
 	}
 	slices.SortFunc(sorted, func(a, b *candidate) int {
 		ta, tb := RRType(a.rr), RRType(b.rr)
@@ -272,7 +291,7 @@ func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
 			break
 		}
 	}
-	var out []byte
+	out := scratch.out[:0]
 	var cuts []capped
 	var prev []byte
 	kept, total := 0, 0
@@ -308,6 +327,8 @@ func (p publishPolicy) publish(cs []candidate) (RRs, []capped) {
 	if len(sorted) > 0 {
 		flush(RRType(sorted[len(sorted)-1].rr))
 	}
+	clear(sorted) // no candidate kept alive by the scratch
+	scratch.sorted, scratch.out = sorted[:0], out
 	return out, cuts
 }
 

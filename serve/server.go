@@ -221,6 +221,9 @@ func (s *Server) Warm() error {
 	return nil
 }
 
+// warmChunk is the size of the blocks a warm-up copies records into.
+const warmChunk = 1 << 20
+
 func (s *Server) warmZone(wire []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,8 +232,6 @@ func (s *Server) warmZone(wire []byte) error {
 	if z == nil || z.names != nil {
 		return nil
 	}
-	// ScanZone hands over fresh slices (published records are built, not
-	// borrowed from the file), so they are kept as they are.
 	var names []string
 	var rrs [][]byte
 	if zi, ok, err := s.store.Zone(z.name); err == nil && ok {
@@ -238,9 +239,18 @@ func (s *Server) warmZone(wire []byte) error {
 		// warm-up and garbage the collector then has to sweep.
 		names, rrs = make([]string, 0, zi.Names), make([][]byte, 0, zi.Names)
 	}
+	// ScanZone lends its slices for the call: the records are copied into
+	// chunks of warmChunk bytes, a few large objects instead of one per
+	// name, until buildTable lays them out in the shards.
+	var chunk []byte
 	err := s.store.ScanZone(z.name, func(owner []byte, r db.RRs) error {
+		if len(chunk)+len(r) > cap(chunk) {
+			chunk = make([]byte, 0, max(warmChunk, len(r)))
+		}
+		start := len(chunk)
+		chunk = append(chunk, r...)
 		names = append(names, string(owner))
-		rrs = append(rrs, r)
+		rrs = append(rrs, chunk[start:len(chunk):len(chunk)])
 		return nil
 	})
 	if err != nil {
