@@ -33,6 +33,19 @@ import (
 
 // mountTmpfs mounts a tmpfs of size bytes at a fresh directory, or skips
 // the test when mounting is not permitted.
+// grownInventory is inv with gen's VMs, users, servers and networks added
+// (gen is a generated data center of new VMs).
+func grownInventory(inv, gen sdc.Inventory) sdc.Inventory {
+	grown := inv
+	grown.VMs = append(append([]sdc.VM(nil), inv.VMs...), gen.VMs...)
+	grown.Users = append(append([]sdc.User(nil), inv.Users...), gen.Users...)
+	grown.Servers = append(append([]sdc.Server(nil), inv.Servers...), gen.Servers...)
+	grown.Networks = append(append([]sdc.Network(nil), inv.Networks...), gen.Networks...)
+	grown.NetworkPools = append(append([]sdc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
+	dedupNetworks(&grown)
+	return grown
+}
+
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -129,13 +142,7 @@ func TestDiskFull(t *testing.T) {
 
 	// 2000 new VMs: far more than the free pages of the db file.
 	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 2000, Seed: 11})
-	grown := inv
-	grown.VMs = append(append([]sdc.VM(nil), inv.VMs...), gen.VMs...)
-	grown.Users = append(append([]sdc.User(nil), inv.Users...), gen.Users...)
-	grown.Servers = append(append([]sdc.Server(nil), inv.Servers...), gen.Servers...)
-	grown.Networks = append(append([]sdc.Network(nil), inv.Networks...), gen.Networks...)
-	grown.NetworkPools = append(append([]sdc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
-	dedupNetworks(&grown)
+	grown := grownInventory(inv, *gen)
 	newVM := gen.VMs[0]
 	newName := newVM.UUID + ".inst." + newVM.OwnerUUID + "." + demoZone
 	mark := p.mark()
@@ -792,13 +799,7 @@ func TestDiskReadOnlyAtStart(t *testing.T) {
 
 	// A VM that appears while the db cannot take it.
 	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 1, Seed: 12})
-	grown := inv
-	grown.VMs = append(append([]sdc.VM(nil), inv.VMs...), gen.VMs...)
-	grown.Users = append(append([]sdc.User(nil), inv.Users...), gen.Users...)
-	grown.Servers = append(append([]sdc.Server(nil), inv.Servers...), gen.Servers...)
-	grown.Networks = append(append([]sdc.Network(nil), inv.Networks...), gen.Networks...)
-	grown.NetworkPools = append(append([]sdc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
-	dedupNetworks(&grown)
+	grown := grownInventory(inv, *gen)
 	writeInventory(t, invPath, &grown)
 	newName := gen.VMs[0].UUID + ".inst." + gen.VMs[0].OwnerUUID + "." + demoZone
 
