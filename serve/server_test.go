@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -486,5 +487,36 @@ func TestTCPLimits(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("idle connection: %v, want EOF", err)
+	}
+}
+
+// Ensure the default dns_listen shape, both wildcards on one port
+// (0.0.0.0:53 and [::]:53), binds: each address gets sockets of its own
+// family, and both answer over UDP and TCP. (Bound on the wildcards,
+// queried on loopback only.)
+func TestListenBothWildcards(t *testing.T) {
+	probe, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := probe.LocalAddr().(*net.UDPAddr).Port
+	probe.Close()
+	s, err := New(Config{Listen: []string{fmt.Sprintf("0.0.0.0:%d", port), fmt.Sprintf("[::]:%d", port)},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, testStore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatalf("listening on both wildcards of port %d: %v", port, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		for _, proto := range []string{"udp", "tcp"} {
+			m := new(dns.Msg)
+			m.SetQuestion(zoneName+".", dns.TypeSOA)
+			if r := exchange(t, net.JoinHostPort(host, fmt.Sprint(port)), proto, m); len(r.Answer) != 1 {
+				t.Errorf("SOA over %s to %s: %v", proto, host, r)
+			}
+		}
 	}
 }
