@@ -397,14 +397,7 @@ func listenPair(ap netip.AddrPort, sockets int) ([]net.PacketConn, net.Listener,
 		if err != nil {
 			return nil, nil, fmt.Errorf("udp: %w", err)
 		}
-		// The address family of the UDP sockets: Go would make "tcp" on
-		// 0.0.0.0 a dual-stack [::] socket, and the default dns_listen
-		// (0.0.0.0:53 and [::]:53) would then fail on its second entry.
-		network := "tcp4"
-		if ap.Addr().Is6() && !ap.Addr().Is4In6() {
-			network = "tcp6"
-		}
-		ln, err := net.Listen(network, conns[0].LocalAddr().String())
+		ln, err := net.Listen("tcp"+ipVersion(ap), conns[0].LocalAddr().String())
 		if err == nil {
 			return conns, ln, nil
 		}

@@ -36,6 +36,17 @@ type packetBatch interface {
 	flush() error
 }
 
+// ipVersion is "4" or "6", the family a listener on ap takes. Sockets are
+// opened for one family explicitly: Go makes "udp" and "tcp" on 0.0.0.0 a
+// dual-stack [::] socket, and the default dns_listen (0.0.0.0:53 and
+// [::]:53) would then fail on its second entry.
+func ipVersion(ap netip.AddrPort) string {
+	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		return "6"
+	}
+	return "4"
+}
+
 // listenUDP binds n sockets to ap. With SO_REUSEPORT the kernel spreads
 // datagrams over them, so each core reads its own socket; elsewhere one
 // socket is shared.
@@ -47,10 +58,7 @@ func listenUDP(ap netip.AddrPort, n int) ([]net.PacketConn, error) {
 		n = 1
 	}
 	lc := net.ListenConfig{Control: reusePortControl}
-	network := "udp4"
-	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
-		network = "udp6"
-	}
+	network := "udp" + ipVersion(ap)
 	first, err := lc.ListenPacket(context.Background(), network, ap.String())
 	if err != nil {
 		return nil, err
