@@ -202,42 +202,26 @@ func TestDiskFull(t *testing.T) {
 	t.Logf("disk full: %d queries answered from memory, commit retried and landed %v after space returned", answered, resumed.Round(time.Millisecond))
 }
 
-// dedupNetworks keeps one network and pool per UUID (generated data
-// centers share their network UUIDs with the demo one).
+// dedupNetworks keeps one network, pool, server and user per UUID
+// (generated data centers share their UUIDs with the demo one).
 func dedupNetworks(inv *sdc.Inventory) {
 	seen := map[string]bool{}
-	var nets []sdc.Network
-	for _, n := range inv.Networks {
-		if !seen[n.UUID] {
-			seen[n.UUID] = true
-			nets = append(nets, n)
+	inv.Networks = firstByUUID(seen, inv.Networks, func(n sdc.Network) string { return n.UUID })
+	inv.NetworkPools = firstByUUID(seen, inv.NetworkPools, func(p sdc.NetworkPool) string { return p.UUID })
+	inv.Servers = firstByUUID(seen, inv.Servers, func(s sdc.Server) string { return s.UUID })
+	inv.Users = firstByUUID(seen, inv.Users, func(u sdc.User) string { return u.UUID })
+}
+
+// firstByUUID keeps the first of items with each UUID not yet in seen.
+func firstByUUID[T any](seen map[string]bool, items []T, uuid func(T) string) []T {
+	var out []T
+	for _, it := range items {
+		if id := uuid(it); !seen[id] {
+			seen[id] = true
+			out = append(out, it)
 		}
 	}
-	inv.Networks = nets
-	var pools []sdc.NetworkPool
-	for _, p := range inv.NetworkPools {
-		if !seen[p.UUID] {
-			seen[p.UUID] = true
-			pools = append(pools, p)
-		}
-	}
-	inv.NetworkPools = pools
-	var servers []sdc.Server
-	for _, s := range inv.Servers {
-		if !seen[s.UUID] {
-			seen[s.UUID] = true
-			servers = append(servers, s)
-		}
-	}
-	inv.Servers = servers
-	var users []sdc.User
-	for _, u := range inv.Users {
-		if !seen[u.UUID] {
-			seen[u.UUID] = true
-			users = append(users, u)
-		}
-	}
-	inv.Users = users
+	return out
 }
 
 // testTSIGSecret is the TSIG secret of the abuse and security tests.
