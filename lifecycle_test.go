@@ -368,7 +368,7 @@ func sample(list []uint32, n int) []uint32 {
 
 // inventoryTruth computes, with a fresh store, what cns must publish for
 // inv under the config at cfgPath: every zone's records, apex excluded.
-func inventoryTruth(t *testing.T, cfgPath string, inv *sdc.Inventory) map[string][]string {
+func inventoryTruth(t testing.TB, cfgPath string, inv *sdc.Inventory) map[string][]string {
 	t.Helper()
 	cfg, err := LoadConfig(cfgPath)
 	if err != nil {

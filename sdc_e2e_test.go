@@ -235,7 +235,6 @@ func dumpZones(t testing.TB, store *db.DB) map[string][]string {
 // the compute nodes' cmon VMs, owners, networks and pools.
 func truth(t testing.TB, sim *sdctest.Sim) map[string][]string {
 	t.Helper()
-	cfg, _ := LoadConfig("testdata/cns.json")
 	inv := sim.Inventory()
 	admin := ""
 	for _, u := range inv.Users {
@@ -244,22 +243,7 @@ func truth(t testing.TB, sim *sdctest.Sim) map[string][]string {
 		}
 	}
 	inv.VMs = append(inv.VMs, sdc.CNVMs(inv.Servers, admin)...)
-	store, err := db.Open(filepath.Join(t.TempDir(), "truth.db"), db.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetInventory(&inv, "truth")
-	for u.Pending() > 0 {
-		if err := u.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dumpZones(t, store)
+	return inventoryTruth(t, "testdata/cns.json", &inv)
 }
 
 // converged waits until cns publishes exactly the simulator's truth.
