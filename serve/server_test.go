@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -495,12 +496,7 @@ func TestTCPLimits(t *testing.T) {
 // family, and both answer over UDP and TCP. (Bound on the wildcards,
 // queried on loopback only.)
 func TestListenBothWildcards(t *testing.T) {
-	probe, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := probe.LocalAddr().(*net.UDPAddr).Port
-	probe.Close()
+	port := freeWildcardPort(t)
 	s, err := New(Config{Listen: []string{fmt.Sprintf("0.0.0.0:%d", port), fmt.Sprintf("[::]:%d", port)},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, testStore(t))
 	if err != nil {
@@ -519,4 +515,41 @@ func TestListenBothWildcards(t *testing.T) {
 			}
 		}
 	}
+}
+
+// freeWildcardPort finds a port free on both wildcards for UDP and TCP.
+// It looks below the ephemeral range (32768 and up on Linux), where the
+// ":0" listeners of tests running alongside take their ports.
+func freeWildcardPort(t *testing.T) int {
+	t.Helper()
+	for port := 20000 + os.Getpid()%5000; port < 32000; port++ {
+		var open []io.Closer
+		free := true
+		for _, network := range []string{"udp4", "udp6", "tcp4", "tcp6"} {
+			addr := fmt.Sprintf("0.0.0.0:%d", port)
+			if strings.HasSuffix(network, "6") {
+				addr = fmt.Sprintf("[::]:%d", port)
+			}
+			var c io.Closer
+			var err error
+			if strings.HasPrefix(network, "udp") {
+				c, err = net.ListenPacket(network, addr)
+			} else {
+				c, err = net.Listen(network, addr)
+			}
+			if err != nil {
+				free = false
+				break
+			}
+			open = append(open, c)
+		}
+		for _, c := range open {
+			c.Close()
+		}
+		if free {
+			return port
+		}
+	}
+	t.Fatal("no port free on both wildcards below 32000")
+	return 0
 }
