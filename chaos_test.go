@@ -78,11 +78,7 @@ func TestSDCChaos(t *testing.T) {
 	if longRun() {
 		rounds = 40
 	}
-	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := startSim(t, sdctest.Options{})
 	fc := testFeedConfig(t, sim)
 	// Items lost while connected are only found by the periodic listing.
 	fc.FullPollInterval = 3 * time.Second

@@ -65,11 +65,7 @@ func (c *sdcCNS) idle() {
 // 600 s after it went down. The updater's clock is driven by the test;
 // Tick is what the Run loop's timer calls at each next check.
 func TestSDCHysteresisPace(t *testing.T) {
-	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := startSim(t, sdctest.Options{})
 	start := time.Now().UTC().Truncate(time.Second)
 	clock := &testClock{t: start}
 	c := startSDCCNSWith(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim), feeds.Options{Now: clock.Now})

@@ -661,11 +661,7 @@ func TestSecrets(t *testing.T) {
 		name, simPassword string
 	}{{"good password", ufdsPassword}, {"wrong UFDS password", "another-password"}} {
 		t.Run(run.name, func(t *testing.T) {
-			sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{RootPassword: run.simPassword})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sim.Close()
+			sim := startSim(t, sdctest.Options{RootPassword: run.simPassword})
 			dir := t.TempDir()
 			cfg := testConfig(t, dir, "", func(c map[string]any) {
 				delete(c, "inventory_file")

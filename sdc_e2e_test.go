@@ -46,6 +46,22 @@ type sdcCNS struct {
 // testFeedConfig points a feed at sim with intervals short enough for
 // tests. The full listing is rare: changes must arrive through the
 // changefeed, CNAPI, NAPI and UFDS paths, not a periodic re-list.
+// startSim starts the simulator on the testdata data center; the test fails
+// if anything cns sent would have made a real service exit.
+func startSim(t testing.TB, opts sdctest.Options) *sdctest.Sim {
+	t.Helper()
+	sim, err := sdctest.New(loadDefaultDC(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sim.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return sim
+}
+
 func testFeedConfig(t testing.TB, sim *sdctest.Sim) sdc.Config {
 	t.Helper()
 	raw := map[string]json.RawMessage{}
@@ -64,7 +80,8 @@ func testFeedConfig(t testing.TB, sim *sdctest.Sim) sdc.Config {
 		CNAPIInterval:        100 * time.Millisecond,
 		NAPIInterval:         100 * time.Millisecond,
 		UFDSInterval:         50 * time.Millisecond,
-		Heartbeat:            200 * time.Millisecond,
+		PingInterval:         100 * time.Millisecond,
+		PongTimeout:          300 * time.Millisecond,
 		RequestTimeout:       time.Second,
 		RetryMin:             20 * time.Millisecond,
 		RetryMax:             300 * time.Millisecond,
@@ -306,11 +323,7 @@ const (
 // The first full listing publishes exactly what the inventory file feed
 // publishes for the same data center, plus the compute nodes' cmon names.
 func TestSDCInitialSync(t *testing.T) {
-	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := startSim(t, sdctest.Options{})
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
 	c.converged(sim, 5*time.Second)
@@ -349,11 +362,7 @@ func newTestVM(uuid, owner, server, alias, ip, network string) sdc.VM {
 // the SDC APIs give it (changefeed, CNAPI poll, NAPI poll, UFDS
 // changelog), each timed.
 func TestSDCChangesReachDNS(t *testing.T) {
-	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{ResourceObject: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := startSim(t, sdctest.Options{ResourceObject: true})
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
 
@@ -590,11 +599,7 @@ func (s *sampler) halt() (int, []string) {
 // had, reports the feed degraded, and converges to the simulator's world
 // once the fault is gone.
 func TestSDCFaultsDuringChurn(t *testing.T) {
-	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := startSim(t, sdctest.Options{})
 	fc := testFeedConfig(t, sim)
 	// Items lost while connected are only found by the periodic listing.
 	fc.FullPollInterval = 3 * time.Second
@@ -684,11 +689,7 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 // A restart of cns during churn converges, and loses no change: neither
 // those made while it was down nor those in flight when it stopped.
 func TestSDCRestartDuringChurn(t *testing.T) {
-	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{DuplicateFanout: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := startSim(t, sdctest.Options{DuplicateFanout: true})
 	dbPath := filepath.Join(t.TempDir(), "cns.db")
 	c := startSDCCNS(t, dbPath, testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
@@ -811,11 +812,7 @@ func (p *proc) hasA(name, ip string) bool {
 // VMs coming back on the freshly booted CN stay out of services until it
 // has settled, and their instance names stay.
 func TestSDCRebootBurst(t *testing.T) {
-	sim, err := sdctest.New(loadDefaultDC(t), sdctest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	sim := startSim(t, sdctest.Options{})
 	fc := testFeedConfig(t, sim)
 	fc.CNAPIInterval = time.Hour
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), fc)

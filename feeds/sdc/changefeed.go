@@ -1,6 +1,7 @@
 package sdc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,10 +17,22 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// Changefeed timing defaults (sdc-apis §2.2): the listener's heartbeat
-// period and the reconnect backoff of CNS's listener options.
+// Changefeed timing defaults. The reconnect backoff is the one of CNS's
+// listener options (sdc-apis §2.2). Liveness is a WebSocket ping every
+// PingInterval: the publisher's websocket library (watershed 0.4.0, which
+// node-sdc-changefeed 1.5.x uses) answers every ping with a pong, and a
+// connection on which nothing, pong or item, has arrived for PongTimeout is
+// dead (a half-open connection is otherwise silent until the kernel's
+// retransmission timeout, about 15 minutes).
+//
+// The listener never calls GET /changefeeds/stats: in changefeed >= 1.5.2
+// the publisher answers it by serialising its registrations, which hold
+// each listener's live websocket, and on VMAPI's Node 6 that throws
+// "Converting circular structure to JSON" outside any handler, so the
+// whole VMAPI process exits.
 const (
-	DefaultHeartbeat      = 27817 * time.Millisecond
+	DefaultPingInterval   = 10 * time.Second
+	DefaultPongTimeout    = 25 * time.Second
 	DefaultReconnectMin   = 2 * time.Second
 	DefaultReconnectMax   = 10 * time.Second
 	changefeedDialTimeout = 10 * time.Second
@@ -49,18 +62,17 @@ type ChangefeedEvent struct {
 
 // Changefeed is a listener of VMAPI's changefeed (sdc-apis §2): it probes
 // GET /changefeeds, upgrades to a WebSocket, registers, and reports the
-// bootstrap and every change item; it sends a heartbeat and reconnects,
-// with backoff, whenever the connection fails.
+// bootstrap and every change item; it pings the publisher and reconnects,
+// with backoff, whenever the connection fails or stops answering.
 type Changefeed struct {
 	rest restClient
 	opts ChangefeedOptions
-	// Heartbeat is the period of the "heartbeat" frame, which is also how
-	// often the listener checks, on GET /changefeeds/stats, that the
-	// publisher still has it registered: a half-open connection (the
-	// peer gone without a FIN) is otherwise silent for minutes.
-	Heartbeat          time.Duration
-	RetryMin, RetryMax time.Duration
-	Logger             *slog.Logger
+	// PingInterval is how often a WebSocket ping is sent; PongTimeout is
+	// how long the connection may stay silent (no pong, no item) before it
+	// is given up as dead. PongTimeout should span two or more pings.
+	PingInterval, PongTimeout time.Duration
+	RetryMin, RetryMax        time.Duration
+	Logger                    *slog.Logger
 }
 
 // NewChangefeed returns a listener on VMAPI at vmapi's address.
@@ -75,7 +87,8 @@ func NewChangefeed(vmapi VMAPIOptions, opts ChangefeedOptions, hc *http.Client, 
 	if len(opts.SubResources) == 0 {
 		opts.SubResources = DefaultSubResources
 	}
-	return &Changefeed{rest: rc, opts: opts, Heartbeat: DefaultHeartbeat,
+	return &Changefeed{rest: rc, opts: opts,
+		PingInterval: DefaultPingInterval, PongTimeout: DefaultPongTimeout,
 		RetryMin: DefaultReconnectMin, RetryMax: DefaultReconnectMax}, nil
 }
 
@@ -154,63 +167,54 @@ func (c *Changefeed) session(ctx context.Context, out chan<- ChangefeedEvent) (b
 			"subResources": c.opts.SubResources,
 		},
 	})
-	var wmu sync.Mutex // gorilla allows one concurrent writer
-	write := func(b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		_ = ws.SetWriteDeadline(time.Now().Add(changefeedDialTimeout))
-		return ws.WriteMessage(websocket.TextMessage, b)
-	}
-	if err := write(reg); err != nil {
+	_ = ws.SetWriteDeadline(time.Now().Add(changefeedDialTimeout))
+	if err := ws.WriteMessage(websocket.TextMessage, reg); err != nil {
 		return false, fmt.Errorf("changefeed register: %w", err)
 	}
 
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var mu sync.Mutex
-	var lost error // why the keeper ended the connection
-	var booted bool
-	go func() {
-		// Close the socket when ctx ends or the keeper gives up, which
-		// ends the read below.
-		<-sctx.Done()
-		_ = ws.Close()
-	}()
-	go func() {
-		err := c.keep(sctx, write, func() bool { mu.Lock(); defer mu.Unlock(); return booted })
-		if err != nil {
-			mu.Lock()
-			lost = err
-			mu.Unlock()
-			cancel()
-		}
-	}()
+	pongTimeout := cmp.Or(c.PongTimeout, DefaultPongTimeout)
+	alive := func() { _ = ws.SetReadDeadline(time.Now().Add(pongTimeout)) }
+	alive()
+	// The pong handler runs inside ReadMessage, on this goroutine.
+	ws.SetPongHandler(func(string) error { alive(); return nil })
 
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	var pingErr error // why the pinger ended the connection; read after wg.Wait
+	wg.Go(func() {
+		// Closing the socket when ctx ends or a ping fails ends the read.
+		defer ws.Close()
+		pingErr = c.ping(sctx, ws)
+	})
+
+	var booted bool
 	for {
 		_, msg, err := ws.ReadMessage()
 		if err != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			if lost != nil {
-				err = lost
-			} else if ce := (*websocket.CloseError)(nil); errors.As(err, &ce) {
+			cancel()
+			wg.Wait()
+			var ce *websocket.CloseError
+			var ne net.Error
+			switch {
+			case pingErr != nil:
+				err = pingErr
+			case errors.As(err, &ce):
 				err = fmt.Errorf("changefeed closed by the publisher: %d %s", ce.Code, ce.Text)
+			case errors.As(err, &ne) && ne.Timeout():
+				err = fmt.Errorf("changefeed: no pong or item for %s: the connection is dead or half-open", pongTimeout)
 			}
 			return booted, err
 		}
+		alive()
 		var f frame
 		if err := json.Unmarshal(msg, &f); err != nil {
-			mu.Lock()
-			b := booted
-			mu.Unlock()
-			return b, fmt.Errorf("changefeed: malformed frame %.80q: %w", msg, err)
+			return booted, fmt.Errorf("changefeed: malformed frame %.80q: %w", msg, err)
 		}
 		var ev ChangefeedEvent
 		switch {
 		case f.BootstrapRoute != nil || len(f.BootstrapRoutes) > 0:
-			mu.Lock()
 			booted = true
-			mu.Unlock()
 			ev.Bootstrap = true
 		case f.ChangedResourceID != "" && f.ChangeKind != nil && f.ChangeKind.Resource == c.opts.Resource:
 			// A change before the bootstrap ("Invalid socket state" to the
@@ -233,54 +237,20 @@ func (c *Changefeed) session(ctx context.Context, out chan<- ChangefeedEvent) (b
 	}
 }
 
-// keep sends the heartbeat and, once bootstrapped, checks that the
-// publisher still lists this instance among its registrations: twice
-// missing in a row means the connection is dead (half-open) or was
-// replaced, and ends it.
-func (c *Changefeed) keep(ctx context.Context, write func([]byte) error, bootstrapped func() bool) error {
-	period := c.Heartbeat
-	if period <= 0 {
-		period = DefaultHeartbeat
-	}
-	t := time.NewTicker(period)
+// ping sends a WebSocket ping every PingInterval until ctx ends; the pongs
+// keep the read deadline moving. It returns why it stopped early.
+func (c *Changefeed) ping(ctx context.Context, ws *websocket.Conn) error {
+	t := time.NewTicker(cmp.Or(c.PingInterval, DefaultPingInterval))
 	defer t.Stop()
-	missing := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		if err := write([]byte("heartbeat")); err != nil {
-			return fmt.Errorf("changefeed heartbeat: %w", err)
-		}
-		if !bootstrapped() {
-			continue
-		}
-		registered, err := c.registered(ctx)
-		switch {
-		case err != nil:
-			missing = 0 // stats unavailable: no opinion
-		case registered:
-			missing = 0
-		default:
-			missing++
-		}
-		if missing >= 2 {
-			return fmt.Errorf("changefeed: the publisher no longer lists instance %s (half-open or replaced connection)", c.opts.Instance)
+		// WriteControl may run beside the reader and other writers.
+		if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(changefeedDialTimeout)); err != nil {
+			return fmt.Errorf("changefeed ping: %w", err)
 		}
 	}
-}
-
-// registered asks GET /changefeeds/stats whether this instance is
-// registered for its resource.
-func (c *Changefeed) registered(ctx context.Context) (bool, error) {
-	var stats struct {
-		Registrations map[string]map[string]json.RawMessage `json:"registrations"`
-	}
-	if _, err := c.rest.get(ctx, "/changefeeds/stats", nil, &stats); err != nil {
-		return false, err
-	}
-	_, ok := stats.Registrations[c.opts.Resource][c.opts.Instance]
-	return ok, nil
 }

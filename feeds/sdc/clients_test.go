@@ -26,7 +26,11 @@ func startSim(t *testing.T, inv *sdc.Inventory, opts sdctest.Options) *sdctest.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return s
 }
 
@@ -465,7 +469,7 @@ func TestChangefeedListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf.Heartbeat = 100 * time.Millisecond
+	cf.PingInterval, cf.PongTimeout = 50*time.Millisecond, 200*time.Millisecond
 	cf.RetryMin, cf.RetryMax = 20*time.Millisecond, 100*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	events := make(chan sdc.ChangefeedEvent, 100)
@@ -501,7 +505,11 @@ func TestChangefeedListener(t *testing.T) {
 
 	for _, how := range []sdctest.DropMode{sdctest.DropClose, sdctest.DropReset, sdctest.DropHalfOpen} {
 		s.DropFeeds(how)
-		next(fmt.Sprintf("error after drop %d", how), isErr)
+		ev := next(fmt.Sprintf("error after drop %d", how), isErr)
+		// A half-open connection is noticed only by its missing pongs.
+		if how == sdctest.DropHalfOpen && !strings.Contains(ev.Err.Error(), "no pong") {
+			t.Fatalf("half-open connection ended by %v, want the pong deadline", ev.Err)
+		}
 		next(fmt.Sprintf("bootstrap after drop %d", how), isBoot)
 	}
 

@@ -85,8 +85,10 @@ type Config struct {
 	NAPIInterval   time.Duration
 	// UFDSInterval is the period of the changelog check.
 	UFDSInterval time.Duration
-	// Heartbeat is the changefeed heartbeat and registration check period.
-	Heartbeat time.Duration
+	// PingInterval and PongTimeout are the changefeed's liveness check: a
+	// WebSocket ping that often, and the connection given up after that
+	// long without a pong or an item.
+	PingInterval, PongTimeout time.Duration
 	// RequestTimeout bounds one request to any service.
 	RequestTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff of every retry; the
@@ -112,7 +114,8 @@ func (c *Config) setDefaults() {
 	def(&c.CNAPIInterval, DefaultCNAPIInterval)
 	def(&c.NAPIInterval, DefaultNAPIInterval)
 	def(&c.UFDSInterval, DefaultUFDSInterval)
-	def(&c.Heartbeat, DefaultHeartbeat)
+	def(&c.PingInterval, DefaultPingInterval)
+	def(&c.PongTimeout, DefaultPongTimeout)
 	def(&c.RequestTimeout, DefaultRequestTimeout)
 	def(&c.RetryMin, DefaultRetryMin)
 	def(&c.RetryMax, DefaultRetryMax)
@@ -251,7 +254,7 @@ func NewFeed(cfg Config, sink Sink) (*Feed, error) {
 	if f.cf, err = NewChangefeed(cfg.VMAPI, cfg.Changefeed, hc, to); err != nil {
 		return nil, err
 	}
-	f.cf.Heartbeat = cfg.Heartbeat
+	f.cf.PingInterval, f.cf.PongTimeout = cfg.PingInterval, cfg.PongTimeout
 	f.cf.RetryMin = min(cfg.RetryMin, DefaultReconnectMax)
 	f.cf.RetryMax = min(cfg.RetryMax, DefaultReconnectMax)
 	f.cf.Logger = cfg.Logger

@@ -2,6 +2,7 @@ package sdctest
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"slices"
@@ -355,24 +356,37 @@ func (s *Sim) changefeeds(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]resourceInfo{"vm": vmResource})
 }
 
+// changefeedStats is the publisher's GET /changefeeds/stats as
+// node-sdc-changefeed 1.5.2 and later answer it (publisher.js _getStats):
+// the body is this.registrations, which since 1.5.2 keeps each listener's
+// live websocket object. With no listener registered that serialises
+// ({"listeners": <resources>, "registrations": {"vm": {}}}); with one, on
+// VMAPI's Node 6, JSON.stringify throws "Converting circular structure to
+// JSON" in the route handler, and VMAPI, built with
+// handleUncaughtExceptions: false, exits. The simulator records that crash
+// (Crashes, and Close's error), ends every changefeed connection with a
+// reset as the dying process would, and answers nothing.
 func (s *Sim) changefeedStats(w http.ResponseWriter, r *http.Request) {
 	p := s.feed
 	p.mu.Lock()
-	regs := make(map[string]any, len(p.listeners))
-	for inst, l := range p.listeners {
-		regs[inst] = map[string]any{
-			"resource":     "vm",
-			"subResources": l.subs,
-			"websocket":    map[string]string{"remoteAddress": l.remote},
+	registered := len(p.listeners)
+	p.mu.Unlock()
+	if registered == 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"listeners": 1, "registrations": map[string]any{"vm": map[string]any{}}})
+		return
+	}
+	s.crash("GET /changefeeds/stats with a registered listener: TypeError: Converting circular structure to JSON; VMAPI exits")
+	s.DropFeeds(DropReset)
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = conn.Close()
+			return
 		}
 	}
-	p.mu.Unlock()
-	registrations := map[string]any{}
-	if len(regs) > 0 {
-		registrations["vm"] = regs
-	}
-	// 1.5.x counts resources here, not listeners (sdc-apis §2.1).
-	writeJSON(w, http.StatusOK, map[string]any{"listeners": len(registrations), "registrations": registrations})
+	panic(http.ErrAbortHandler)
 }
 
 var upgrader = websocket.Upgrader{
@@ -405,6 +419,25 @@ func (s *Sim) feedUpgrade(w http.ResponseWriter, r *http.Request) {
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
+	// watershed (the publisher's websocket library) answers every PING
+	// with a PONG carrying the same payload, whatever the state of the
+	// registration; a half-open connection answers nothing.
+	ws.SetPingHandler(func(data string) error {
+		c.mu.Lock()
+		halted := c.halted
+		c.mu.Unlock()
+		if halted {
+			return nil
+		}
+		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+		if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+			var ne net.Error
+			if !errors.As(err, &ne) {
+				return err
+			}
+		}
+		return nil
+	})
 	p.mu.Lock()
 	if s.isClosed() {
 		p.mu.Unlock()

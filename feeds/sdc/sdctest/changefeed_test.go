@@ -77,21 +77,85 @@ func readBootstrap(t *testing.T, ws *websocket.Conn) {
 	}
 }
 
+// GET /changefeeds/stats is answered as changefeed 1.5.2+ does: safely
+// while nobody is registered, and by the VMAPI process exiting once a
+// listener is (its registrations hold the live websocket). The crash
+// resets every changefeed connection and fails Close.
 func TestChangefeedProbeAndStats(t *testing.T) {
-	s := startSim(t, Options{})
+	s, err := New(testInventory(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	var res map[string]resourceInfo
 	if code, _ := get(t, s.VMAPIURL(), "/changefeeds", &res); code != 200 || res["vm"].BootstrapRoute != "/vms" ||
 		!slices.Equal(res["vm"].SubResources, VMSubResources) {
 		t.Fatalf("GET /changefeeds: %d %+v", code, res)
 	}
-	dialFeed(t, s, "inst-1", VMSubResources)
 	var stats struct {
 		Listeners     int                                   `json:"listeners"`
 		Registrations map[string]map[string]json.RawMessage `json:"registrations"`
 	}
-	get(t, s.VMAPIURL(), "/changefeeds/stats", &stats)
-	if stats.Listeners != 1 || stats.Registrations["vm"]["inst-1"] == nil {
-		t.Fatalf("stats %+v", stats)
+	if code, _ := get(t, s.VMAPIURL(), "/changefeeds/stats", &stats); code != 200 || stats.Listeners != 1 ||
+		stats.Registrations["vm"] == nil || len(stats.Registrations["vm"]) != 0 || len(s.Crashes()) != 0 {
+		t.Fatalf("stats with nobody registered: %d %+v, crashes %q", code, stats, s.Crashes())
+	}
+
+	ws := dialFeed(t, s, "inst-1", VMSubResources)
+	readBootstrap(t, ws)
+	// A fresh connection: net/http retries an idempotent GET whose reused
+	// connection died, and the retry would reach the "restarted" VMAPI.
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := fresh.Get(s.VMAPIURL() + "/changefeeds/stats"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("stats with a registered listener answered %d (crashes %q); the real VMAPI exits", resp.StatusCode, s.Crashes())
+	}
+	if c := s.Crashes(); len(c) != 1 || !strings.Contains(c[0], "circular structure") {
+		t.Fatalf("crashes %q", c)
+	}
+	var ce *websocket.CloseError
+	if _, _, err := ws.ReadMessage(); err == nil || errors.As(err, &ce) {
+		t.Fatalf("listener after the crash: %v, want a transport error", err)
+	}
+	if err := s.Close(); err == nil || !strings.Contains(err.Error(), "would have made a real service exit") {
+		t.Fatalf("Close after a crash: %v", err)
+	}
+}
+
+// The publisher's websocket library answers pings with the same payload;
+// a half-open connection answers nothing.
+func TestChangefeedAnswersPings(t *testing.T) {
+	s := startSim(t, Options{})
+	ws := dialFeed(t, s, "pinger", VMSubResources)
+	readBootstrap(t, ws)
+	pong := make(chan string, 4)
+	ws.SetPongHandler(func(data string) error { pong <- data; return nil })
+	// Pong handlers run inside reads; keep one going.
+	go func() {
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				close(pong)
+				return
+			}
+		}
+	}()
+	if err := ws.WriteControl(websocket.PingMessage, []byte("n1"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-pong; got != "n1" {
+		t.Fatalf("pong %q, want n1", got)
+	}
+	s.DropFeeds(DropHalfOpen)
+	if err := ws.WriteControl(websocket.PingMessage, []byte("n2"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Absence can only be checked over a bounded wait.
+	select {
+	case got, ok := <-pong:
+		if ok {
+			t.Fatalf("half-open connection answered a ping: %q", got)
+		}
+	case <-time.After(300 * time.Millisecond):
 	}
 }
 

@@ -99,6 +99,9 @@ type Sim struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	crashMu sync.Mutex
+	crashes []string
 }
 
 // New starts a simulator over a copy of inv. It does not validate the
@@ -195,8 +198,26 @@ func (s *Sim) isClosed() bool {
 	}
 }
 
+// crash records a request that would have made a real service's process
+// exit.
+func (s *Sim) crash(what string) {
+	s.log.Error("sdctest: a real service would have exited", "why", what)
+	s.crashMu.Lock()
+	s.crashes = append(s.crashes, what)
+	s.crashMu.Unlock()
+}
+
+// Crashes lists the requests that would have made a real service exit.
+func (s *Sim) Crashes() []string {
+	s.crashMu.Lock()
+	defer s.crashMu.Unlock()
+	return slices.Clone(s.crashes)
+}
+
 // Close stops every service, ends every connection (hanging requests and
 // half-open changefeeds included) and removes the temporary certificate.
+// It reports any request that would have made a real service exit (see
+// Crashes), so a test that closes the simulator fails on it.
 func (s *Sim) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
@@ -217,6 +238,9 @@ func (s *Sim) Close() error {
 			_ = os.RemoveAll(s.tmpDir)
 		}
 	})
+	if c := s.Crashes(); len(c) > 0 {
+		return fmt.Errorf("sdctest: %d request(s) would have made a real service exit, first: %s", len(c), c[0])
+	}
 	return nil
 }
 
