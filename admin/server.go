@@ -46,56 +46,91 @@ type Server struct {
 // maxBody bounds request bodies: the API takes small JSON objects only.
 const maxBody = 64 << 10
 
-// Handler returns the API's routes.
-func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	read := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.Handle(pattern, s.wrap(h, false))
+// access says who may call a route.
+type access int
+
+const (
+	public   access = iota // anyone: /ping only
+	reading                // loopback, or the read token when one is set
+	mutating               // loopback, or the API token
+)
+
+// route is one entry of the API's route table.
+type route struct {
+	pattern string
+	access  access
+	handler http.Handler
+}
+
+// routes is the API's route table: Handler serves exactly these, and the
+// security test walks them, so a route cannot escape its check.
+func (s *Server) routes() []route {
+	var rt []route
+	add := func(a access, pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		rt = append(rt, route{pattern, a, s.wrap(h, a == mutating)})
 	}
-	write := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.Handle(pattern, s.wrap(h, true))
-	}
-	mux.HandleFunc("GET /ping", s.ping)
-	read("GET /vm/{uuid}", s.getVM)
-	read("GET /vms", s.getVMs)
-	read("GET /peers", s.getPeers)
-	read("GET /peer/{addr}", s.getPeer)
-	write("DELETE /peer/{addr}", s.deletePeer)
-	read("GET /zones", s.getZones)
-	read("GET /zones/{zone}", s.getZone)
-	read("GET /zones/{zone}/records", s.getRecords)
-	read("GET /zones/{zone}/history", s.getHistory)
-	read("GET /allowed-peers", s.getAllowedPeers)
-	read("POST /suffixes-for-vm", s.postSuffixes)
-	read("GET /feeds", s.getFeeds)
-	read("GET /services", s.getServices)
-	read("GET /services/{owner}/{name}", s.getService)
-	read("GET /wait", s.getWait)
-	read("GET /status", s.getStatus)
-	read("GET /metrics", s.getMetrics)
-	write("GET /db/backup", s.getBackup)
-	write("POST /config/reload", s.postReload)
+	rt = append(rt, route{"GET /ping", public, http.HandlerFunc(s.ping)})
+	add(reading, "GET /vm/{uuid}", s.getVM)
+	add(reading, "GET /vms", s.getVMs)
+	add(reading, "GET /peers", s.getPeers)
+	add(reading, "GET /peer/{addr}", s.getPeer)
+	add(mutating, "DELETE /peer/{addr}", s.deletePeer)
+	add(reading, "GET /zones", s.getZones)
+	add(reading, "GET /zones/{zone}", s.getZone)
+	add(reading, "GET /zones/{zone}/records", s.getRecords)
+	add(reading, "GET /zones/{zone}/history", s.getHistory)
+	add(reading, "GET /allowed-peers", s.getAllowedPeers)
+	add(reading, "POST /suffixes-for-vm", s.postSuffixes)
+	add(reading, "GET /feeds", s.getFeeds)
+	add(reading, "GET /services", s.getServices)
+	add(reading, "GET /services/{owner}/{name}", s.getService)
+	add(reading, "GET /wait", s.getWait)
+	add(reading, "GET /status", s.getStatus)
+	add(reading, "GET /metrics", s.getMetrics)
+	add(mutating, "GET /db/backup", s.getBackup)
+	add(mutating, "POST /config/reload", s.postReload)
 	// Profiles for diagnosing a live server (loopback or token only).
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile", "/debug/pprof/symbol", "/debug/pprof/trace"} {
 		h := pprofHandler(path)
-		write("GET "+path, func(w http.ResponseWriter, r *http.Request) error { h.ServeHTTP(w, r); return nil })
+		add(mutating, "GET "+path, func(w http.ResponseWriter, r *http.Request) error { h.ServeHTTP(w, r); return nil })
 	}
-	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+	add(reading, "/", func(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusNotFound, Code: "ResourceNotFound", Message: r.URL.Path + " does not exist"}
-	}, false))
+	})
+	return rt
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range s.routes() {
+		mux.Handle(r.pattern, r.handler)
+	}
 	return mux
 }
 
-// Serve runs the API on ln until ctx ends.
+// Serve runs the API on ln until ctx ends, and returns once the shutdown
+// (at most 2 s for requests in flight) is over: nothing it started
+// outlives it.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	served := make(chan struct{})   // hs.Serve returned
+	shutdown := make(chan struct{}) // the shutdown goroutine is done
 	go func() {
-		<-ctx.Done()
+		defer close(shutdown)
+		select {
+		case <-ctx.Done():
+		case <-served:
+			return // the listener failed: nothing to shut down
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		hs.Shutdown(sctx)
 	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := hs.Serve(ln)
+	close(served)
+	<-shutdown
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
