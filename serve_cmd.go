@@ -168,7 +168,7 @@ func (s *service) run(ctx context.Context) error {
 		log.Info("zones loaded into memory", "took", time.Since(t).String())
 	})
 	if api != nil {
-		as := &admin.Server{Store: store, DNS: srv, Updater: u, Version: versionString(), Token: cfg.APIToken,
+		as := &admin.Server{Store: store, DNS: apiDNS{srv}, Updater: u, Version: versionString(), Token: cfg.APIToken,
 			ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 		wg.Go(func() {
 			if err := as.Serve(ctx, api); err != nil {

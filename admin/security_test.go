@@ -16,9 +16,8 @@ import (
 // token they get past authentication; from loopback the mutating ones need
 // no token.
 func TestRoutesRefuseRemoteCallers(t *testing.T) {
-	d := startDemo(t)
-	s := &Server{Store: d.store, DNS: d.dns, Updater: d.upd, Token: "write-secret", ReadToken: "read-secret",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Reload: func() error { return nil }}
+	s := startStoredDemo(t).server(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.Token, s.ReadToken, s.Reload = "write-secret", "read-secret", func() error { return nil }
 	h := s.Handler()
 	// A concrete request for every route of the table, so that a new route
 	// is checked without anyone listing it here.

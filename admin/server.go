@@ -21,14 +21,12 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // Server is the REST API of a running cns.
 type Server struct {
 	Store   *db.DB
-	DNS     *serve.Server
+	DNS     DNS
 	Updater *feeds.Updater // nil: no feed (read-only endpoints still work)
 	Version string
 	// Token, when set, lets remote callers use the mutating endpoints
@@ -296,39 +294,14 @@ func (s *Server) getPeer(w http.ResponseWriter, r *http.Request) error {
 }
 
 // peerJSON renders a peer with its drift per zone.
-func (s *Server) peerJSON(p serve.Peer) Peer {
-	out := Peer{Address: p.Address, Serials: map[string]uint32{}, Version: p.Version, NotifyFailures: p.NotifyFailures,
-		UsingNotify: p.NotifyFailures < 5, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"], Counters: map[string]uint64{},
-		Zones: map[string]PeerZone{}}
-	if out.Version == "" {
-		out.Version = "unknown"
-	}
-	for _, c := range []string{"soa", "axfr", "ixfr", "goodxfer"} {
-		out.Counters[c] = p.Counters[c]
-	}
-	for z, pz := range p.Zones {
-		out.Serials[z] = pz.Serial
-		cur, _ := s.DNS.ZoneSerial(z)
-		ds, dt := s.drift(z, pz.Serial, cur)
-		out.Zones[z] = PeerZone{Serial: pz.Serial, ZoneSerial: cur, DriftSerials: ds, DriftSeconds: dt,
-			LastTransfer: pz.LastTransfer, LastKind: pz.LastKind, AXFR: pz.AXFR, IXFR: pz.IXFR,
-			NotifySerial: pz.NotifySerial, NotifySent: pz.NotifySent, NotifyAcked: pz.NotifyAcked, LastSOAQuery: pz.LastSOAQuery}
-	}
-	return out
+func (s *Server) peerJSON(p Peer) Peer {
+	return peerView(s.Store, p, s.zoneSerial, time.Now())
 }
 
-// drift says how far behind a peer at serial `have` is: in commits, and in
-// seconds since the first change it lacks (-1 when the journal no longer
-// tells).
-func (s *Server) drift(zone string, have, cur uint32) (int64, float64) {
-	if have == cur || cur == 0 {
-		return 0, 0
-	}
-	entries, ok, err := s.Store.Journal(zone, have)
-	if err != nil || !ok || len(entries) == 0 {
-		return int64(int32(cur - have)), -1
-	}
-	return int64(len(entries)), time.Since(entries[0].Time).Seconds()
+// zoneSerial is the serial zone is served with (0: not served).
+func (s *Server) zoneSerial(zone string) uint32 {
+	cur, _ := s.DNS.ZoneSerial(zone)
+	return cur
 }
 
 func (s *Server) deletePeer(w http.ResponseWriter, r *http.Request) error {
@@ -346,9 +319,7 @@ func (s *Server) deletePeer(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getZones(w http.ResponseWriter, r *http.Request) error {
 	out := []ZoneSummary{}
-	for _, z := range s.DNS.Zones() {
-		out = append(out, ZoneSummary{Name: z.Name, Serial: z.Serial})
-	}
+	out = append(out, s.DNS.Zones()...)
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -366,8 +337,7 @@ func (s *Server) getZone(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("zone " + name + " not found")
 	}
-	out := Zone{Name: zi.Name, Serial: zi.Serial, Reverse: zi.Reverse, Names: zi.Names, Records: zi.Records,
-		LastChange: zi.LastChange, Journal: Journal{From: zi.JournalFrom, Entries: zi.JournalEntries, Bytes: zi.JournalBytes}, Peers: []ZonePeer{}}
+	out := zoneView(zi)
 	if cur, ok := s.DNS.ZoneSerial(name); ok {
 		out.Serial = cur
 	}
@@ -380,7 +350,7 @@ func (s *Server) getZone(w http.ResponseWriter, r *http.Request) error {
 
 // zonePeers lists the expected secondaries of a zone with what they have.
 func (s *Server) zonePeers(zone string, cur uint32) []ZonePeer {
-	known := map[string]serve.Peer{}
+	known := map[string]Peer{}
 	for _, p := range s.DNS.Peers() {
 		known[p.Address] = p
 	}
@@ -389,9 +359,9 @@ func (s *Server) zonePeers(zone string, cur uint32) []ZonePeer {
 		zp := ZonePeer{Address: a.String(), DriftSeconds: -1}
 		if p, ok := known[a.String()]; ok {
 			zp.Version = p.Version
-			if pz := p.Zones[zone]; pz != nil {
+			if pz, ok := p.Zones[zone]; ok {
 				zp.Serial = pz.Serial
-				zp.DriftSerials, zp.DriftSeconds = s.drift(zone, pz.Serial, cur)
+				zp.DriftSerials, zp.DriftSeconds = drift(s.Store, zone, pz.Serial, cur, time.Now())
 			}
 		}
 		out = append(out, zp)
@@ -544,10 +514,7 @@ func ChangeJSON(e db.JournalEntry) Change {
 }
 
 func (s *Server) getAllowedPeers(w http.ResponseWriter, r *http.Request) error {
-	out := []AllowedPeer{}
-	for _, a := range s.DNS.AllowedPeers() {
-		out = append(out, AllowedPeer{Address: a.Prefix.Addr().String(), Mask: a.Prefix.Bits(), Zones: a.Zones})
-	}
+	out := append([]AllowedPeer{}, s.DNS.AllowedPeers()...)
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -640,7 +607,7 @@ func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
 			// that scrolled out. Fall back to what the peers say they have.
 			p = s.untracked(zone, serial)
 		}
-		res := Wait{Propagation: p, Done: p.State == serve.StateActive}
+		res := Wait{Propagation: p, Done: p.State == StateActive}
 		if res.Done {
 			return writeJSON(w, http.StatusOK, res)
 		}
@@ -656,16 +623,16 @@ func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
 }
 
 // untracked builds a propagation view of a serial from peer state alone.
-func (s *Server) untracked(zone string, serial uint32) serve.Propagation {
-	p := serve.Propagation{Zone: zone, Serial: serial, State: serve.StateActive, Peers: []serve.PeerPropagation{}}
+func (s *Server) untracked(zone string, serial uint32) Propagation {
+	p := Propagation{Zone: zone, Serial: serial, State: StateActive, Peers: []PeerPropagation{}}
 	for _, zp := range s.zonePeers(zone, serial) {
-		state := serve.StatePending
+		state := StatePending
 		if zp.Serial == serial || db.SerialLess(serial, zp.Serial) {
-			state = serve.StateActive
+			state = StateActive
 		} else {
-			p.State = serve.StatePending
+			p.State = StatePending
 		}
-		p.Peers = append(p.Peers, serve.PeerPropagation{Address: zp.Address, Serial: zp.Serial, State: state, Seconds: -1})
+		p.Peers = append(p.Peers, PeerPropagation{Address: zp.Address, Serial: zp.Serial, State: state, Seconds: -1})
 	}
 	return p
 }
@@ -679,13 +646,11 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	for _, z := range zones {
 		out.Changed[z.Name] = z.LastChange
 	}
-	for _, z := range s.DNS.Zones() {
-		out.Zones = append(out.Zones, ZoneSummary{Name: z.Name, Serial: z.Serial})
-	}
+	out.Zones = append(out.Zones, s.DNS.Zones()...)
 	for _, p := range s.DNS.Peers() {
 		out.Peers = append(out.Peers, s.peerJSON(p))
 	}
-	out.Propagation = map[string]serve.Propagation{}
+	out.Propagation = map[string]Propagation{}
 	for _, z := range out.Zones {
 		if p, ok := s.DNS.Propagation(z.Name, 0); ok {
 			out.Propagation[z.Name] = p
@@ -720,26 +685,18 @@ func (s *Server) postReload(w http.ResponseWriter, r *http.Request) error {
 // getServices lists every service's self-removal hysteresis state;
 // ?pending=true keeps only services with members waiting to leave.
 func (s *Server) getServices(w http.ResponseWriter, r *http.Request) error {
-	out := []hysteresis.View{}
+	out := []Service{}
 	if s.Updater != nil {
 		pendingOnly := r.URL.Query().Get("pending") == "true"
 		for _, v := range s.Updater.Services() {
-			if pendingOnly && !hasPending(v) {
+			sv := serviceView(v)
+			if pendingOnly && !sv.HasPending() {
 				continue
 			}
-			out = append(out, v)
+			out = append(out, sv)
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
-}
-
-func hasPending(v hysteresis.View) bool {
-	for _, m := range v.Members {
-		if m.Status == hysteresis.Pending {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
@@ -753,7 +710,7 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, v)
+	return writeJSON(w, http.StatusOK, serviceView(v))
 }
 
 // pprofHandler maps a /debug/pprof path to net/http/pprof's handler.

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -13,11 +14,11 @@ import (
 
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/file"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // demoDB writes the demo data center (testdata/inventory.json) into a db
@@ -55,9 +56,10 @@ func demoDB(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer, _ := json.Marshal(serve.Peer{Address: "192.0.2.53", Version: "9.18.28", Counters: map[string]uint64{"axfr": 1},
-		Zones: map[string]*serve.PeerZone{cnsZone: {Serial: zi.Serial - 5, LastTransfer: now.Add(-time.Hour), LastKind: "AXFR", AXFR: 1}}})
-	if err := store.SavePeers(map[string][]byte{"192.0.2.53": peer}); err != nil {
+	// A peer in the form the DNS server stores it.
+	peer := fmt.Sprintf(`{"address":"192.0.2.53","version":"9.18.28","zones":{%q:{"serial":%d,"last_transfer":%q,"last_kind":"AXFR","axfr":1,"ixfr":0}},"notify_failures":0,"counters":{"axfr":1}}`,
+		cnsZone, zi.Serial-5, now.Add(-time.Hour).Format(time.RFC3339Nano))
+	if err := store.SavePeers(map[string][]byte{"192.0.2.53": []byte(peer)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Close(); err != nil {
@@ -66,14 +68,26 @@ func demoDB(t *testing.T) string {
 	return path
 }
 
-// The db file source reads what the server stored, read-only.
-func TestDBSource(t *testing.T) {
-	src, err := OpenDB(demoDB(t))
+// openDemo opens demoDB as admin's offline read model. Package main gives
+// the real one serve's decoder of stored peers; the stored form's fields
+// carry the API's names, so the test decodes them straight.
+func openDemo(t *testing.T) *admin.DBModel {
+	src, err := admin.OpenDB(demoDB(t), func(b []byte) (admin.Peer, error) {
+		var p admin.Peer
+		err := json.Unmarshal(b, &p)
+		return p, err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	t.Cleanup(func() { src.Close() })
 	src.Now = fixedClock
+	return src
+}
+
+// The db file source reads what the server stored, read-only.
+func TestDBSource(t *testing.T) {
+	src := openDemo(t)
 	ctx := context.Background()
 	if src.Live() || !strings.HasSuffix(src.Describe(), "cns.db (read-only)") {
 		t.Errorf("describe %q, live %v", src.Describe(), src.Live())
@@ -137,18 +151,13 @@ func TestDBSource(t *testing.T) {
 }
 
 // offline names the file the same way on every run.
-type offline struct{ *DBSource }
+type offline struct{ *admin.DBModel }
 
 func (offline) Describe() string { return "db cns.db (read-only)" }
 
 // The UI over a db file: no periodic refresh, the same pages.
 func TestOfflineScreens(t *testing.T) {
-	src, err := OpenDB(demoDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	src.Now = fixedClock
+	src := openDemo(t)
 	for _, tc := range []struct {
 		name  string
 		steps func(h *harness)
