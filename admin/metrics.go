@@ -20,35 +20,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 	m.gauge("cns_uptime_seconds", "Seconds since the DNS listeners came up.", s.DNS.Uptime().Seconds())
 
 	dm := s.DNS.Metrics()
-	m.help("cns_dns_answers_total", "counter", "DNS answers by transport and query type.")
-	for _, proto := range sortedKeys(dm.AnswersByType) {
-		for _, t := range sortedKeys(dm.AnswersByType[proto]) {
-			m.sample("cns_dns_answers_total", float64(dm.AnswersByType[proto][t]), "proto", proto, "qtype", t)
-		}
-	}
-	m.help("cns_dns_rcodes_total", "counter", "DNS answers by transport and rcode.")
-	for _, proto := range sortedKeys(dm.AnswersByRcode) {
-		for _, rc := range sortedKeys(dm.AnswersByRcode[proto]) {
-			m.sample("cns_dns_rcodes_total", float64(dm.AnswersByRcode[proto][rc]), "proto", proto, "rcode", rc)
-		}
-	}
-	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(dm.Dropped))
-	if dm.ForwardHits+dm.ForwardMisses > 0 {
-		m.help("cns_forward_queries_total", "counter", "Forwarded queries by cache outcome.")
-		m.sample("cns_forward_queries_total", float64(dm.ForwardHits), "cache", "hit")
-		m.sample("cns_forward_queries_total", float64(dm.ForwardMisses), "cache", "miss")
-		m.counter("cns_forward_failures_total", "Forwarded queries no upstream answered.", float64(dm.ForwardFailures))
-		m.gauge("cns_forward_cache_entries", "Answers in the forwarding cache.", float64(dm.ForwardCached))
-	}
-	m.counter("cns_rrl_limited_total", "UDP answers response rate limiting dropped or truncated.", float64(dm.RRLLimited))
-
-	m.help("cns_transfers_total", "counter", "Zone transfers served, by outcome.")
-	m.sample("cns_transfers_total", float64(dm.AXFR), "kind", "axfr")
-	m.sample("cns_transfers_total", float64(dm.IXFR), "kind", "ixfr")
-	m.sample("cns_transfers_total", float64(dm.UpToDate), "kind", "up_to_date")
-	m.sample("cns_transfers_total", float64(dm.Refused), "kind", "refused")
-
-	m.gauge("cns_notify_pending", "NOTIFY targets that have not answered for the zone's serial.", float64(dm.NotifyPending))
+	writeDNSMetrics(m, dm)
 
 	m.help("cns_zone_serial", "gauge", "Serial served per zone.")
 	for _, z := range s.DNS.Zones() {
@@ -95,27 +67,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if s.Updater != nil {
-		h := s.Updater.CommitHistogram()
-		m.help("cns_commit_duration_seconds", "histogram", "Time to commit one change set.")
-		for i, le := range h.Bounds {
-			m.sample("cns_commit_duration_seconds_bucket", float64(h.Counts[i]), "le", fmt.Sprint(le))
-		}
-		m.sample("cns_commit_duration_seconds_bucket", float64(h.Count), "le", "+Inf")
-		m.sample("cns_commit_duration_seconds_sum", h.Sum)
-		m.sample("cns_commit_duration_seconds_count", float64(h.Count))
-		m.gauge("cns_pending_vms", "VMs waiting for the next commit.", float64(s.Updater.Pending()))
-		m.help("cns_feed_healthy", "gauge", "1 when the feed's last attempt succeeded.")
-		for _, f := range s.Updater.Feeds() {
-			m.sample("cns_feed_healthy", b2f(f.Healthy), "feed", f.Name)
-		}
-		m.help("cns_feed_lag_seconds", "gauge", "Seconds since each feed last delivered good data.")
-		for _, f := range s.Updater.Feeds() {
-			lag := -1.0
-			if !f.LastOK.IsZero() {
-				lag = time.Since(f.LastOK).Seconds()
-			}
-			m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
-		}
+		s.writeFeedMetrics(m)
 	}
 	return m.w.Flush()
 }
@@ -174,3 +126,61 @@ func (m *metricWriter) counter(name, help string, v float64) {
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func escapeLabel(s string) string { return labelEscaper.Replace(strings.ToValidUTF8(s, "?")) }
+
+// writeFeedMetrics writes the updater's figures: commits and feeds.
+func (s *Server) writeFeedMetrics(m *metricWriter) {
+	h := s.Updater.CommitHistogram()
+	m.help("cns_commit_duration_seconds", "histogram", "Time to commit one change set.")
+	for i, le := range h.Bounds {
+		m.sample("cns_commit_duration_seconds_bucket", float64(h.Counts[i]), "le", fmt.Sprint(le))
+	}
+	m.sample("cns_commit_duration_seconds_bucket", float64(h.Count), "le", "+Inf")
+	m.sample("cns_commit_duration_seconds_sum", h.Sum)
+	m.sample("cns_commit_duration_seconds_count", float64(h.Count))
+	m.gauge("cns_pending_vms", "VMs waiting for the next commit.", float64(s.Updater.Pending()))
+	m.help("cns_feed_healthy", "gauge", "1 when the feed's last attempt succeeded.")
+	for _, f := range s.Updater.Feeds() {
+		m.sample("cns_feed_healthy", b2f(f.Healthy), "feed", f.Name)
+	}
+	m.help("cns_feed_lag_seconds", "gauge", "Seconds since each feed last delivered good data.")
+	for _, f := range s.Updater.Feeds() {
+		lag := -1.0
+		if !f.LastOK.IsZero() {
+			lag = time.Since(f.LastOK).Seconds()
+		}
+		m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
+	}
+}
+
+// writeDNSMetrics writes the DNS server's counters.
+func writeDNSMetrics(m *metricWriter, dm DNSMetrics) {
+	m.help("cns_dns_answers_total", "counter", "DNS answers by transport and query type.")
+	for _, proto := range sortedKeys(dm.AnswersByType) {
+		for _, t := range sortedKeys(dm.AnswersByType[proto]) {
+			m.sample("cns_dns_answers_total", float64(dm.AnswersByType[proto][t]), "proto", proto, "qtype", t)
+		}
+	}
+	m.help("cns_dns_rcodes_total", "counter", "DNS answers by transport and rcode.")
+	for _, proto := range sortedKeys(dm.AnswersByRcode) {
+		for _, rc := range sortedKeys(dm.AnswersByRcode[proto]) {
+			m.sample("cns_dns_rcodes_total", float64(dm.AnswersByRcode[proto][rc]), "proto", proto, "rcode", rc)
+		}
+	}
+	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(dm.Dropped))
+	if dm.ForwardHits+dm.ForwardMisses > 0 {
+		m.help("cns_forward_queries_total", "counter", "Forwarded queries by cache outcome.")
+		m.sample("cns_forward_queries_total", float64(dm.ForwardHits), "cache", "hit")
+		m.sample("cns_forward_queries_total", float64(dm.ForwardMisses), "cache", "miss")
+		m.counter("cns_forward_failures_total", "Forwarded queries no upstream answered.", float64(dm.ForwardFailures))
+		m.gauge("cns_forward_cache_entries", "Answers in the forwarding cache.", float64(dm.ForwardCached))
+	}
+	m.counter("cns_rrl_limited_total", "UDP answers response rate limiting dropped or truncated.", float64(dm.RRLLimited))
+
+	m.help("cns_transfers_total", "counter", "Zone transfers served, by outcome.")
+	m.sample("cns_transfers_total", float64(dm.AXFR), "kind", "axfr")
+	m.sample("cns_transfers_total", float64(dm.IXFR), "kind", "ixfr")
+	m.sample("cns_transfers_total", float64(dm.UpToDate), "kind", "up_to_date")
+	m.sample("cns_transfers_total", float64(dm.Refused), "kind", "refused")
+
+	m.gauge("cns_notify_pending", "NOTIFY targets that have not answered for the zone's serial.", float64(dm.NotifyPending))
+}
