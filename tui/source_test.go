@@ -1,14 +1,11 @@
 package tui
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -83,71 +80,6 @@ func openDemo(t *testing.T) *admin.DBModel {
 	t.Cleanup(func() { src.Close() })
 	src.Now = fixedClock
 	return src
-}
-
-// The db file source reads what the server stored, read-only.
-func TestDBSource(t *testing.T) {
-	src := openDemo(t)
-	ctx := context.Background()
-	if src.Live() || !strings.HasSuffix(src.Describe(), "cns.db (read-only)") {
-		t.Errorf("describe %q, live %v", src.Describe(), src.Live())
-	}
-
-	zones, err := src.Zones(ctx)
-	if err != nil || len(zones) != 5 {
-		t.Fatalf("zones: %d, %v", len(zones), err)
-	}
-	var cns struct{ serial uint32 }
-	for _, z := range zones {
-		if z.Name == cnsZone {
-			cns.serial = z.Serial
-			if z.Records == 0 || z.Names == 0 || z.LastChange.IsZero() {
-				t.Errorf("zone %s: %+v", z.Name, z)
-			}
-		}
-	}
-	if _, err := src.History(ctx, cnsZone, 10); err != nil {
-		t.Errorf("history: %v", err)
-	}
-
-	res, err := src.SearchVMs(ctx, "carol", 10)
-	if err != nil || len(res.VMs) != 2 {
-		t.Fatalf("search carol: %+v %v", res, err)
-	}
-	vm, err := src.VM(ctx, carolWeb)
-	if err != nil || vm.ListInstance || !slices.Equal(vm.Reasons, []string{"user_en_flag"}) {
-		t.Errorf("vm: %+v %v", vm, err)
-	}
-	if _, err := src.VM(ctx, "00000000-0000-4000-8000-000000000000"); err == nil {
-		t.Error("an unknown VM: no error")
-	}
-
-	peers, err := src.Peers(ctx)
-	if err != nil || len(peers) != 1 {
-		t.Fatalf("peers: %+v %v", peers, err)
-	}
-	pz := peers[0].Zones[cnsZone]
-	if pz.Serial != cns.serial-5 || pz.ZoneSerial != cns.serial || pz.DriftSerials != 5 || pz.DriftSeconds != -1 {
-		t.Errorf("peer zone: %+v (zone serial %d)", pz, cns.serial)
-	}
-
-	views, err := src.Services(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, v := range views {
-		if v.Service == "web" && v.Owner == alice {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("services: no web of alice in %d views", len(views))
-	}
-	f, err := src.Feeds(ctx)
-	if err != nil || len(f.Feeds) != 0 {
-		t.Errorf("feeds: %+v %v", f, err)
-	}
 }
 
 // offline names the file the same way on every run.
