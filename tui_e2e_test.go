@@ -155,7 +155,7 @@ func TestTUIEndToEnd(t *testing.T) {
 	})
 	p.waitCommitted(mark)
 
-	term := newTmux(t, 100, 30, cnsBinary+" tui --api "+api)
+	term := newTmux(t, 100, 30, cnsBin(t)+" tui --api "+api)
 
 	// Zones: the list with serials, last change, counts and journal.
 	s := term.waitScreen("zones", `\[1 Zones\]`, `us-west-1\.cns\.example\.com\s+\d{10}\s`, `us-west-1\.int\.example\.com`,
@@ -231,7 +231,7 @@ func TestTUIReconnects(t *testing.T) {
 	p := startCNS(t, cfg)
 	addr := p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
 	p.waitCommitted(0)
-	term := newTmux(t, 80, 24, cnsBinary+" tui --api http://"+addr)
+	term := newTmux(t, 80, 24, cnsBin(t)+" tui --api http://"+addr)
 	term.waitScreen("reconnect-up", `us-west-1\.cns\.example\.com`)
 
 	p.stop(syscall.SIGKILL)
