@@ -281,11 +281,17 @@ type running struct {
 // cns serve does, and starts it; the test's cleanup stops it.
 func startService(t testing.TB, cfgPath string, tune serviceTuning) *running {
 	t.Helper()
+	return startServiceLogged(t, cfgPath, quietLogger(), tune)
+}
+
+// startServiceLogged is startService with the program's logger.
+func startServiceLogged(t testing.TB, cfgPath string, log *slog.Logger, tune serviceTuning) *running {
+	t.Helper()
 	cfg, err := LoadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newService(cfgPath, cfg, logging{log: quietLogger()}, tune)
+	s, err := newService(cfgPath, cfg, logging{log: log}, tune)
 	if err != nil {
 		t.Fatal(err)
 	}
