@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -93,15 +92,6 @@ func ixfrMsg(serial uint32) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetIxfr(zoneName+".", serial, "ns1.example.com.", "hostmaster.example.com.")
 	return m
-}
-
-func sortedStrings(rrs []dns.RR) []string {
-	var out []string
-	for _, rr := range rrs {
-		out = append(out, strings.ReplaceAll(rr.String(), "\t", " "))
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Ensure an AXFR of a zone spanning several messages carries every record
