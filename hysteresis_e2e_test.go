@@ -56,7 +56,7 @@ func (c *sdcCNS) members(name string) int {
 func (c *sdcCNS) idle() {
 	c.t.Helper()
 	waitFor(c.t, "the updater to commit", 10*time.Second, func() bool {
-		return c.u.Pending() == 0 && c.feed.Status().Pending == 0
+		return c.updater.Pending() == 0 && c.feed.Status().Pending == 0
 	})
 }
 
@@ -90,7 +90,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 		}
 	}
 	waitFor(t, "every member to have asked to leave", 10*time.Second, func() bool {
-		v, err := c.u.Service(dcAlice, "pace")
+		v, err := c.updater.Service(dcAlice, "pace")
 		if err != nil {
 			return false
 		}
@@ -111,7 +111,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 		listed int
 	}{{30, 4}, {59, 4}, {60, 3}, {119, 3}, {120, 2}, {180, 1}, {300, 1}, {599, 1}, {600, 0}} {
 		clock.Set(start.Add(time.Duration(step.sec) * time.Second))
-		c.u.Tick()
+		c.updater.Tick()
 		waitFor(t, fmt.Sprintf("%d members in DNS at %d s", step.listed, step.sec), 10*time.Second, func() bool {
 			return c.members(service) == step.listed
 		})
@@ -120,7 +120,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 			t.Errorf("at %d s DNS lists %d members, want %d", step.sec, got, step.listed)
 		}
 	}
-	v, err := c.u.Service(dcAlice, "pace")
+	v, err := c.updater.Service(dcAlice, "pace")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,8 +85,9 @@ func TestPropagation(t *testing.T) {
 	}
 	// The slow one never gets there: ERROR for it and the serial.
 	waitFor(t, s, func(p Propagation) bool { return p.State == StateError }, serial)
-	if peerState(p, slow.addr()) == StateActive {
-		t.Errorf("slow peer active: %+v", p)
+	p, _ = s.Propagation(zoneName, serial)
+	if peerState(p, slow.addr()) != StateError || peerState(p, fast.addr()) != StateActive {
+		t.Errorf("slow peer not in ERROR, or the fast one not ACTIVE: %+v", p)
 	}
 	// It catches up; the periodic sync heals the serial.
 	slow.serial.Store(serial + 5)
