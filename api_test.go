@@ -5,42 +5,36 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
-	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/file"
-	"github.com/tritondatacenter/cns/feeds/records"
 	"github.com/tritondatacenter/cns/serve"
 )
 
-// The API's contract over the whole program: the demo data center served
-// by the DNS server with the API in front. The golden answers are admin's
-// (admin/testdata).
+// The API's contract over the whole program, built as cns serve builds it:
+// the demo data center's inventory file, the DNS server and the API. The
+// golden answers are admin's (admin/testdata).
 
 var updateAPI = flag.Bool("update-api", false, "rewrite the API's golden files under admin/testdata/")
 
-// apiDemo runs the demo data center in-process (store, DNS server, updater
-// with the inventory file) with the API on 127.0.0.1.
+// apiDemo is cns built by newService, as cns serve builds it, from the
+// test config with the demo data center's inventory file and the API on
+// 127.0.0.1, once the feed's first commit has landed.
 type apiDemo struct {
-	store  *db.DB
 	dns    *serve.Server
-	upd    *feeds.Updater
 	base   string
 	dnsTCP string
+	config string // the config file's path
 }
 
 const (
@@ -51,59 +45,18 @@ const (
 	aliceUUID  = "6c96670e-4204-4bc0-bd64-b4c576c09876"
 )
 
-func startAPIDemo(t testing.TB) *apiDemo {
+func startAPIDemo(t *testing.T) *apiDemo {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	apex := db.Apex{MName: "cns.us-west-1.example.com.", RName: "hostmaster.example.com.", Refresh: 30, Retry: 60,
-		Expire: 2592000, Minimum: 30, SOATTL: 30, NS: []string{"cns.us-west-1.example.com."}, NSTTL: 3600}
-	zc := db.ZoneConfig{Forward: map[string]db.Apex{publicZone: apex, "us-west-1.int.example.com": apex}, Reverse: apex}
-	rc := records.Config{UseAlias: true, UseLogin: true, Zones: []records.Zone{
-		{Name: publicZone, Networks: []string{"c66bd90b-6e21-4a55-a4b5-18f6010c6b14"}},
-		{Name: "us-west-1.int.example.com", Networks: []string{"*"}},
-	}}
-	srv, err := serve.New(serve.Config{Listen: []string{"127.0.0.1:0"}, Logger: log,
-		Access: serve.Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := file.Load("testdata/inventory.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetInventory(inv, "inventory file loaded")
-	for u.Pending() > 0 {
-		if err := u.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := u.Flush(); err != nil { // the zone config alone, when no VM is pending
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	t.Cleanup(func() { cancel(); <-served })
-	as := &admin.Server{Store: store, DNS: apiDNS{srv}, Updater: u, Version: "cns test", Log: log,
-		Reload: func() error { return fmt.Errorf("config %s: my_name: required", "cfg.json") }}
-	go func() { served <- as.Serve(ctx, ln) }()
-	_, tcp := srv.Addrs()
-	return &apiDemo{store: store, dns: srv, upd: u, base: "http://" + ln.Addr().String(), dnsTCP: tcp[0]}
+	cfg := writeConfig(t, t.TempDir(), "testdata/inventory.json", func(m map[string]any) {
+		m["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+	})
+	r := startService(t, cfg, serviceTuning{})
+	s := r.service
+	waitFor(t, "the inventory's first commit and the feed's report", 10*time.Second, func() bool {
+		return s.updater.Pending() == 0 && s.updater.LastCommit().VMs > 0 && len(s.updater.Feeds()) > 0
+	})
+	_, tcp := s.dns.Addrs()
+	return &apiDemo{dns: s.dns, base: r.api, dnsTCP: tcp[0], config: cfg}
 }
 
 // normalize replaces what changes from run to run (serials, times, byte
@@ -147,6 +100,20 @@ func goldenAPI(t *testing.T, name string, got []byte) {
 // included.
 func TestAPIContract(t *testing.T) {
 	d := startAPIDemo(t)
+	// A config edit that breaks it: POST /config/reload refuses it.
+	var cfg map[string]any
+	raw, err := os.ReadFile(d.config)
+	if err == nil {
+		err = json.Unmarshal(raw, &cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg, "my_name")
+	raw, _ = json.Marshal(cfg)
+	if err := os.WriteFile(d.config, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, method, path, body string
 		status                   int
@@ -207,6 +174,7 @@ func TestAPIContract(t *testing.T) {
 				t.Errorf("%s: error body is not {code, message}: %s", tc.name, body)
 			}
 		}
+		body = bytes.ReplaceAll(body, []byte(d.config), []byte("cfg.json")) // a new temporary path each run
 		goldenAPI(t, "api-"+tc.name, normalizeAPI(body))
 	}
 	// The server still answers DNS after all of that.
@@ -228,6 +196,20 @@ func TestPeersLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range ch {
+	}
+	// The server records the transfer once it has sent it, which may be
+	// after the client has read the last message.
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := d.dns.PeersChanged()
+		if ps := d.dns.Peers(); len(ps) == 1 && ps[0].Zones[publicZone] != nil && ps[0].Counters["axfr"] == 1 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("no peer recorded after an AXFR: %+v", d.dns.Peers())
+		}
 	}
 	c := admin.NewClient(d.base, "")
 	ctx := context.Background()

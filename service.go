@@ -117,7 +117,7 @@ func newService(path string, cfg *Config, logs logging, tune serviceTuning) (_ *
 			return nil, fmt.Errorf("api_server.listen %s: %w", cfg.APIListen, err)
 		}
 		log.Info("API listening", "addr", s.apiLn.Addr().String())
-		s.api = &admin.Server{Store: s.store, DNS: s.dns, Updater: s.updater, Version: versionString(),
+		s.api = &admin.Server{Store: s.store, DNS: apiDNS{s.dns}, Updater: s.updater, Version: versionString(),
 			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 	}
 
