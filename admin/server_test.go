@@ -1,12 +1,17 @@
 package admin
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +146,56 @@ func TestAuthorization(t *testing.T) {
 	hp.ServeHTTP(rec, req)
 	if rec.Code != 500 {
 		t.Errorf("panic: %d", rec.Code)
+	}
+}
+
+// pendingDNS is storeDNS with every serial still propagating, so GET /wait
+// holds until its timeout; entered is closed once a wait has started.
+type pendingDNS struct {
+	storeDNS
+	once    *sync.Once
+	entered chan struct{}
+}
+
+func (d pendingDNS) Propagation(zone string, serial uint32) (Propagation, bool) {
+	return Propagation{Zone: zone, Serial: serial, State: StatePending, Peers: []PeerPropagation{}}, true
+}
+
+func (d pendingDNS) PropagationChanged() <-chan struct{} {
+	d.once.Do(func() { close(d.entered) })
+	return make(chan struct{})
+}
+
+// Serve returns only once its shutdown, which waits for the requests in
+// flight, is over: no goroutine of it outlives it.
+func TestServeWaitsForItsShutdown(t *testing.T) {
+	d := startStoredDemo(t)
+	s := d.server(slog.New(slog.DiscardHandler))
+	dns := pendingDNS{storeDNS: storeDNS{d.store}, once: new(sync.Once), entered: make(chan struct{})}
+	s.DNS = dns
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	polled := make(chan error, 1)
+	go func() {
+		_, err := NewClient(ln.Addr().String(), "").Wait(context.Background(), publicZone, 0, time.Second)
+		polled <- err
+	}()
+	<-dns.entered
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "admin.(*Server).Serve.func") {
+		t.Errorf("a goroutine of Serve outlives it:\n%s", stacks)
+	}
+	if err := <-polled; err != nil {
+		t.Errorf("the long poll in flight at shutdown: %v", err)
 	}
 }
