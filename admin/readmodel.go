@@ -6,14 +6,21 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 )
 
 // The read model: zones, peers with their drift, propagation, services
-// and VMs as an operator sees them, computed here once and read from two
+// and VMs as an operator sees them. This file is the one place where the
+// store's, the updater's and the hysteresis' types become the API's (the
+// DNS server's become them in package main, admin_source.go). It is
+// computed here once and read from two
 // sources: a running cns through its API (APIModel, whose server computes
 // it with the functions below) and a db file, read-only (DBModel). The
 // terminal UI and `cns db` print from it.
@@ -90,6 +97,67 @@ func serviceView(v hysteresis.View) Service {
 		}),
 	}
 	return out
+}
+
+// feedsView is the updater's feeds' health and its last commit.
+func feedsView(u *feeds.Updater) Feeds {
+	out := Feeds{Feeds: []FeedStatus{}, Pending: u.Pending()}
+	for _, f := range u.Feeds() {
+		out.Feeds = append(out.Feeds, FeedStatus{Name: f.Name, Healthy: f.Healthy, Since: f.Since, Reason: f.Reason, LastOK: f.LastOK})
+	}
+	if lc := u.LastCommit(); !lc.Time.IsZero() {
+		out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000, Error: lc.Err}
+	}
+	return out
+}
+
+// VMJSON renders a stored VM.
+func VMJSON(vm db.VM) VM {
+	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
+	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
+		out.LastVisit = m.Updated.UnixMilli()
+		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
+		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
+		out.Reasons = append(out.Reasons, m.Reasons...)
+		out.Services, out.Problems = m.Services, m.Problems
+	}
+	for _, rec := range vm.Records {
+		for _, rr := range rec.RRs {
+			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
+			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID {
+				name := strings.TrimSuffix(rec.Owner, ".")
+				if !slices.Contains(out.Names, name) {
+					out.Names = append(out.Names, name)
+				}
+			}
+		}
+	}
+	slices.Sort(out.Names)
+	return out
+}
+
+func vmSummary(uuid string, m *feeds.VMMeta) VMSummary {
+	return VMSummary{UUID: uuid, Alias: m.Alias, Owner: m.Owner, Login: m.Login, State: m.State,
+		ListInstance: m.ListInstance, ListServices: m.ListServices, Reasons: append([]string{}, m.Reasons...)}
+}
+
+// ChangeJSON renders a journal entry.
+func ChangeJSON(e db.JournalEntry) Change {
+	c := Change{From: e.From, To: e.To, Time: e.Time, Cause: e.Cause, Deleted: []string{}, Added: []string{}}
+	for _, list := range []struct {
+		in  []db.JournalRR
+		out *[]string
+	}{{e.Deleted, &c.Deleted}, {e.Added, &c.Added}} {
+		for _, jr := range list.in {
+			rr, err := db.DecodeRR(jr.Owner, jr.RR)
+			if err != nil {
+				*list.out = append(*list.out, "; "+err.Error())
+				continue
+			}
+			*list.out = append(*list.out, strings.ReplaceAll(rr.String(), "\t", " "))
+		}
+	}
+	return c
 }
 
 // convertSlice maps in with f, keeping nil nil (JSON null) and empty

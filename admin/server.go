@@ -12,12 +12,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
@@ -234,31 +231,6 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, VMJSON(vm))
 }
 
-// VMJSON renders a stored VM.
-func VMJSON(vm db.VM) VM {
-	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
-	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
-		out.LastVisit = m.Updated.UnixMilli()
-		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
-		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
-		out.Reasons = append(out.Reasons, m.Reasons...)
-		out.Services, out.Problems = m.Services, m.Problems
-	}
-	for _, rec := range vm.Records {
-		for _, rr := range rec.RRs {
-			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
-			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID {
-				name := strings.TrimSuffix(rec.Owner, ".")
-				if !slices.Contains(out.Names, name) {
-					out.Names = append(out.Names, name)
-				}
-			}
-		}
-	}
-	slices.Sort(out.Names)
-	return out
-}
-
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) error {
 	out := []PeerSummary{}
 	for _, p := range s.DNS.Peers() {
@@ -363,13 +335,7 @@ func parseUUIDLike(s string) (string, error) {
 func (s *Server) getFeeds(w http.ResponseWriter, r *http.Request) error {
 	out := Feeds{Feeds: []FeedStatus{}}
 	if s.Updater != nil {
-		for _, f := range s.Updater.Feeds() {
-			out.Feeds = append(out.Feeds, FeedStatus(f))
-		}
-		out.Pending = s.Updater.Pending()
-		if lc := s.Updater.LastCommit(); !lc.Time.IsZero() {
-			out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000, Error: lc.Err}
-		}
+		out = feedsView(s.Updater)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -191,22 +191,3 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
-
-// ChangeJSON renders a journal entry.
-func ChangeJSON(e db.JournalEntry) Change {
-	c := Change{From: e.From, To: e.To, Time: e.Time, Cause: e.Cause, Deleted: []string{}, Added: []string{}}
-	for _, list := range []struct {
-		in  []db.JournalRR
-		out *[]string
-	}{{e.Deleted, &c.Deleted}, {e.Added, &c.Added}} {
-		for _, jr := range list.in {
-			rr, err := db.DecodeRR(jr.Owner, jr.RR)
-			if err != nil {
-				*list.out = append(*list.out, "; "+err.Error())
-				continue
-			}
-			*list.out = append(*list.out, strings.ReplaceAll(rr.String(), "\t", " "))
-		}
-	}
-	return c
-}
