@@ -15,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/sdc"
@@ -45,7 +46,7 @@ type benchCNS struct {
 
 // benchConfig is testdata/cns.json with the replication keys: TSIG bound
 // to 127.0.0.1, one also_notify target per secondary port.
-func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int) *Config {
+func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int) *config.Config {
 	raw, err := os.ReadFile("testdata/cns.json")
 	if err != nil {
 		b.Fatal(err)
@@ -64,7 +65,7 @@ func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyM
 	c["peer_keys"] = map[string]any{"127.0.0.1": interopKey.Name}
 	c["min_notify_interval"] = minNotifyMS
 	data, _ := json.Marshal(c)
-	cfg, err := ParseConfig(data, "bench.json")
+	cfg, err := config.Parse(data, "bench.json")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyM
 }
 
 // startBenchCNS opens a fresh db, serves it and commits inv.
-func startBenchCNS(b *testing.B, cfg *Config, inv *sdc.Inventory) *benchCNS {
+func startBenchCNS(b *testing.B, cfg *config.Config, inv *sdc.Inventory) *benchCNS {
 	c := &benchCNS{log: &xfrLog{}, addr: cfg.DNSListen[0]}
 	log := slog.New(c.log)
 	store, err := db.Open(cfg.DBPath, cfg.DBOptions())

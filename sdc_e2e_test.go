@@ -20,6 +20,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/sdc"
@@ -107,7 +108,7 @@ func startSDCCNS(t testing.TB, dbPath string, fc sdc.Config) *sdcCNS {
 // config.
 func startSDCCNSWith(t testing.TB, dbPath string, fc sdc.Config, opts feeds.Options) *sdcCNS {
 	t.Helper()
-	cfg, err := LoadConfig("testdata/cns.json")
+	cfg, err := config.Load("testdata/cns.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,16 +3,17 @@ package main
 import (
 	"log/slog"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // newSDCFeed builds the SDC feed from the reference's *_opts keys (which
-// LoadConfig has already checked) and its poll intervals.
-func newSDCFeed(cfg *Config, u *feeds.Updater, log *slog.Logger) (*sdc.Feed, error) {
+// config.Load has already checked) and its poll intervals.
+func newSDCFeed(cfg *config.Config, u *feeds.Updater, log *slog.Logger) (*sdc.Feed, error) {
 	ep, err := sdc.ParseEndpoints(cfg.VMAPI, cfg.CNAPI, cfg.NAPI, cfg.UFDS, cfg.Changefeed)
 	if err != nil {
-		return nil, &ConfigError{File: cfg.Path, Problem: err.Error()}
+		return nil, &config.Error{File: cfg.Path, Problem: err.Error()}
 	}
 	full := sdc.ServeFullPollInterval(cfg.FullPollInterval)
 	if cfg.FullPollInterval != 0 && full != cfg.FullPollInterval {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/file"
@@ -39,7 +40,7 @@ type service struct {
 	levelArg string // --log-level, which wins over the config
 
 	mu  sync.Mutex // guards cfg and reloads
-	cfg *Config
+	cfg *config.Config
 
 	store   *db.DB
 	dns     *serve.Server
@@ -55,7 +56,7 @@ func (c *ServeCmd) Run() error {
 	slog.SetDefault(log)
 	s := &service{path: c.Config, log: log, level: level, levelArg: c.LogLevel}
 
-	cfg, err := LoadConfig(c.Config)
+	cfg, err := config.Load(c.Config)
 	if err != nil {
 		return err
 	}
@@ -76,12 +77,12 @@ func (c *ServeCmd) Run() error {
 	return s.run(ctx)
 }
 
-func (s *service) applyLogLevel(cfg *Config) {
+func (s *service) applyLogLevel(cfg *config.Config) {
 	name := cfg.LogLevel
 	if s.levelArg != "" {
 		name = s.levelArg
 	}
-	l, err := parseLogLevel(name)
+	l, err := config.ParseLogLevel(name)
 	if err != nil {
 		s.log.Warn("log level", "err", err)
 		return
@@ -127,7 +128,7 @@ func (s *service) run(ctx context.Context) error {
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
 	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
-		Access: transferAccess(ctx, cfg, log, false), RRL: cfg.RRL, Forwarding: cfg.Forwarding, Propagation: cfg.Propagation}, store)
+		Access: transferAccess(ctx, cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding), Propagation: servePropagation(cfg.Propagation)}, store)
 	if err != nil {
 		return err
 	}
@@ -235,7 +236,7 @@ func (s *service) resolvePeers(ctx context.Context) {
 func (s *service) reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next, err := LoadConfig(s.path)
+	next, err := config.Load(s.path)
 	if err != nil {
 		return err
 	}
@@ -243,7 +244,7 @@ func (s *service) reload() error {
 	if err := s.dns.SetAccess(access); err != nil {
 		return err
 	}
-	s.dns.SetRRL(next.RRL)
+	s.dns.SetRRL(serveRRL(next.RRL))
 	old := s.cfg
 	for _, w := range next.Warnings {
 		s.log.Warn(w)

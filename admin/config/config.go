@@ -1,4 +1,6 @@
-package main
+// Package config is cns's configuration: the reference implementation's
+// config.json plus cns's own keys, its parser, and cnsadm's editing of it.
+package config
 
 import (
 	"bytes"
@@ -6,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"os"
@@ -20,7 +23,6 @@ import (
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/records"
 	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // Config is cns's configuration: the reference implementation's
@@ -71,15 +73,15 @@ type Config struct {
 	HideIdentity  bool   // hide_identity: id.server/hostname.bind answer REFUSED
 
 	// Replication.
-	AlsoNotify  []netip.AddrPort        // also_notify, every zone
-	TSIGKeys    []TSIGKey               // tsig_keys
-	PeerKeys    map[string]string       // peer_keys: peer name or address → key name
-	Journal     db.JournalLimits        // journal_max_entries, journal_max_bytes, journal_max_age_s
-	MaxRRset    int                     // max_rrset (default 90)
-	Catalog     string                  // catalog_zone: RFC 9432 catalog of every zone
-	RRL         serve.RRL               // rrl: response rate limiting, off by default
-	Forwarding  serve.Forwarding        // forwarding: resolve other names for chosen clients
-	Propagation serve.PropagationPolicy // propagation: how serials are followed to the secondaries
+	AlsoNotify  []netip.AddrPort  // also_notify, every zone
+	TSIGKeys    []TSIGKey         // tsig_keys
+	PeerKeys    map[string]string // peer_keys: peer name or address → key name
+	Journal     db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
+	MaxRRset    int               // max_rrset (default 90)
+	Catalog     string            // catalog_zone: RFC 9432 catalog of every zone
+	RRL         RRL               // rrl: response rate limiting, off by default
+	Forwarding  Forwarding        // forwarding: resolve other names for chosen clients
+	Propagation Propagation       // propagation: how serials are followed to the secondaries
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
 	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
@@ -89,6 +91,35 @@ type Config struct {
 
 	// Warnings name keys that were ignored.
 	Warnings []string
+}
+
+// RRL is rrl: response rate limiting, off by default. The fields are
+// serve.RRL's; main converts it.
+type RRL struct {
+	ResponsesPerSecond     int
+	Slip                   int
+	IPv4Prefix, IPv6Prefix int
+	Exempt                 []netip.Prefix
+}
+
+// Forwarding is forwarding: which clients may have other names resolved,
+// and by whom (zero CacheEntries and Timeout: serve's defaults).
+type Forwarding struct {
+	Clients      []netip.Prefix
+	Upstreams    []netip.AddrPort
+	CacheEntries int
+	Timeout      time.Duration
+}
+
+// Propagation is propagation: how serials are followed to the
+// secondaries (zero values: serve's defaults).
+type Propagation struct {
+	ThresholdPercent int
+	PollDelay        time.Duration
+	PollInterval     time.Duration
+	PollTimeout      time.Duration
+	PollMaxRetries   int
+	PeriodicSync     time.Duration
 }
 
 // ForwardZone is one entry of forward_zones.
@@ -127,13 +158,13 @@ var referenceKeys = map[string]bool{
 	"datacenter_name": true, "dns_domain": true, "instance_uuid": true,
 }
 
-// ConfigError is a configuration problem: the file, the key and what is
+// Error is a configuration problem: the file, the key and what is
 // wrong with it.
-type ConfigError struct {
+type Error struct {
 	File, Key, Problem string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	if e.Key == "" {
 		return fmt.Sprintf("config %s: %s", e.File, e.Problem)
 	}
@@ -145,14 +176,14 @@ var (
 	hostmasterRE = regexp.MustCompile(`^[^@.]+@[^@]+$`)
 )
 
-// LoadConfig reads and validates a config file. Relative paths inside it
+// Load reads and validates a config file. Relative paths inside it
 // (db_path, inventory_file) are relative to the file's directory.
-func LoadConfig(path string) (*Config, error) {
+func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ConfigError{File: path, Problem: err.Error()}
+		return nil, &Error{File: path, Problem: err.Error()}
 	}
-	c, err := ParseConfig(data, path)
+	c, err := Parse(data, path)
 	if err != nil {
 		return nil, err
 	}
@@ -165,10 +196,10 @@ func LoadConfig(path string) (*Config, error) {
 	return c, nil
 }
 
-// ParseConfig validates the JSON of a config file; name is used in errors.
-func ParseConfig(data []byte, name string) (*Config, error) {
+// Parse validates the JSON of a config file; name is used in errors.
+func Parse(data []byte, name string) (*Config, error) {
 	bad := func(key, format string, args ...any) error {
-		return &ConfigError{File: name, Key: key, Problem: fmt.Sprintf(format, args...)}
+		return &Error{File: name, Key: key, Problem: fmt.Sprintf(format, args...)}
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
@@ -356,7 +387,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	if _, err := get("log_level", &c.LogLevel); err != nil {
 		return nil, err
 	}
-	if _, err := parseLogLevel(c.LogLevel); err != nil {
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return nil, bad("log_level", "%v", err)
 	}
 	if _, err := get("hide_version", &c.HideVersion); err != nil {
@@ -475,7 +506,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		if rrl.V6 < 0 || rrl.V6 > 128 {
 			return nil, bad("rrl.ipv6_prefix", "must be between 1 and 128")
 		}
-		c.RRL = serve.RRL{ResponsesPerSecond: rrl.Rate, Slip: slip, IPv4Prefix: rrl.V4, IPv6Prefix: rrl.V6}
+		c.RRL = RRL{ResponsesPerSecond: rrl.Rate, Slip: slip, IPv4Prefix: rrl.V4, IPv6Prefix: rrl.V6}
 		for i, e := range rrl.Exempt {
 			p, err := parseAddrOrPrefix(e)
 			if err != nil {
@@ -765,4 +796,22 @@ func (c *Config) apex(peers []string, hidden bool) db.Apex {
 		}
 	}
 	return a
+}
+
+// ParseLogLevel accepts bunyan's level names (log_level, cns serve
+// --log-level).
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "trace":
+		return slog.LevelDebug - 4, nil
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error", "fatal":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown log level %q (want trace, debug, info, warn, error or fatal)", s)
 }

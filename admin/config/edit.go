@@ -1,4 +1,4 @@
-package admin
+package config
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,8 +23,8 @@ import (
 // the SAPI service metadata (config-agent then renders the file), elsewhere
 // the config file itself. Every edit is validated before it is written.
 
-// ConfigStore is where the configuration lives.
-type ConfigStore interface {
+// Store is where the configuration lives.
+type Store interface {
 	// Load returns the configuration as a JSON object.
 	Load() (map[string]any, error)
 	// Save writes the changed top-level keys (nil value: delete the key).
@@ -303,9 +304,9 @@ func (m Modifier) Apply(obj map[string]any) error {
 // Editor changes the configuration through a store, validating the whole
 // result first.
 type Editor struct {
-	Store ConfigStore
-	// Validate checks a complete configuration (the server's own parser).
-	Validate func(cfg []byte) error
+	Store Store
+	// File names the configuration in validation errors.
+	File string
 	// Reload asks the running server to apply the new file (file stores).
 	Reload func(context.Context) error
 }
@@ -410,10 +411,8 @@ func (e *Editor) commit(ctx context.Context, cfg, changes map[string]any) error 
 	if err != nil {
 		return err
 	}
-	if e.Validate != nil {
-		if err := e.Validate(data); err != nil {
-			return fmt.Errorf("not saved: %w", err)
-		}
+	if _, err := Parse(data, e.File); err != nil {
+		return fmt.Errorf("not saved: %w", err)
 	}
 	if err := e.Store.Save(changes); err != nil {
 		return err
@@ -472,7 +471,7 @@ func WriteZones(w io.Writer, cfg map[string]any) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ZONE\tNETWORKS\tPEERS\tHIDDEN PRIMARY")
 	zones, _ := cfg["forward_zones"].(map[string]any)
-	for _, name := range sortedKeys(zones) {
+	for _, name := range slices.Sorted(maps.Keys(zones)) {
 		z, _ := zones[name].(map[string]any)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", name, networksText(z["networks"]), listText(z["peers"]), z["hidden_primary"] == true)
 	}
