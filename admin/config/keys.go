@@ -6,7 +6,8 @@ import (
 )
 
 // Keys is every top-level configuration key, in the order Parse reads
-// them (a key that depends on another comes after it). The parser, the
+// them (a key that depends on another comes after it) and cnsadm config
+// prints them. The parser, the
 // unknown-key warnings, cnsadm config's kinds and help, the reload
 // classification (Diff) and the README's key table are all derived from
 // it: adding a key is one entry here and its parse function.
@@ -23,9 +24,6 @@ var Keys = []Key{
 	{Name: "reverse_zones", Kind: Object, Section: Zones, parse: parseReverseZones,
 		Help:  "`{peers, hidden_primary, also_notify}` for every reverse zone (`cnsadm zones reverse`)",
 		value: func(c *Config) any { return c.Reverse }},
-	{Name: "allow_transfer", Kind: List, Section: Replication, Cnsadm: Shown, parse: parseAllowTransfer,
-		Help:  "addresses and prefixes allowed to transfer zones",
-		value: func(c *Config) any { return c.AllowTransfer }},
 	{Name: "use_login", Kind: Bool, Section: Zones, Cnsadm: Shown, Default: "false",
 		parse: func(p *parser) error { return p.getInto("use_login", &p.c.UseLogin) },
 		Help:  "add names with the owner's login",
@@ -33,6 +31,9 @@ var Keys = []Key{
 	{Name: "use_alias", Kind: Bool, Section: Zones, Cnsadm: Shown, Default: "true", parse: parseUseAlias,
 		Help:  "add names with the VM's alias",
 		value: func(c *Config) any { return c.UseAlias }},
+	{Name: "allow_transfer", Kind: List, Section: Replication, Cnsadm: Shown, parse: parseAllowTransfer,
+		Help:  "addresses and prefixes allowed to transfer zones",
+		value: func(c *Config) any { return c.AllowTransfer }},
 	{Name: "min_notify_interval", Kind: Number, Section: Replication, Default: "500", parse: nonNegativeMillis("min_notify_interval", func(c *Config) *time.Duration { return &c.MinNotifyInterval }),
 		Help:  "ms between NOTIFYs to one peer for one zone (the reference used 5000: cns sends a NOTIFY right after a commit and only coalesces bursts)",
 		value: func(c *Config) any { return c.MinNotifyInterval }},
