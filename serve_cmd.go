@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -230,9 +229,10 @@ func (s *service) resolvePeers(ctx context.Context) {
 
 // reload re-reads the config file and applies what can change while
 // running: zones and naming, peers, transfer ACL, TSIG keys, NOTIFY
-// interval, log level. A config that does not validate changes nothing.
-// Settings that need a restart (db_path, dns_listen, api_server, the
-// feed) are reported and left as they are.
+// interval, rate limiting, log level. A config that does not validate
+// changes nothing. Keys the config table marks restart-only (db_path,
+// dns_listen, api_server, the feeds, ...) are reported and left as they
+// are.
 func (s *service) reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,21 +249,7 @@ func (s *service) reload() error {
 	for _, w := range next.Warnings {
 		s.log.Warn(w)
 	}
-	var needRestart []string
-	for key, same := range map[string]bool{
-		"db_path":        old.DBPath == next.DBPath,
-		"dns_listen":     reflect.DeepEqual(old.DNSListen, next.DNSListen),
-		"api_server":     old.APIListen == next.APIListen && old.APIToken == next.APIToken && old.APIReadToken == next.APIReadToken,
-		"inventory_file": old.InventoryFile == next.InventoryFile,
-		"sdc options":    sameJSON(old.VMAPI, next.VMAPI) && sameJSON(old.CNAPI, next.CNAPI) && sameJSON(old.NAPI, next.NAPI) && sameJSON(old.UFDS, next.UFDS) && sameJSON(old.Changefeed, next.Changefeed),
-		"journal limits": old.Journal == next.Journal && old.MaxRRset == next.MaxRRset,
-		"forwarding":     reflect.DeepEqual(old.Forwarding, next.Forwarding),
-		"hysteresis":     old.HysteresisWindow == next.HysteresisWindow && old.HysteresisLastMemberDelay == next.HysteresisLastMemberDelay,
-	} {
-		if !same {
-			needRestart = append(needRestart, key)
-		}
-	}
+	_, needRestart := config.Diff(old, next)
 	if !reflect.DeepEqual(old.RecordsConfig(), next.RecordsConfig()) || !reflect.DeepEqual(old.ZoneConfig(), next.ZoneConfig()) {
 		s.updater.SetConfig(next.RecordsConfig(), next.ZoneConfig())
 	}
@@ -275,12 +261,4 @@ func (s *service) reload() error {
 	}
 	s.log.Info("configuration reloaded", "file", s.path)
 	return nil
-}
-
-// sameJSON compares two JSON values by meaning, not spelling.
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	json.Unmarshal(a, &x)
-	json.Unmarshal(b, &y)
-	return reflect.DeepEqual(x, y)
 }
