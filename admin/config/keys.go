@@ -12,14 +12,14 @@ import (
 // classification (Diff) and the README's key table are all derived from
 // it: adding a key is one entry here and its parse function.
 var Keys = []Key{
-	{Name: "my_name", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseMyName,
+	{Name: "my_name", Default: "required", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseMyName,
 		Help:  "this server's name: SOA MNAME and first NS",
 		value: func(c *Config) any { return c.MyName }},
-	{Name: "hostmaster", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseHostmaster,
+	{Name: "hostmaster", Default: "required", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseHostmaster,
 		Help:  "zone contact (SOA RNAME), user@domain",
 		value: func(c *Config) any { return c.Hostmaster }},
-	{Name: "forward_zones", Kind: Object, Section: Zones, Cnsadm: ZonesOnly, parse: parseForwardZones,
-		Help:  "`{zone: {settings}}`, required; the settings are the zone keys below. The order is the order zones are tried for a NIC",
+	{Name: "forward_zones", Default: "required", Kind: Object, Section: Zones, Cnsadm: ZonesOnly, parse: parseForwardZones,
+		Help:  "`{zone: {settings}}` (a zone's settings are below); zones are tried for a NIC in file order",
 		value: func(c *Config) any { return c.Forward }},
 	{Name: "reverse_zones", Kind: Object, Section: Zones, parse: parseReverseZones,
 		Help:  "`{peers, hidden_primary, also_notify}` for every reverse zone (`cnsadm zones reverse`)",
