@@ -328,7 +328,8 @@ func (b AdmBackupCmd) Run(a *AdmCmd) error {
 }
 
 // AdmUpgradeCmd migrates configuration keys of old releases: slaves →
-// peers (CNS-46) and hidden_master → hidden_primary (CNS-48).
+// peers (CNS-46) and hidden_master → hidden_primary (CNS-48). The result
+// is validated before it is saved, and a running server reloads it.
 type AdmUpgradeCmd struct{}
 
 func (AdmUpgradeCmd) Run(a *AdmCmd) error {
@@ -337,39 +338,15 @@ func (AdmUpgradeCmd) Run(a *AdmCmd) error {
 	if err != nil {
 		return err
 	}
-	changed := false
-	migrate := func(z map[string]any) {
-		if v, ok := z["slaves"]; ok {
-			if _, has := z["peers"]; !has {
-				z["peers"] = v
-			}
-			delete(z, "slaves")
-			changed = true
-		}
-		if v, ok := z["hidden_master"]; ok {
-			if _, has := z["hidden_primary"]; !has {
-				z["hidden_primary"] = v
-			}
-			delete(z, "hidden_master")
-			changed = true
-		}
-	}
-	zones, _ := cfg["forward_zones"].(map[string]any)
-	for _, z := range zones {
-		if zm, ok := z.(map[string]any); ok {
-			migrate(zm)
-		}
-	}
-	rev, _ := cfg["reverse_zones"].(map[string]any)
-	if rev != nil {
-		migrate(rev)
-	}
-	if !changed {
+	changes := config.Upgrade(cfg)
+	if len(changes) == 0 {
 		fmt.Println("no schema upgrades required")
 		return nil
 	}
 	fmt.Println("upgrading configuration past CNS-46...")
-	return e.Store.Save(map[string]any{"forward_zones": zones, "reverse_zones": rev})
+	c, cancel := ctx()
+	defer cancel()
+	return e.Commit(c, cfg, changes)
 }
 
 // AdmServicesCmd is cnsadm services.

@@ -317,7 +317,7 @@ func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, e
 		}
 		changes[m.Key] = cfg[m.Key]
 	}
-	return cfg, e.commit(ctx, cfg, changes)
+	return cfg, e.Commit(ctx, cfg, changes)
 }
 
 // Zone edits one forward zone (or "reverse"/"ip-reverse-lookup" for the
@@ -359,7 +359,7 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 	if del {
 		delete(zones, name)
 		cfg["forward_zones"] = zones
-		return z, e.commit(ctx, cfg, map[string]any{"forward_zones": zones})
+		return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
 	}
 	if len(mods) == 0 {
 		if add {
@@ -382,18 +382,18 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 	}
 	if reverse {
 		cfg["reverse_zones"] = z
-		return z, e.commit(ctx, cfg, map[string]any{"reverse_zones": z})
+		return z, e.Commit(ctx, cfg, map[string]any{"reverse_zones": z})
 	}
 	delete(zones, name)
 	zones[newName] = z
 	cfg["forward_zones"] = zones
-	return z, e.commit(ctx, cfg, map[string]any{"forward_zones": zones})
+	return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
 }
 
-// commit validates the whole new configuration, saves the changed keys and
-// asks the server to reload (file stores; SAPI stores reload through
-// config-agent).
-func (e *Editor) commit(ctx context.Context, cfg, changes map[string]any) error {
+// Commit validates the whole new configuration cfg, saves the changed
+// keys and asks the server to reload (file stores; SAPI stores reload
+// through config-agent).
+func (e *Editor) Commit(ctx context.Context, cfg, changes map[string]any) error {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err
