@@ -16,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/file"
 	"github.com/tritondatacenter/cns/feeds/records"
@@ -35,7 +36,7 @@ type rrKey struct {
 
 func computedDC(t *testing.T) (map[rrKey][]string, []records.Result, *sdc.Inventory) {
 	t.Helper()
-	cfg, err := LoadConfig("testdata/cns.json")
+	cfg, err := config.Load("testdata/cns.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestDefaultDataCenterAnswers(t *testing.T) {
 
 	// VMs listed nowhere have no instance names; NODATA for names that
 	// exist with other types; the apex answers SOA and NS.
-	cfg, _ := LoadConfig("testdata/cns.json")
+	cfg, _ := config.Load("testdata/cns.json")
 	checked := 0
 	for i, res := range results {
 		if res.ListInstance {
