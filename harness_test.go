@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/tritondatacenter/cns/admin/config"
 	"io"
 	"log/slog"
 	"os"
@@ -287,7 +288,7 @@ func startService(t testing.TB, cfgPath string, tune serviceTuning) *running {
 // startServiceLogged is startService with the program's logger.
 func startServiceLogged(t testing.TB, cfgPath string, log *slog.Logger, tune serviceTuning) *running {
 	t.Helper()
-	cfg, err := LoadConfig(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -227,48 +226,5 @@ func (p *proc) waitLogs(from, n int, timeout time.Duration, pred func(logLine) b
 		case <-deadline:
 			p.t.Fatalf("timed out waiting for %d log lines, got %d; log:\n%s", n, len(out), p.log())
 		}
-	}
-}
-
-func TestHysteresisConfig(t *testing.T) {
-	base := func() map[string]any {
-		var m map[string]any
-		json.Unmarshal([]byte(referenceConfig), &m)
-		return m
-	}
-	for _, tc := range []struct {
-		name       string
-		edit       func(map[string]any)
-		err        string
-		window     time.Duration
-		lastMember time.Duration
-	}{
-		{"absent: the defaults", func(map[string]any) {}, "", 0, 0},
-		{"both", func(m map[string]any) {
-			m["hysteresis_window_ms"], m["hysteresis_last_member_delay_ms"] = 30000, 120000
-		}, "", 30 * time.Second, 2 * time.Minute},
-		{"zero", func(m map[string]any) { m["hysteresis_window_ms"] = 0 }, "hysteresis_window_ms: must be at least 1", 0, 0},
-		{"negative", func(m map[string]any) { m["hysteresis_last_member_delay_ms"] = -5 }, "hysteresis_last_member_delay_ms", 0, 0},
-		{"string", func(m map[string]any) { m["hysteresis_window_ms"] = "60s" }, "hysteresis_window_ms", 0, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := base()
-			tc.edit(m)
-			data, _ := json.Marshal(m)
-			c, err := ParseConfig(data, "cfg.json")
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "config cfg.json: ") {
-					t.Errorf("error %v, want one naming the file and %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.HysteresisWindow != tc.window || c.HysteresisLastMemberDelay != tc.lastMember || len(c.Warnings) != 0 {
-				t.Errorf("window %v, last member %v, warnings %q; want %v, %v, none",
-					c.HysteresisWindow, c.HysteresisLastMemberDelay, c.Warnings, tc.window, tc.lastMember)
-			}
-		})
 	}
 }

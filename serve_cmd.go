@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tritondatacenter/cns/admin/config"
 )
 
 // ServeCmd runs the service.
@@ -24,7 +26,7 @@ func (c *ServeCmd) Run() error {
 	log := slog.New(newBunyanHandler(os.Stderr, "cns", level))
 	slog.SetDefault(log)
 
-	cfg, err := LoadConfig(c.Config)
+	cfg, err := config.Load(c.Config)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/file"
@@ -33,7 +33,7 @@ type service struct {
 
 	reloading sync.Mutex // one reload at a time
 	mu        sync.Mutex // guards cfg
-	cfg       *Config
+	cfg       *config.Config
 
 	store   *db.DB
 	dns     *serve.Server
@@ -64,7 +64,7 @@ type serviceTuning struct {
 // newService builds everything the config asks for and starts listening
 // (DNS and API), so that the db is served as soon as start is called. On
 // error, whatever was opened is closed again.
-func newService(path string, cfg *Config, logs logging, tune serviceTuning) (_ *service, err error) {
+func newService(path string, cfg *config.Config, logs logging, tune serviceTuning) (_ *service, err error) {
 	s := &service{path: path, cfg: cfg, logging: logs}
 	log := s.log
 	s.applyLogLevel(cfg)
@@ -90,8 +90,8 @@ func newService(path string, cfg *Config, logs logging, tune serviceTuning) (_ *
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
 	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
-		Access: transferAccess(context.Background(), cfg, log, false), RRL: cfg.RRL, Forwarding: cfg.Forwarding,
-		Propagation: cfg.Propagation}, s.store)
+		Access: transferAccess(context.Background(), cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding),
+		Propagation: servePropagation(cfg.Propagation)}, s.store)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (s *service) close() {
 	}
 }
 
-func (s *service) applyLogLevel(cfg *Config) {
+func (s *service) applyLogLevel(cfg *config.Config) {
 	if s.level == nil {
 		return
 	}
@@ -209,7 +209,7 @@ func (s *service) applyLogLevel(cfg *Config) {
 	if s.levelArg != "" {
 		name = s.levelArg
 	}
-	l, err := parseLogLevel(name)
+	l, err := config.ParseLogLevel(name)
 	if err != nil {
 		s.log.Warn("log level", "err", err)
 		return
@@ -242,7 +242,7 @@ func (s *service) resolvePeers(ctx context.Context) {
 func (s *service) reload() error {
 	s.reloading.Lock()
 	defer s.reloading.Unlock()
-	next, err := LoadConfig(s.path)
+	next, err := config.Load(s.path)
 	if err != nil {
 		return err
 	}
@@ -256,26 +256,12 @@ func (s *service) reload() error {
 	if err := s.dns.SetAccess(access); err != nil {
 		return err
 	}
-	s.dns.SetRRL(next.RRL)
+	s.dns.SetRRL(serveRRL(next.RRL))
 	old := s.cfg
 	for _, w := range next.Warnings {
 		s.log.Warn(w)
 	}
-	var needRestart []string
-	for key, same := range map[string]bool{
-		"db_path":        old.DBPath == next.DBPath,
-		"dns_listen":     reflect.DeepEqual(old.DNSListen, next.DNSListen),
-		"api_server":     old.APIListen == next.APIListen && old.APIToken == next.APIToken && old.APIReadToken == next.APIReadToken,
-		"inventory_file": old.InventoryFile == next.InventoryFile,
-		"sdc options":    sameJSON(old.VMAPI, next.VMAPI) && sameJSON(old.CNAPI, next.CNAPI) && sameJSON(old.NAPI, next.NAPI) && sameJSON(old.UFDS, next.UFDS) && sameJSON(old.Changefeed, next.Changefeed),
-		"journal limits": old.Journal == next.Journal && old.MaxRRset == next.MaxRRset,
-		"forwarding":     reflect.DeepEqual(old.Forwarding, next.Forwarding),
-		"hysteresis":     old.HysteresisWindow == next.HysteresisWindow && old.HysteresisLastMemberDelay == next.HysteresisLastMemberDelay,
-	} {
-		if !same {
-			needRestart = append(needRestart, key)
-		}
-	}
+	_, needRestart := config.Diff(old, next)
 	if !reflect.DeepEqual(old.RecordsConfig(), next.RecordsConfig()) || !reflect.DeepEqual(old.ZoneConfig(), next.ZoneConfig()) {
 		s.updater.SetConfig(next.RecordsConfig(), next.ZoneConfig())
 	}
@@ -287,12 +273,4 @@ func (s *service) reload() error {
 	}
 	s.log.Info("configuration reloaded", "file", s.path)
 	return nil
-}
-
-// sameJSON compares two JSON values by meaning, not spelling.
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	json.Unmarshal(a, &x)
-	json.Unmarshal(b, &y)
-	return reflect.DeepEqual(x, y)
 }

@@ -63,9 +63,7 @@ func TestPropagation(t *testing.T) {
 	a := Access{Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{fast.addr(), slow.addr()}}}, MinNotifyInterval: 10 * time.Millisecond}
 	s, d, _ := xfrServer(t, 5, a)
 	s.prop.policy = PropagationPolicy{PollDelay: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond, PollMaxRetries: 15}.normal()
-	ctx, cancel := contextWithCancel(t)
-	defer cancel()
-	go s.Run(ctx)
+	runServer(t, s)
 
 	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{
 		{Zone: zoneName, RR: mustRR(t, "p.dc.example.com. 30 IN A 10.0.0.7")},

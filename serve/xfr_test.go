@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,9 +328,7 @@ func TestNotify(t *testing.T) {
 	deaf := listenNotify(t, 2)
 	a := Access{Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{quiet.addr(), deaf.addr()}}}, MinNotifyInterval: 300 * time.Millisecond}
 	s, d, _ := xfrServer(t, 5, a)
-	ctx, cancel := contextWithCancel(t)
-	defer cancel()
-	go s.Run(ctx)
+	runServer(t, s)
 
 	commit := func(ip string) uint32 {
 		if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{
@@ -374,8 +373,13 @@ func TestNotify(t *testing.T) {
 	}
 }
 
-func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
-	return context.WithCancel(context.Background())
+// runServer runs s's background work until the test ends, and waits for
+// it to stop.
+func runServer(t *testing.T, s *Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
 // Ensure a request with a bad TSIG gets NOTAUTH with the TSIG error, over
