@@ -43,8 +43,8 @@ type AdmCmd struct {
 func (a *AdmCmd) client() *admin.Client {
 	base := a.API
 	if base == "" {
-		if cfg, err := config.Load(a.ConfigFile); err == nil && cfg.APIListen != "" {
-			base = cfg.APIListen
+		if cfg, err := config.Load(a.ConfigFile); err == nil && len(cfg.APIListen) > 0 {
+			base = cfg.APIListen[0]
 			if a.Token == "" {
 				a.Token = cfg.APIToken
 			}

@@ -94,7 +94,9 @@ func writeConfig(t testing.TB, dir, inventory string, edit func(map[string]any))
 	}
 	cfg["db_path"] = filepath.Join(dir, "cns.db")
 	cfg["dns_listen"] = []string{"127.0.0.1:0"}
-	delete(cfg, "api_server")
+	// No API unless the test asks for one: the default (port 80 on
+	// loopback) would collide between tests.
+	cfg["api_server"] = map[string]any{"listen": []string{}}
 	if inventory != "" {
 		data, err := os.ReadFile(inventory)
 		if err != nil {
@@ -139,8 +141,15 @@ type proc struct {
 // startCNS runs `cns serve -c cfg` and waits until it listens.
 func startCNS(t *testing.T, cfg string) *proc {
 	t.Helper()
+	return startCNSEnv(t, cfg)
+}
+
+// startCNSEnv is startCNS with extra environment variables (KEY=value).
+func startCNSEnv(t *testing.T, cfg string, env ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, grew: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(cnsBin(t), "serve", "-c", cfg)
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -301,8 +310,8 @@ func startServiceLogged(t testing.TB, cfgPath string, log *slog.Logger, tune ser
 	r := &running{service: s, cancel: cancel}
 	udp, _ := s.dns.Addrs()
 	r.addr = udp[0]
-	if s.apiLn != nil {
-		r.api = "http://" + s.apiLn.Addr().String()
+	if len(s.apiLns) > 0 {
+		r.api = "http://" + s.apiLns[0].Addr().String()
 	}
 	t.Cleanup(r.stop)
 	return r

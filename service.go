@@ -40,7 +40,7 @@ type service struct {
 	updater *feeds.Updater
 	feed    interface{ Run(context.Context) error }
 	api     *admin.Server
-	apiLn   net.Listener
+	apiLns  []net.Listener
 
 	wg sync.WaitGroup // every goroutine start launched
 }
@@ -112,11 +112,10 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		s.updater.ReportFeed(feeds.StoreFeed, readOnly)
 	}
 
-	if cfg.APIListen != "" {
-		if s.apiLn, err = net.Listen("tcp", cfg.APIListen); err != nil {
-			return nil, fmt.Errorf("api_server.listen %s: %w", cfg.APIListen, err)
-		}
-		log.Info("API listening", "addr", s.apiLn.Addr().String())
+	if err := s.listenAPI(); err != nil {
+		return nil, err
+	}
+	if len(s.apiLns) > 0 {
 		s.api = &admin.Server{Store: s.store, DNS: apiDNS{s.dns}, Updater: s.updater, Version: versionString(),
 			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 	}
@@ -127,6 +126,33 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		return nil, err
 	}
 	return s, nil
+}
+
+// listenAPI opens the API's listeners. An address the config names must
+// open, or cns does not start; of the reference's default listeners, one
+// that cannot open (no ::1, port 80 taken) is logged and the rest serve.
+func (s *service) listenAPI() error {
+	addrs, err := apiAddresses(s.cfg, mdataNICs)
+	explicit := s.cfg.APIListen != nil
+	if err != nil {
+		s.log.Info("API on loopback only", "reason", err.Error())
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			if explicit {
+				return fmt.Errorf("api_server.listen %s: %w", a, err)
+			}
+			s.log.Error("API cannot listen here; set api_server.listen to choose", "addr", a, "err", err)
+			continue
+		}
+		s.log.Info("API listening", "addr", ln.Addr().String())
+		s.apiLns = append(s.apiLns, ln)
+	}
+	if !explicit && len(s.apiLns) == 0 {
+		s.log.Error("no API: none of the default listeners opened; CloudAPI and cnsadm cannot reach cns", "tried", addrs)
+	}
+	return nil
 }
 
 // openStore opens the db. A file system gone read-only (a failing disk, a
@@ -164,10 +190,10 @@ func (s *service) start(ctx context.Context) {
 		}
 		log.Info("zones loaded into memory", "took", time.Since(t).String())
 	})
-	if s.api != nil {
+	for _, ln := range s.apiLns {
 		s.wg.Go(func() {
-			if err := s.api.Serve(ctx, s.apiLn); err != nil {
-				log.Error("API stopped", "err", err)
+			if err := s.api.Serve(ctx, ln); err != nil {
+				log.Error("API stopped", "addr", ln.Addr().String(), "err", err)
 			}
 		})
 	}
@@ -190,8 +216,8 @@ func (s *service) stop() {
 
 // close releases what newService opened.
 func (s *service) close() {
-	if s.apiLn != nil {
-		s.apiLn.Close() // the API server closes it too; twice is harmless
+	for _, ln := range s.apiLns {
+		ln.Close() // the API server closes it too; twice is harmless
 	}
 	if s.dns != nil {
 		s.dns.Close()
@@ -206,6 +232,11 @@ func (s *service) applyLogLevel(cfg *config.Config) {
 		return
 	}
 	name := cfg.LogLevel
+	if name == "" {
+		// The reference's SMF manifest sets LOGLEVEL; the config's
+		// log_level wins when both are set.
+		name = os.Getenv("LOGLEVEL")
+	}
 	if s.levelArg != "" {
 		name = s.levelArg
 	}

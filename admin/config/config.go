@@ -15,6 +15,10 @@ import (
 	"github.com/tritondatacenter/cns/db"
 )
 
+// DefaultAPIPort is the REST API's port when api_server.listen is absent,
+// as the reference: CloudAPI and cnsadm expect it there.
+const DefaultAPIPort = 80
+
 // Config is cns's configuration: the reference implementation's
 // config.json (rendered by config-agent from SAPI), accepted unchanged,
 // plus cns's own optional keys.
@@ -55,12 +59,15 @@ type Config struct {
 	DBPath        string
 	DNSListen     []string
 	InventoryFile string
-	APIListen     string
-	APIToken      string // api_server.token: remote callers of mutating endpoints
-	APIReadToken  string // api_server.read_token: required for reads when set
-	LogLevel      string // log_level: trace, debug, info, warn, error
-	HideVersion   bool   // hide_version: version.bind/version.server answer REFUSED
-	HideIdentity  bool   // hide_identity: id.server/hostname.bind answer REFUSED
+	// APIListen is api_server.listen: nil when absent (the reference's
+	// listeners: port DefaultAPIPort on loopback and the zone's admin
+	// addresses), empty for no API.
+	APIListen    []string
+	APIToken     string // api_server.token: remote callers of mutating endpoints
+	APIReadToken string // api_server.read_token: required for reads when set
+	LogLevel     string // log_level: trace, debug, info, warn, error
+	HideVersion  bool   // hide_version: version.bind/version.server answer REFUSED
+	HideIdentity bool   // hide_identity: id.server/hostname.bind answer REFUSED
 
 	// Replication.
 	AlsoNotify  []netip.AddrPort  // also_notify, every zone

@@ -98,6 +98,10 @@ func TestParseConfigErrorsAndWarnings(t *testing.T) {
 		{"bad peer", func(m map[string]any) { m["reverse_zones"] = map[string]any{"peers": []string{"not valid!"}} }, "reverse_zones.peers[0]", ""},
 		{"negative interval", func(m map[string]any) { m["min_notify_interval"] = -1 }, "must not be negative", ""},
 		{"api listen", func(m map[string]any) { m["api_server"] = map[string]any{"listen": "everywhere"} }, "api_server.listen", ""},
+		{"api listen list", func(m map[string]any) {
+			m["api_server"] = map[string]any{"listen": []string{"127.0.0.1:80", "everywhere"}}
+		}, "api_server.listen[1]", ""},
+		{"api listen number", func(m map[string]any) { m["api_server"] = map[string]any{"listen": 80} }, "api_server.listen: want", ""},
 		{"opts not an object", func(m map[string]any) { m["vmapi_opts"] = "vmapi" }, "vmapi_opts", ""},
 		{"reverse_v4_prefix 8", func(m map[string]any) { m["reverse_v4_prefix"] = 8 }, "", ""},
 		{"reverse_v4_prefix 16", func(m map[string]any) { m["reverse_v4_prefix"] = 16 }, "", ""},
@@ -198,5 +202,35 @@ func TestHysteresisConfig(t *testing.T) {
 					c.HysteresisWindow, c.HysteresisLastMemberDelay, c.Warnings, tc.window, tc.lastMember)
 			}
 		})
+	}
+}
+
+// api_server.listen: absent means the reference's listeners (nil), a
+// string one address, a list several, [] none.
+func TestAPIListenForms(t *testing.T) {
+	for _, tc := range []struct {
+		listen any
+		want   []string
+	}{
+		{nil, nil},
+		{"127.0.0.1:8080", []string{"127.0.0.1:8080"}},
+		{[]string{"127.0.0.1:80", "[::1]:80"}, []string{"127.0.0.1:80", "[::1]:80"}},
+		{[]string{}, []string{}},
+	} {
+		api := map[string]any{"token": "t"}
+		if tc.listen != nil {
+			api["listen"] = tc.listen
+		}
+		var m map[string]any
+		_ = json.Unmarshal([]byte(referenceConfig), &m)
+		m["api_server"] = api
+		data, _ := json.Marshal(m)
+		c, err := Parse(data, "config.json")
+		if err != nil {
+			t.Fatalf("%v: %v", tc.listen, err)
+		}
+		if !slices.Equal(c.APIListen, tc.want) || (c.APIListen == nil) != (tc.want == nil) || c.APIToken != "t" {
+			t.Errorf("listen %v: got %q (nil %v), token %q; want %q", tc.listen, c.APIListen, c.APIListen == nil, c.APIToken, tc.want)
+		}
 	}
 }

@@ -35,19 +35,39 @@ func parseDNSListen(p *parser) error {
 
 func parseAPIServer(p *parser) error {
 	var api struct {
-		Listen    string `json:"listen"`
-		Token     string `json:"token"`
-		ReadToken string `json:"read_token"`
+		Listen    json.RawMessage `json:"listen"`
+		Token     string          `json:"token"`
+		ReadToken string          `json:"read_token"`
 	}
-	if ok, err := p.get("api_server", &api); err != nil {
+	ok, err := p.get("api_server", &api)
+	if err != nil {
 		return err
-	} else if ok && api.Listen != "" {
-		if _, err := netip.ParseAddrPort(api.Listen); err != nil {
-			return p.bad("api_server.listen", "%q is not an IP:port address (%v)", api.Listen, err)
-		}
-		p.c.APIListen = api.Listen
 	}
 	p.c.APIToken, p.c.APIReadToken = api.Token, api.ReadToken
+	if !ok || len(api.Listen) == 0 || string(api.Listen) == "null" {
+		return nil // the reference's listeners (DefaultAPIPort)
+	}
+	// One address, as the key always took, or a list; [] turns the API off.
+	var list []string
+	var one string
+	if err := json.Unmarshal(api.Listen, &one); err == nil {
+		if one != "" {
+			list = []string{one}
+		}
+	} else if err := json.Unmarshal(api.Listen, &list); err != nil {
+		return p.bad("api_server.listen", "want an \"ip:port\" string or a list of them, got %s", api.Listen)
+	}
+	p.c.APIListen = []string{}
+	for i, a := range list {
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			key := "api_server.listen"
+			if len(list) > 1 {
+				key = fmt.Sprintf("api_server.listen[%d]", i)
+			}
+			return p.bad(key, "%q is not an IP:port address (%v)", a, err)
+		}
+		p.c.APIListen = append(p.c.APIListen, a)
+	}
 	return nil
 }
 
