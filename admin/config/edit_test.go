@@ -91,3 +91,25 @@ func TestEditorRefuses(t *testing.T) {
 		t.Error("an invalid edit changed the file")
 	}
 }
+
+// Loopback may always transfer: removing it is refused with the reason,
+// other addresses come and go.
+func TestLoopbackTransferKept(t *testing.T) {
+	for _, tc := range []struct {
+		mod, refused string
+	}{
+		{"allow_transfer-=127.0.0.1", "127.0.0.1 cannot be removed"},
+		{"allow_transfer-=::1/128", "::1/128 cannot be removed"},
+		{"allow_transfer-=10.0.0.0/8", ""},
+	} {
+		m, err := ParseModifier(tc.mod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := map[string]any{"allow_transfer": []any{"10.0.0.0/8", "127.0.0.1", "::1/128"}}
+		err = m.Apply(obj)
+		if tc.refused == "" && err != nil || tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
+			t.Errorf("%s: %v, want refused %q", tc.mod, err, tc.refused)
+		}
+	}
+}
