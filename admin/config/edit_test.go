@@ -22,7 +22,7 @@ func TestWriteConfig(t *testing.T) {
 hostmaster:      h@example.com          zone contact (SOA RNAME), user@domain
 use_login:       (unset)                add names with the owner's login
 use_alias:       true                   add names with the VM's alias
-allow_transfer:  10.0.0.1, 10.1.0.0/16  addresses and prefixes allowed to transfer zones
+allow_transfer:  10.0.0.1, 10.1.0.0/16  addresses and prefixes allowed to transfer zones (and loopback, always)
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
