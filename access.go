@@ -51,7 +51,7 @@ func transferAccess(ctx context.Context, c *config.Config, log *slog.Logger, loo
 		return out
 	}
 	a := serve.Access{
-		AllowTransfer:     c.AllowTransfer,
+		AllowTransfer:     withLoopback(c.AllowTransfer),
 		Zones:             map[string]serve.ZoneAccess{},
 		MinNotifyInterval: c.MinNotifyInterval,
 		PeerKeys:          map[netip.Addr]string{},
@@ -120,5 +120,21 @@ func resolveAll(ctx context.Context, names map[string]bool, log *slog.Logger, lo
 		})
 	}
 	wg.Wait()
+	return out
+}
+
+// loopback may always transfer, as the reference (its template appends
+// 127.0.0.1, its code adds ::1 too): local tools (dig, cnsadm, a local
+// secondary) must never be REFUSED.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
+
+// withLoopback is allow plus the loopback addresses it lacks.
+func withLoopback(allow []netip.Prefix) []netip.Prefix {
+	out := slices.Clone(allow)
+	for _, l := range loopback {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -272,6 +273,9 @@ func (m Modifier) Apply(obj map[string]any) error {
 		case "-=":
 			for _, it := range items {
 				it = strings.TrimSpace(it)
+				if m.Key == "allow_transfer" && isLoopback(it) {
+					return fmt.Errorf("%s: %s cannot be removed: loopback may always transfer (local tools use it), as with the reference", m.Key, it)
+				}
 				if !slices.Contains(list, any(it)) {
 					return fmt.Errorf("%s: %q is not in the list", m.Key, it)
 				}
@@ -286,6 +290,16 @@ func (m Modifier) Apply(obj map[string]any) error {
 		obj[m.Key] = m.Value
 	}
 	return nil
+}
+
+// isLoopback reports whether s is 127.0.0.1 or ::1, with or without a
+// host-length prefix.
+func isLoopback(s string) bool {
+	if p, err := netip.ParsePrefix(s); err == nil && p.IsSingleIP() {
+		s = p.Addr().String()
+	}
+	a, err := netip.ParseAddr(s)
+	return err == nil && (a == netip.MustParseAddr("127.0.0.1") || a == netip.IPv6Loopback())
 }
 
 // Editor changes the configuration through a store, validating the whole

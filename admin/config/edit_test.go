@@ -22,7 +22,7 @@ func TestWriteConfig(t *testing.T) {
 hostmaster:      h@example.com          zone contact (SOA RNAME), user@domain
 use_login:       (unset)                add names with the owner's login
 use_alias:       true                   add names with the VM's alias
-allow_transfer:  10.0.0.1, 10.1.0.0/16  addresses and prefixes allowed to transfer zones
+allow_transfer:  10.0.0.1, 10.1.0.0/16  addresses and prefixes allowed to transfer zones (and loopback, always)
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
@@ -89,5 +89,27 @@ func TestEditorRefuses(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(path); string(data) != referenceConfig {
 		t.Error("an invalid edit changed the file")
+	}
+}
+
+// Loopback may always transfer: removing it is refused with the reason,
+// other addresses come and go.
+func TestLoopbackTransferKept(t *testing.T) {
+	for _, tc := range []struct {
+		mod, refused string
+	}{
+		{"allow_transfer-=127.0.0.1", "127.0.0.1 cannot be removed"},
+		{"allow_transfer-=::1/128", "::1/128 cannot be removed"},
+		{"allow_transfer-=10.0.0.0/8", ""},
+	} {
+		m, err := ParseModifier(tc.mod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := map[string]any{"allow_transfer": []any{"10.0.0.0/8", "127.0.0.1", "::1/128"}}
+		err = m.Apply(obj)
+		if tc.refused == "" && err != nil || tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
+			t.Errorf("%s: %v, want refused %q", tc.mod, err, tc.refused)
+		}
 	}
 }

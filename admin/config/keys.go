@@ -32,7 +32,7 @@ var Keys = []Key{
 		Help:  "add names with the VM's alias",
 		value: func(c *Config) any { return c.UseAlias }},
 	{Name: "allow_transfer", Kind: List, Section: Replication, Cnsadm: Shown, parse: parseAllowTransfer,
-		Help:  "addresses and prefixes allowed to transfer zones",
+		Help:  "addresses and prefixes allowed to transfer zones (and loopback, always)",
 		value: func(c *Config) any { return c.AllowTransfer }},
 	{Name: "min_notify_interval", Kind: Number, Section: Replication, Default: "500", parse: nonNegativeMillis("min_notify_interval", func(c *Config) *time.Duration { return &c.MinNotifyInterval }),
 		Help:  "ms between NOTIFYs to one peer for one zone (the reference used 5000: cns sends a NOTIFY right after a commit and only coalesces bursts)",
