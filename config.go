@@ -18,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/serve"
@@ -622,7 +623,7 @@ func parseForwardZones(raw json.RawMessage, bad func(string, string, ...any) err
 			return nil, bad(key+".networks", "required: at least one network or pool UUID, or \"*\"")
 		}
 		for i, n := range z.Networks {
-			if n != "*" && !sdc.IsUUID(n) {
+			if n != "*" && !dc.IsUUID(n) {
 				return nil, bad(fmt.Sprintf("%s.networks[%d]", key, i), "%q is neither \"*\" nor a UUID", n)
 			}
 			z.Networks[i] = strings.ToLower(n)

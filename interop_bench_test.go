@@ -17,7 +17,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
 	"github.com/tritondatacenter/cns/serve"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
@@ -72,7 +72,7 @@ func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyM
 }
 
 // startBenchCNS opens a fresh db, serves it and commits inv.
-func startBenchCNS(b *testing.B, cfg *Config, inv *sdc.Inventory) *benchCNS {
+func startBenchCNS(b *testing.B, cfg *Config, inv *dc.Inventory) *benchCNS {
 	c := &benchCNS{log: &xfrLog{}, addr: cfg.DNSListen[0]}
 	log := slog.New(c.log)
 	store, err := db.Open(cfg.DBPath, cfg.DBOptions())
@@ -126,7 +126,7 @@ func (c *benchCNS) stop() {
 
 // commit adds vm and commits; it returns the forward zone's new serial
 // and the moment the commit hook saw it.
-func (c *benchCNS) commit(b *testing.B, vm *sdc.VM) (uint32, time.Time) {
+func (c *benchCNS) commit(b *testing.B, vm *dc.VM) (uint32, time.Time) {
 	c.u.SetVM(vm, "benchmark")
 	if err := c.u.Flush(); err != nil {
 		b.Fatal(err)
@@ -244,7 +244,7 @@ func (h *xfrLog) len() int {
 // benchVM is the n-th VM a benchmark adds: a fresh name, and the next
 // address the generator would have given (so it lands in a reverse zone
 // that exists: the secondaries have every zone from the start).
-func benchVM(inv *sdc.Inventory, n int) *sdc.VM {
+func benchVM(inv *dc.Inventory, n int) *dc.VM {
 	i := len(inv.VMs) + 256 + n
 	ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 	vm := interopVM(inv, 500000+n, inv.Users[0].UUID, fmt.Sprintf("bench%d", n), ip, "")

@@ -24,7 +24,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/admin"
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
 )
 
@@ -35,13 +35,13 @@ import (
 // the test when mounting is not permitted.
 // grownInventory is inv with gen's VMs, users, servers and networks added
 // (gen is a generated data center of new VMs).
-func grownInventory(inv, gen sdc.Inventory) sdc.Inventory {
+func grownInventory(inv, gen dc.Inventory) dc.Inventory {
 	grown := inv
-	grown.VMs = append(append([]sdc.VM(nil), inv.VMs...), gen.VMs...)
-	grown.Users = append(append([]sdc.User(nil), inv.Users...), gen.Users...)
-	grown.Servers = append(append([]sdc.Server(nil), inv.Servers...), gen.Servers...)
-	grown.Networks = append(append([]sdc.Network(nil), inv.Networks...), gen.Networks...)
-	grown.NetworkPools = append(append([]sdc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
+	grown.VMs = append(append([]dc.VM(nil), inv.VMs...), gen.VMs...)
+	grown.Users = append(append([]dc.User(nil), inv.Users...), gen.Users...)
+	grown.Servers = append(append([]dc.Server(nil), inv.Servers...), gen.Servers...)
+	grown.Networks = append(append([]dc.Network(nil), inv.Networks...), gen.Networks...)
+	grown.NetworkPools = append(append([]dc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
 	dedupNetworks(&grown)
 	return grown
 }
@@ -204,12 +204,12 @@ func TestDiskFull(t *testing.T) {
 
 // dedupNetworks keeps one network, pool, server and user per UUID
 // (generated data centers share their UUIDs with the demo one).
-func dedupNetworks(inv *sdc.Inventory) {
+func dedupNetworks(inv *dc.Inventory) {
 	seen := map[string]bool{}
-	inv.Networks = firstByUUID(seen, inv.Networks, func(n sdc.Network) string { return n.UUID })
-	inv.NetworkPools = firstByUUID(seen, inv.NetworkPools, func(p sdc.NetworkPool) string { return p.UUID })
-	inv.Servers = firstByUUID(seen, inv.Servers, func(s sdc.Server) string { return s.UUID })
-	inv.Users = firstByUUID(seen, inv.Users, func(u sdc.User) string { return u.UUID })
+	inv.Networks = firstByUUID(seen, inv.Networks, func(n dc.Network) string { return n.UUID })
+	inv.NetworkPools = firstByUUID(seen, inv.NetworkPools, func(p dc.NetworkPool) string { return p.UUID })
+	inv.Servers = firstByUUID(seen, inv.Servers, func(s dc.Server) string { return s.UUID })
+	inv.Users = firstByUUID(seen, inv.Users, func(u dc.User) string { return u.UUID })
 }
 
 // firstByUUID keeps the first of items with each UUID not yet in seen.

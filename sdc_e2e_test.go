@@ -22,6 +22,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
 	"github.com/tritondatacenter/cns/serve"
@@ -298,13 +299,13 @@ func (c *sdcCNS) converged(sim *sdctest.Sim, timeout time.Duration) time.Duratio
 	return 0
 }
 
-func loadDefaultDC(t testing.TB) sdc.Inventory {
+func loadDefaultDC(t testing.TB) dc.Inventory {
 	t.Helper()
-	inv, err := sdctest.LoadFile("testdata/inventory.json")
+	inv, err := dc.LoadInventory("testdata/inventory.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return inv
+	return *inv
 }
 
 // IDs of the default data center (testdata/inventory.json).
@@ -350,10 +351,10 @@ func TestSDCInitialSync(t *testing.T) {
 	}
 }
 
-func newTestVM(uuid, owner, server, alias, ip, network string) sdc.VM {
+func newTestVM(uuid, owner, server, alias, ip, network string) dc.VM {
 	vlan := 0
-	return sdc.VM{UUID: uuid, Alias: &alias, OwnerUUID: owner, ServerUUID: server, State: "running", Brand: "joyent",
-		NICs: []sdc.NIC{{Interface: "net0", MAC: "90:b8:d0:aa:bb:01", VLANID: &vlan, NICTag: "external",
+	return dc.VM{UUID: uuid, Alias: &alias, OwnerUUID: owner, ServerUUID: server, State: "running", Brand: "joyent",
+		NICs: []dc.NIC{{Interface: "net0", MAC: "90:b8:d0:aa:bb:01", VLANID: &vlan, NICTag: "external",
 			IP: ip, IPs: []string{ip + "/25"}, NetworkUUID: network, Primary: true}},
 		Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
 }
@@ -423,27 +424,27 @@ func TestSDCChangesReachDNS(t *testing.T) {
 				return !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") && c.hasA(inst("web0", "alice", cnsZone), "198.51.100.30")
 			}},
 		{"CN up", func() error {
-			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.Status, s.LastHeartbeat = "running", hour(0) })
+			return sim.ModifyServer(dcCN01, func(s *dc.Server) { s.Status, s.LastHeartbeat = "running", hour(0) })
 		}, func() bool { return c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") }},
 		{"CN rebooted: its instances leave services", func() error {
-			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = *hour(0) })
+			return sim.ModifyServer(dcCN01, func(s *dc.Server) { s.LastBoot = *hour(0) })
 		}, func() bool {
 			return !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") && c.hasA("web.svc.alice."+cnsZone, "198.51.100.31")
 		}},
 		{"CN settled after its reboot", func() error {
-			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = *hour(-3 * time.Minute) })
+			return sim.ModifyServer(dcCN01, func(s *dc.Server) { s.LastBoot = *hour(-3 * time.Minute) })
 		}, func() bool { return c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") }},
 		{"pool loses a network", func() error {
-			return sim.PutNetworkPool(sdc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal}})
+			return sim.PutNetworkPool(dc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal}})
 		}, func() bool {
 			return c.nxdomain(inst("mail", "alice", cnsZone)) && c.hasA(inst("mail", "alice", intZone), "198.51.100.150")
 		}},
 		{"pool regains it", func() error {
-			return sim.PutNetworkPool(sdc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal, dcExt2}})
+			return sim.PutNetworkPool(dc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal, dcExt2}})
 		}, func() bool { return c.hasA(inst("mail", "alice", cnsZone), "198.51.100.150") }},
 		{"CN added: its cmon name", func() error {
 			hb := hour(0)
-			return sim.PutServer(sdc.Server{UUID: "c0ffee00-0000-4000-8000-000000000001", Hostname: "cn09", Setup: true,
+			return sim.PutServer(dc.Server{UUID: "c0ffee00-0000-4000-8000-000000000001", Hostname: "cn09", Setup: true,
 				Status: "running", LastHeartbeat: hb, LastBoot: "2025-01-01T00:00:00.000Z"})
 		}, func() bool {
 			_, ans := c.answer("c0ffee00-0000-4000-8000-000000000001.cmon."+cnsZone, dns.TypeCNAME)
@@ -655,7 +656,7 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 			sim.SetLDAPDown(true)
 			sim.SetUserFlag(dcBob, "approved_for_provisioning", "true") // a changelog entry to read
 			// A new account's first VM: its owner cannot be looked up yet.
-			sim.AddUser(sdc.User{UUID: "ee000000-0000-4000-8000-000000000001", Login: "erin", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"})
+			sim.AddUser(dc.User{UUID: "ee000000-0000-4000-8000-000000000001", Login: "erin", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"})
 			sim.CreateVM(newTestVM("ee000000-0000-4000-8000-0000000000e1", "ee000000-0000-4000-8000-000000000001", dcCN01, "erin0", "198.51.100.124", dcExternal))
 		}, func() { sim.SetLDAPDown(false) }},
 		{"cnapi and napi 500", sdc.HealthCNAPI, func() {
@@ -823,9 +824,9 @@ func TestSDCRebootBurst(t *testing.T) {
 
 	start := time.Now()
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = now })
+	sim.ModifyServer(dcCN01, func(s *dc.Server) { s.LastBoot = now })
 	setState := func(state string) {
-		if _, err := sim.ModifyVMsOnServer(dcCN01, func(vm *sdc.VM) { vm.State = state }); err != nil {
+		if _, err := sim.ModifyVMsOnServer(dcCN01, func(vm *dc.VM) { vm.State = state }); err != nil {
 			t.Fatal(err)
 		}
 	}

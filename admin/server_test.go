@@ -22,7 +22,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/file"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 	"github.com/tritondatacenter/cns/serve"
 )
@@ -75,7 +75,7 @@ func startDemo(t testing.TB) *demo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := file.Load("../testdata/inventory.json")
+	inv, err := dc.LoadInventory("../testdata/inventory.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // The updater with the self-removal hysteresis, on a real store, with a
@@ -57,7 +57,7 @@ type hzWorld struct {
 	now    func() time.Time
 	policy hysteresis.Policy
 	window time.Duration // the updater's batch window
-	inv    sdc.Inventory
+	inv    dc.Inventory
 	store  *db.DB
 	u      *feeds.Updater
 	start  time.Time
@@ -74,8 +74,8 @@ func newHZWorld(t *testing.T, members int) *hzWorld {
 }
 
 func (w *hzWorld) populate(members int) {
-	w.inv.Users = []sdc.User{{UUID: hzOwner, Login: "alice", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}}
-	w.inv.Servers = []sdc.Server{{UUID: hzServer, Hostname: "cn1", Setup: true, Status: "running"}}
+	w.inv.Users = []dc.User{{UUID: hzOwner, Login: "alice", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}}
+	w.inv.Servers = []dc.Server{{UUID: hzServer, Hostname: "cn1", Setup: true, Status: "running"}}
 	for i := range members {
 		w.inv.VMs = append(w.inv.VMs, hzVM(i))
 	}
@@ -83,9 +83,9 @@ func (w *hzWorld) populate(members int) {
 
 func hzUUID(i int) string { return fmt.Sprintf("5e1f0000-0000-4000-8000-%012d", i) }
 
-func hzVM(i int) sdc.VM {
-	return sdc.VM{UUID: hzUUID(i), OwnerUUID: hzOwner, ServerUUID: hzServer, State: "running", Brand: "joyent",
-		NICs: []sdc.NIC{{Interface: "net0", IP: fmt.Sprintf("10.0.0.%d", 10+i), IPs: []string{fmt.Sprintf("10.0.0.%d/24", 10+i)},
+func hzVM(i int) dc.VM {
+	return dc.VM{UUID: hzUUID(i), OwnerUUID: hzOwner, ServerUUID: hzServer, State: "running", Brand: "joyent",
+		NICs: []dc.NIC{{Interface: "net0", IP: fmt.Sprintf("10.0.0.%d", 10+i), IPs: []string{fmt.Sprintf("10.0.0.%d/24", 10+i)},
 			NetworkUUID: "d0d0d0d0-0000-4000-8000-000000000001", Primary: true}},
 		Tags: map[string]any{"triton.cns.services": "web"}, CustomerMetadata: map[string]any{}}
 }
@@ -138,7 +138,7 @@ func (w *hzWorld) settle() {
 
 // vm changes VM i in the data center and tells the updater, as a
 // changefeed event would.
-func (w *hzWorld) vm(i int, change func(vm *sdc.VM)) {
+func (w *hzWorld) vm(i int, change func(vm *dc.VM)) {
 	w.t.Helper()
 	change(&w.inv.VMs[i])
 	vm := w.inv.VMs[i]
@@ -147,7 +147,7 @@ func (w *hzWorld) vm(i int, change func(vm *sdc.VM)) {
 
 func (w *hzWorld) status(value string, vms ...int) {
 	for _, i := range vms {
-		w.vm(i, func(vm *sdc.VM) { vm.CustomerMetadata["triton.cns.status"] = value })
+		w.vm(i, func(vm *dc.VM) { vm.CustomerMetadata["triton.cns.status"] = value })
 	}
 	w.settle()
 }
@@ -302,13 +302,13 @@ func TestUpdaterHardRemovalDuringPending(t *testing.T) {
 		remove func(w *hzWorld, i int)
 		reason string
 	}{
-		{"stopped", func(w *hzWorld, i int) { w.vm(i, func(vm *sdc.VM) { vm.State = "stopped" }) }, "vm_down"},
+		{"stopped", func(w *hzWorld, i int) { w.vm(i, func(vm *dc.VM) { vm.State = "stopped" }) }, "vm_down"},
 		{"destroyed", func(w *hzWorld, i int) { w.u.RemoveVM(hzUUID(i), "destroyed") }, "destroyed"},
-		{"disable tag", func(w *hzWorld, i int) { w.vm(i, func(vm *sdc.VM) { vm.Tags["triton.cns.disable"] = true }) }, "inst_en_tag"},
-		{"service tag removed", func(w *hzWorld, i int) { w.vm(i, func(vm *sdc.VM) { vm.Tags["triton.cns.services"] = "api" }) }, "service tag removed"},
+		{"disable tag", func(w *hzWorld, i int) { w.vm(i, func(vm *dc.VM) { vm.Tags["triton.cns.disable"] = true }) }, "inst_en_tag"},
+		{"service tag removed", func(w *hzWorld, i int) { w.vm(i, func(vm *dc.VM) { vm.Tags["triton.cns.services"] = "api" }) }, "service tag removed"},
 		{"CN down", func(w *hzWorld, i int) {
-			w.vm(i, func(vm *sdc.VM) { vm.ServerUUID = "44454c4c-3300-1034-8037-000000000bad" })
-			w.u.SetServers(append(slices.Clone(w.inv.Servers), sdc.Server{UUID: "44454c4c-3300-1034-8037-000000000bad", Hostname: "cn2"}), "test")
+			w.vm(i, func(vm *dc.VM) { vm.ServerUUID = "44454c4c-3300-1034-8037-000000000bad" })
+			w.u.SetServers(append(slices.Clone(w.inv.Servers), dc.Server{UUID: "44454c4c-3300-1034-8037-000000000bad", Hostname: "cn2"}), "test")
 		}, "cn_down"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -403,7 +403,7 @@ func TestUpdaterRunWakesForNextRelease(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	downAt := time.Now()
 	for i := range 3 {
-		w.vm(i, func(vm *sdc.VM) { vm.CustomerMetadata["triton.cns.status"] = "down" })
+		w.vm(i, func(vm *dc.VM) { vm.CustomerMetadata["triton.cns.status"] = "down" })
 	}
 	for len(w.listed()) != 0 {
 		if time.Now().After(deadline) {

@@ -24,9 +24,9 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // StoreFeed is the name under which the db's health is reported with the
@@ -62,13 +62,13 @@ type Updater struct {
 	cfg        records.Config
 	zones      db.ZoneConfig
 	zonesDirty bool                    // the zone config must go into the next change set
-	users      map[string]*sdc.User    // by uuid
-	logins     map[string]*sdc.User    // by login
+	users      map[string]*dc.User     // by uuid
+	logins     map[string]*dc.User     // by login
 	servers    map[string]*serverFacts // by uuid
-	networks   map[string]*sdc.Network // by uuid
+	networks   map[string]*dc.Network  // by uuid
 	pools      map[string][]string     // network uuid → pool uuids
 	poolNets   map[string][]string     // pool uuid → network uuids
-	poolList   []sdc.NetworkPool       // as last given, to notice changes
+	poolList   []dc.NetworkPool        // as last given, to notice changes
 	vms        map[string]*storedVM    // by uuid: what records reads, encoded
 	strs       map[string]string       // interned owner and server UUIDs
 	byOwner    map[string]map[string]bool
@@ -90,8 +90,8 @@ type Updater struct {
 
 // serverFacts is a CN and the state cns concluded for it.
 type serverFacts struct {
-	server sdc.Server
-	state  sdc.CNState
+	server dc.Server
+	state  dc.CNState
 	down   bool // the effective decision (unknown keeps the previous one)
 }
 
@@ -109,8 +109,8 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	u := &Updater{
 		store: store, log: o.Logger, now: o.Now, window: o.BatchWindow,
 		cfg: o.Records, zones: o.Zones, zonesDirty: true,
-		users: map[string]*sdc.User{}, logins: map[string]*sdc.User{},
-		servers: map[string]*serverFacts{}, networks: map[string]*sdc.Network{}, pools: map[string][]string{},
+		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
+		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
 		known: map[string]bool{}, dirty: map[string]uint64{}, causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{},
@@ -153,7 +153,7 @@ func (u *Updater) SetConfig(rc records.Config, zc db.ZoneConfig) {
 // SetInventory applies a complete description of the data center: VMs
 // missing from it are gone. This is what the file feed and a full SDC
 // listing give.
-func (u *Updater) SetInventory(inv *sdc.Inventory, cause string) {
+func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setUsers(inv.Users, cause)
@@ -182,7 +182,7 @@ func (u *Updater) SetInventory(inv *sdc.Inventory, cause string) {
 
 // SetVM records the current state of one VM (from a changefeed event or
 // a targeted listing). A destroyed VM stays known, listed as destroyed.
-func (u *Updater) SetVM(vm *sdc.VM, cause string) {
+func (u *Updater) SetVM(vm *dc.VM, cause string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setVM(vm, cause)
@@ -202,10 +202,10 @@ func (u *Updater) RemoveVM(uuid, cause string) {
 }
 
 // SetUser records one account (a UFDS lookup or changelog entry).
-func (u *Updater) SetUser(usr sdc.User, cause string) {
+func (u *Updater) SetUser(usr dc.User, cause string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	users := make([]sdc.User, 0, len(u.users)+1)
+	users := make([]dc.User, 0, len(u.users)+1)
 	for _, x := range u.users {
 		if x.UUID != strings.ToLower(usr.UUID) {
 			users = append(users, *x)
@@ -216,7 +216,7 @@ func (u *Updater) SetUser(usr sdc.User, cause string) {
 }
 
 // SetServers replaces the compute nodes (a CNAPI listing).
-func (u *Updater) SetServers(servers []sdc.Server, cause string) {
+func (u *Updater) SetServers(servers []dc.Server, cause string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setServers(servers, cause)
@@ -224,7 +224,7 @@ func (u *Updater) SetServers(servers []sdc.Server, cause string) {
 }
 
 // SetNetworks replaces the networks and pools (NAPI listings).
-func (u *Updater) SetNetworks(nets []sdc.Network, pools []sdc.NetworkPool, cause string) {
+func (u *Updater) SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setNetworks(nets, pools, cause)
@@ -266,8 +266,8 @@ func (u *Updater) markSet(set map[string]bool, cause string) {
 	}
 }
 
-func (u *Updater) setUsers(users []sdc.User, cause string) {
-	next := make(map[string]*sdc.User, len(users))
+func (u *Updater) setUsers(users []dc.User, cause string) {
+	next := make(map[string]*dc.User, len(users))
 	for i := range users {
 		usr := users[i]
 		usr.UUID = strings.ToLower(usr.UUID)
@@ -289,14 +289,14 @@ func (u *Updater) setUsers(users []sdc.User, cause string) {
 		}
 	}
 	u.users = next
-	u.logins = make(map[string]*sdc.User, len(next))
+	u.logins = make(map[string]*dc.User, len(next))
 	for _, usr := range next {
 		u.logins[usr.Login] = usr
 	}
 }
 
-func (u *Updater) setNetworks(nets []sdc.Network, pools []sdc.NetworkPool, cause string) {
-	next := make(map[string]*sdc.Network, len(nets))
+func (u *Updater) setNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
+	next := make(map[string]*dc.Network, len(nets))
 	for i := range nets {
 		n := nets[i]
 		next[strings.ToLower(n.UUID)] = &n
@@ -328,18 +328,18 @@ func (u *Updater) setNetworks(nets []sdc.Network, pools []sdc.NetworkPool, cause
 	u.markAll(cause)
 }
 
-func (u *Updater) setServers(servers []sdc.Server, cause string) {
+func (u *Updater) setServers(servers []dc.Server, cause string) {
 	now := u.now()
 	next := make(map[string]*serverFacts, len(servers))
 	for i := range servers {
 		s := servers[i]
 		id := strings.ToLower(s.UUID)
-		f := &serverFacts{server: s, state: sdc.ServerState(&s, now)}
+		f := &serverFacts{server: s, state: dc.ServerState(&s, now)}
 		old := u.servers[id]
 		switch f.state {
-		case sdc.CNDown:
+		case dc.CNDown:
 			f.down = true
-		case sdc.CNUnknown:
+		case dc.CNUnknown:
 			f.down = old != nil && old.down
 		}
 		if old == nil || old.down != f.down {
@@ -360,7 +360,7 @@ func (u *Updater) setServers(servers []sdc.Server, cause string) {
 func (u *Updater) Tick() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	servers := make([]sdc.Server, 0, len(u.servers))
+	servers := make([]dc.Server, 0, len(u.servers))
 	for _, f := range u.servers {
 		servers = append(servers, f.server)
 	}
@@ -381,8 +381,8 @@ type storedVM struct {
 }
 
 // vm decodes the stored facts.
-func (v *storedVM) vm() (*sdc.VM, error) {
-	var vm sdc.VM
+func (v *storedVM) vm() (*dc.VM, error) {
+	var vm dc.VM
 	if err := json.Unmarshal(v.facts, &vm); err != nil {
 		return nil, err
 	}
@@ -400,7 +400,7 @@ func (u *Updater) intern(s string) string {
 }
 
 // setVM records vm's current state and marks it when it changed.
-func (u *Updater) setVM(vm *sdc.VM, cause string) {
+func (u *Updater) setVM(vm *dc.VM, cause string) {
 	t := trimVM(vm)
 	facts, err := json.Marshal(t)
 	if err != nil {
@@ -443,8 +443,8 @@ func addIndex(idx map[string]map[string]bool, key, uuid string) {
 
 // trimVM keeps what record generation reads, so memory stays small and
 // irrelevant changes (memory, last_modified...) trigger nothing.
-func trimVM(vm *sdc.VM) *sdc.VM {
-	t := &sdc.VM{
+func trimVM(vm *dc.VM) *dc.VM {
+	t := &dc.VM{
 		UUID:       strings.ToLower(vm.UUID),
 		Alias:      vm.Alias,
 		OwnerUUID:  strings.ToLower(vm.OwnerUUID),
@@ -455,7 +455,7 @@ func trimVM(vm *sdc.VM) *sdc.VM {
 	}
 	// Of a NIC, records reads its addresses, network and tag.
 	for _, n := range vm.NICs {
-		t.NICs = append(t.NICs, sdc.NIC{IP: n.IP, IPs: n.IPs, NetworkUUID: n.NetworkUUID, NICTag: n.NICTag, VLANID: n.VLANID})
+		t.NICs = append(t.NICs, dc.NIC{IP: n.IP, IPs: n.IPs, NetworkUUID: n.NetworkUUID, NICTag: n.NICTag, VLANID: n.VLANID})
 	}
 	t.Tags = keepKeys(vm.Tags)
 	t.CustomerMetadata = keepKeys(vm.CustomerMetadata)

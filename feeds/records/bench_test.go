@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
 )
 
@@ -31,7 +31,7 @@ func benchVMs(b *testing.B) int {
 func BenchmarkCompute(b *testing.B) {
 	n := benchVMs(b)
 	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: n, Seed: 20240611})
-	w := &World{Networks: map[string]*sdc.Network{}, Pools: map[string][]string{}, PoolNetworks: map[string][]string{}}
+	w := &World{Networks: map[string]*dc.Network{}, Pools: map[string][]string{}, PoolNetworks: map[string][]string{}}
 	for i := range inv.Networks {
 		w.Networks[inv.Networks[i].UUID] = &inv.Networks[i]
 	}
@@ -41,7 +41,7 @@ func BenchmarkCompute(b *testing.B) {
 			w.Pools[nw] = append(w.Pools[nw], p.UUID)
 		}
 	}
-	owners := map[string]*sdc.User{}
+	owners := map[string]*dc.User{}
 	for i := range inv.Users {
 		owners[inv.Users[i].UUID] = &inv.Users[i]
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
 )
@@ -20,7 +21,7 @@ import (
 // The client tests run every SDC client against the simulator over real
 // sockets on 127.0.0.1, healthy and with faults.
 
-func startSim(t *testing.T, inv *sdc.Inventory, opts sdctest.Options) *sdctest.Sim {
+func startSim(t *testing.T, inv *dc.Inventory, opts sdctest.Options) *sdctest.Sim {
 	t.Helper()
 	s, err := sdctest.New(*inv, opts)
 	if err != nil {
@@ -53,7 +54,7 @@ func (h hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func uuidsOf(vms []sdc.VM) []string {
+func uuidsOf(vms []dc.VM) []string {
 	out := make([]string, len(vms))
 	for i := range vms {
 		out[i] = vms[i].UUID
@@ -61,7 +62,7 @@ func uuidsOf(vms []sdc.VM) []string {
 	return out
 }
 
-func activeUUIDs(inv sdc.Inventory) []string {
+func activeUUIDs(inv dc.Inventory) []string {
 	var out []string
 	for _, vm := range inv.VMs {
 		if vm.State != "destroyed" && vm.State != "failed" {
@@ -234,7 +235,7 @@ func TestVMAPIGetVM(t *testing.T) {
 // internal_metadata is not kept, nor the metadata keys CNS's cleanVM
 // drops.
 func TestVMAPIDecodeTrims(t *testing.T) {
-	vm, err := sdc.DecodeVM([]byte(`{"uuid":"b6c1f3a2-4c1e-4f6e-9a53-3c8a3bd0e1f7","state":"running","internal_metadata":{"docker:cmd":"x"},
+	vm, err := dc.DecodeVM([]byte(`{"uuid":"b6c1f3a2-4c1e-4f6e-9a53-3c8a3bd0e1f7","state":"running","internal_metadata":{"docker:cmd":"x"},
 		"customer_metadata":{"user-script":"#!/bin/sh","root_authorized_keys":"ssh-rsa","triton.cns.status":"up"},"tags":{}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func TestVMAPIDecodeTrims(t *testing.T) {
 	if vm.InternalMetadata != nil || len(vm.CustomerMetadata) != 1 {
 		t.Fatalf("kept %v %v", vm.InternalMetadata, vm.CustomerMetadata)
 	}
-	if _, err := sdc.DecodeVM([]byte(`{"uuid":"nope"}`)); err == nil {
+	if _, err := dc.DecodeVM([]byte(`{"uuid":"nope"}`)); err == nil {
 		t.Fatal("a VM without a UUID decoded")
 	}
 }
@@ -253,7 +254,7 @@ func TestCNAPIListServers(t *testing.T) {
 	// More than one page of set-up servers, and one not set up.
 	for i := range 1500 {
 		hb := "2026-01-01T00:00:00.000Z"
-		s.PutServer(sdc.Server{UUID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Hostname: fmt.Sprintf("x%d", i),
+		s.PutServer(dc.Server{UUID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Hostname: fmt.Sprintf("x%d", i),
 			Setup: i != 7, Status: "running", LastHeartbeat: &hb, LastBoot: "2025-01-01T00:00:00.000Z",
 			Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_1"}})
 	}
@@ -283,7 +284,7 @@ func TestNAPIListings(t *testing.T) {
 	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 9})
 	s := startSim(t, inv, sdctest.Options{})
 	for i := range 1100 {
-		s.PutNetwork(sdc.Network{UUID: fmt.Sprintf("%08x-1111-4000-8000-000000000000", i), Name: fmt.Sprintf("n%d", i),
+		s.PutNetwork(dc.Network{UUID: fmt.Sprintf("%08x-1111-4000-8000-000000000000", i), Name: fmt.Sprintf("n%d", i),
 			Subnet: "10.1.0.0/16", NICTag: "external"})
 	}
 	c, _ := sdc.NewNAPI(sdc.APIOptions{Address: s.NAPIURL()}, nil, 0)
@@ -356,7 +357,7 @@ func TestUFDSClient(t *testing.T) {
 	if _, err := c.GetUser(ctxT(t), "*)(uuid=*"); !errors.Is(err, sdc.ErrNotFound) {
 		t.Fatalf("escaped filter: %v", err)
 	}
-	s.AddUser(sdc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000001", Login: alice.Login})
+	s.AddUser(dc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000001", Login: alice.Login})
 	if _, err := c.GetUser(ctxT(t), alice.Login); !errors.Is(err, sdc.ErrAmbiguousUser) {
 		t.Fatalf("two accounts, one login: %v", err)
 	}
@@ -380,7 +381,7 @@ func TestUFDSClient(t *testing.T) {
 }
 
 func otherCA(t *testing.T) string {
-	other, err := sdctest.New(sdc.Inventory{}, sdctest.Options{})
+	other, err := sdctest.New(dc.Inventory{}, sdctest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func TestUFDSChangelog(t *testing.T) {
 	s.SetUserAttrs(u.UUID, map[string]string{"login": "renamed"}) // rename
 	s.AppendChangelog(sdctest.ChangelogEntry{TargetDN: "uuid=" + "0f0f0f0f-0000-4000-8000-000000000002, uuid=" + u.UUID + ", ou=users, o=smartdc",
 		ChangeType: "modify", Changes: `[{"operation":"replace","modification":{"type":"triton_cns_enabled","vals":["true"]}}]`})
-	s.AddUser(sdc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000003", Login: "newbie", TritonCNSEnabled: "true"})
+	s.AddUser(dc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000003", Login: "newbie", TritonCNSEnabled: "true"})
 	latest, _ := c.LatestChangeNumber(ctxT(t))
 	if latest != 1000003 {
 		t.Fatalf("latest %d", latest)

@@ -12,18 +12,20 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // Sink is what the SDC feed reports what it learns to; *feeds.Updater is
 // one. SetInventory is a complete description (VMs missing from it are
 // gone); the others are incremental.
 type Sink interface {
-	SetInventory(inv *Inventory, cause string)
-	SetVM(vm *VM, cause string)
+	SetInventory(inv *dc.Inventory, cause string)
+	SetVM(vm *dc.VM, cause string)
 	RemoveVM(uuid, cause string)
-	SetUser(u User, cause string)
-	SetServers(servers []Server, cause string)
-	SetNetworks(nets []Network, pools []NetworkPool, cause string)
+	SetUser(u dc.User, cause string)
+	SetServers(servers []dc.Server, cause string)
+	SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string)
 	ReportFeed(name string, err error)
 }
 
@@ -168,7 +170,7 @@ type Feed struct {
 	// mu, never inside it.
 	sinkMu  sync.Mutex
 	listing bool
-	recent  map[string]*VM // VMs applied (nil: removed) from changes since the listing began
+	recent  map[string]*dc.VM // VMs applied (nil: removed) from changes since the listing began
 
 	mu        sync.Mutex
 	pending   map[string]*pendingVM
@@ -183,11 +185,11 @@ type Feed struct {
 	// changelogStart is the UFDS change number read before the first
 	// listing looked owners up (-1 until then).
 	changelogStart int64
-	servers        map[string]Server // the last CNAPI listing, by uuid
+	servers        map[string]dc.Server // the last CNAPI listing, by uuid
 	haveCNAPI      bool
 	haveNAPI       bool
-	nets           []Network // the last NAPI listing
-	pools          []NetworkPool
+	nets           []dc.Network // the last NAPI listing
+	pools          []dc.NetworkPool
 	networks       map[string]bool // its network uuids
 	status         Status
 }
@@ -221,7 +223,7 @@ type appliedVM struct {
 }
 
 type cachedUser struct {
-	user    User
+	user    dc.User
 	fetched time.Time
 }
 
@@ -235,7 +237,7 @@ func NewFeed(cfg Config, sink Sink) (*Feed, error) {
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
 		pending: map[string]*pendingVM{}, inflight: map[string]bool{}, applied: map[string]appliedVM{},
 		destroyed: map[string]time.Time{}, users: map[string]cachedUser{}, missing: map[string]bool{},
-		servers: map[string]Server{}, networks: map[string]bool{}, changelogStart: -1,
+		servers: map[string]dc.Server{}, networks: map[string]bool{}, changelogStart: -1,
 	}
 	var err error
 	hc, to := cfg.HTTPClient, cfg.RequestTimeout
@@ -348,7 +350,7 @@ func signal(c chan struct{}) {
 // duplicates costs one fetch.
 func (f *Feed) enqueue(ch *Change) {
 	id := strings.ToLower(ch.UUID)
-	if !IsUUID(id) {
+	if !dc.IsUUID(id) {
 		return
 	}
 	if slices.Contains(ch.SubResources, "state") {
@@ -381,7 +383,7 @@ func (f *Feed) enqueue(ch *Change) {
 	}
 }
 
-func modified(vm *VM) (time.Time, bool) {
+func modified(vm *dc.VM) (time.Time, bool) {
 	if vm == nil {
 		return time.Time{}, false
 	}
@@ -390,7 +392,7 @@ func modified(vm *VM) (time.Time, bool) {
 }
 
 // newer reports whether a was modified strictly after b.
-func newer(a, b *VM) bool {
+func newer(a, b *dc.VM) bool {
 	ta, okA := modified(a)
 	tb, okB := modified(b)
 	return okA && okB && ta.After(tb)
@@ -581,7 +583,7 @@ func (f *Feed) judge(id string, ch *Change) judgement {
 }
 
 // applyVM hands one VM's current state to the sink.
-func (f *Feed) applyVM(id string, vm *VM, hash uint64, cause string) {
+func (f *Feed) applyVM(id string, vm *dc.VM, hash uint64, cause string) {
 	f.sinkMu.Lock()
 	if f.listing {
 		f.recent[id] = vm
@@ -647,7 +649,7 @@ func (f *Feed) ensureOwner(ctx context.Context, owner string) {
 }
 
 // setUser caches an account and hands it to the sink when it changed.
-func (f *Feed) setUser(usr User, cause string) {
+func (f *Feed) setUser(usr dc.User, cause string) {
 	f.sinkMu.Lock()
 	defer f.sinkMu.Unlock()
 	f.mu.Lock()
@@ -688,7 +690,7 @@ func (f *Feed) resolveOwners(ctx context.Context, owners map[string]bool) error 
 	defer cancel()
 	var mu sync.Mutex
 	var failed error
-	var found []User
+	var found []dc.User
 	sem := make(chan struct{}, f.cfg.Workers)
 	var wg sync.WaitGroup
 	for _, o := range todo {
@@ -805,7 +807,7 @@ func (f *Feed) lister(ctx context.Context) {
 func (f *Feed) fullSync(ctx context.Context) error {
 	start := time.Now()
 	f.sinkMu.Lock()
-	f.listing, f.recent = true, map[string]*VM{}
+	f.listing, f.recent = true, map[string]*dc.VM{}
 	f.sinkMu.Unlock()
 	applied := false
 	defer func() {
@@ -880,7 +882,7 @@ func (f *Feed) fullSync(ctx context.Context) error {
 	for i := range all {
 		owners[strings.ToLower(all[i].OwnerUUID)] = true
 	}
-	inv := &Inventory{VMs: all, Servers: servers, Networks: nets, NetworkPools: pools}
+	inv := &dc.Inventory{VMs: all, Servers: servers, Networks: nets, NetworkPools: pools}
 	f.mu.Lock()
 	for o, c := range f.users {
 		if owners[o] || o == admin {
@@ -895,7 +897,7 @@ func (f *Feed) fullSync(ctx context.Context) error {
 	f.sinkMu.Unlock()
 
 	f.mu.Lock()
-	f.servers = map[string]Server{}
+	f.servers = map[string]dc.Server{}
 	for _, s := range servers {
 		f.servers[strings.ToLower(s.UUID)] = s
 	}
@@ -924,7 +926,7 @@ func (f *Feed) fullSync(ctx context.Context) error {
 // mergeRecent puts into a listing the VMs that changes applied while it
 // ran, unless the listing's copy is newer, and takes out those removed
 // meanwhile: a page fetched before a change must not undo it.
-func mergeRecent(vms []VM, recent map[string]*VM) []VM {
+func mergeRecent(vms []dc.VM, recent map[string]*dc.VM) []dc.VM {
 	if len(recent) == 0 {
 		return vms
 	}
@@ -972,13 +974,13 @@ func hasKey[K comparable, V any](m map[K]V, k K) bool {
 // smartdc_role and one admin NIC. Record generation strips the admin NIC,
 // leaving exactly the <server_uuid>.cmon names CMON looks CNs up by.
 // Without an admin account there are none, as in the reference.
-func CNVMs(servers []Server, adminUUID string) []VM {
+func CNVMs(servers []dc.Server, adminUUID string) []dc.VM {
 	if adminUUID == "" {
 		return nil
 	}
-	out := make([]VM, 0, len(servers))
+	out := make([]dc.VM, 0, len(servers))
 	for _, s := range servers {
-		if !IsUUID(s.UUID) {
+		if !dc.IsUUID(s.UUID) {
 			continue
 		}
 		role := s.Hostname
@@ -986,11 +988,11 @@ func CNVMs(servers []Server, adminUUID string) []VM {
 			role = strings.ToLower(s.UUID)
 		}
 		vlan := 0
-		vm := VM{
+		vm := dc.VM{
 			UUID: strings.ToLower(s.UUID), OwnerUUID: adminUUID, State: "running",
 			Tags:             map[string]any{"smartdc_role": role},
 			CustomerMetadata: map[string]any{},
-			NICs:             []NIC{{Interface: "net0", NICTag: s.AdminNICTag(), VLANID: &vlan, IP: "192.0.2.1"}},
+			NICs:             []dc.NIC{{Interface: "net0", NICTag: s.AdminNICTag(), VLANID: &vlan, IP: "192.0.2.1"}},
 		}
 		if s.Hostname != "" {
 			alias := s.Hostname
@@ -1032,18 +1034,18 @@ func (f *Feed) pollCNAPI(ctx context.Context) {
 
 // applyServers hands a CNAPI listing to the sink, with the CN cmon VMs
 // that follow from it, and returns the CNs whose VMs need a fresh look.
-func (f *Feed) applyServers(servers []Server) []string {
+func (f *Feed) applyServers(servers []dc.Server) []string {
 	now := f.now()
 	f.sinkMu.Lock()
 	defer f.sinkMu.Unlock()
 	f.mu.Lock()
 	old := f.servers
-	f.servers = make(map[string]Server, len(servers))
+	f.servers = make(map[string]dc.Server, len(servers))
 	var moved []string
 	for _, s := range servers {
 		id := strings.ToLower(s.UUID)
 		f.servers[id] = s
-		if prev, ok := old[id]; ok && (prev.LastBoot != s.LastBoot || ServerState(&prev, now) != ServerState(&s, now)) {
+		if prev, ok := old[id]; ok && (prev.LastBoot != s.LastBoot || dc.ServerState(&prev, now) != dc.ServerState(&s, now)) {
 			moved = append(moved, id)
 		}
 	}
@@ -1080,7 +1082,7 @@ func (f *Feed) resyncServer(ctx context.Context, server string) {
 
 // ---- networks (NAPI) ----
 
-func (f *Feed) listNetworks(ctx context.Context) ([]Network, []NetworkPool, error) {
+func (f *Feed) listNetworks(ctx context.Context) ([]dc.Network, []dc.NetworkPool, error) {
 	nets, err := f.napi.ListNetworks(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -1092,7 +1094,7 @@ func (f *Feed) listNetworks(ctx context.Context) ([]Network, []NetworkPool, erro
 	return nets, pools, nil
 }
 
-func (f *Feed) setNetworkSet(nets []Network, pools []NetworkPool) {
+func (f *Feed) setNetworkSet(nets []dc.Network, pools []dc.NetworkPool) {
 	f.nets, f.pools = nets, pools
 	f.networks = make(map[string]bool, len(nets))
 	for _, n := range nets {

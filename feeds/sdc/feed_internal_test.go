@@ -5,10 +5,12 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
-func vmAt(uuid, alias, modified string) VM {
-	return VM{UUID: uuid, Alias: &alias, LastModified: modified, State: "running"}
+func vmAt(uuid, alias, modified string) dc.VM {
+	return dc.VM{UUID: uuid, Alias: &alias, LastModified: modified, State: "running"}
 }
 
 // A listing's page fetched before a change must not undo it; a page
@@ -21,7 +23,7 @@ func TestMergeRecent(t *testing.T) {
 		d = "00000000-0000-4000-8000-00000000000d"
 		e = "00000000-0000-4000-8000-00000000000e"
 	)
-	listing := []VM{
+	listing := []dc.VM{
 		vmAt(a, "a-listed", "2026-01-01T00:00:01.000Z"),
 		vmAt(b, "b-listed", "2026-01-01T00:00:09.000Z"),
 		vmAt(c, "c-listed", "2026-01-01T00:00:01.000Z"),
@@ -29,7 +31,7 @@ func TestMergeRecent(t *testing.T) {
 	}
 	ra, rb, rd := vmAt(a, "a-changed", "2026-01-01T00:00:05.000Z"), vmAt(b, "b-changed", "2026-01-01T00:00:05.000Z"),
 		vmAt(d, "d-created", "2026-01-01T00:00:05.000Z")
-	got := mergeRecent(listing, map[string]*VM{a: &ra, b: &rb, d: &rd, e: nil})
+	got := mergeRecent(listing, map[string]*dc.VM{a: &ra, b: &rb, d: &rd, e: nil})
 	want := map[string]string{a: "a-changed", b: "b-listed", c: "c-listed", d: "d-created"}
 	if len(got) != len(want) {
 		t.Fatalf("%d VMs, want %d", len(got), len(want))
@@ -194,7 +196,7 @@ func TestParseEndpoints(t *testing.T) {
 }
 
 func TestCNVMs(t *testing.T) {
-	servers := []Server{{UUID: "44454C4C-4800-1034-804A-B2C04F354D31", Hostname: "cn07", Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_7"}},
+	servers := []dc.Server{{UUID: "44454C4C-4800-1034-804A-B2C04F354D31", Hostname: "cn07", Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_7"}},
 		{UUID: "not-a-uuid"}}
 	if vms := CNVMs(servers, ""); vms != nil {
 		t.Fatal("fake VMs without an admin account")

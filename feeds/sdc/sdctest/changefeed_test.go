@@ -17,7 +17,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/tritondatacenter/cns/feeds/sdc"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 type feedItem struct {
@@ -176,7 +177,7 @@ func TestChangefeedEvents(t *testing.T) {
 		it.ChangeKind.Resource != "vm" || it.Published == "" {
 		t.Fatalf("tag item %+v", it)
 	}
-	var obj sdc.VM
+	var obj dc.VM
 	if err := json.Unmarshal(it.ResourceObject, &obj); err != nil || obj.Tags["triton.cns.services"] != "api" {
 		t.Fatalf("resourceObject %s: %v", it.ResourceObject, err)
 	}
@@ -230,7 +231,7 @@ func TestChangefeedDuplicateFanout(t *testing.T) {
 	s := startSim(t, Options{DuplicateFanout: true})
 	ws := dialFeed(t, s, "i", VMSubResources)
 	readBootstrap(t, ws)
-	err := s.ModifyVM(vmID(1), func(vm *sdc.VM) {
+	err := s.ModifyVM(vmID(1), func(vm *dc.VM) {
 		vm.State = "stopped"
 		vm.NICs[0].IP = "198.51.100.201"
 		vm.NICs[0].IPs = []string{"198.51.100.201/24"}
@@ -513,7 +514,7 @@ func TestChangefeedV2AndBurst(t *testing.T) {
 	}
 
 	// A CN reboot: every live VM on it stops, one item each.
-	n, err := s.ModifyVMsOnServer(serverA, func(vm *sdc.VM) { vm.State, vm.ZoneState = "stopped", "installed" })
+	n, err := s.ModifyVMsOnServer(serverA, func(vm *dc.VM) { vm.State, vm.ZoneState = "stopped", "installed" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // CNAPI: GET /servers (sdc-apis §3.1).
@@ -59,7 +59,7 @@ func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 			}
 		case "uuids":
 			for u := range strings.SplitSeq(v, ",") {
-				if !sdc.IsUUID(u) {
+				if !dc.IsUUID(u) {
 					errs = append(errs, invalid(name, "invalid UUID "+u))
 				}
 			}
@@ -100,7 +100,7 @@ func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	var list []sdc.Server
+	var list []dc.Server
 	for _, srv := range s.servers {
 		if uuids != nil && !slices.Contains(uuids, srv.UUID) {
 			continue
@@ -124,7 +124,7 @@ func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 		list = append(list, copyServer(srv))
 	}
 	s.mu.Unlock()
-	slices.SortFunc(list, func(a, b sdc.Server) int { return strings.Compare(a.UUID, b.UUID) })
+	slices.SortFunc(list, func(a, b dc.Server) int { return strings.Compare(a.UUID, b.UUID) })
 	list = list[min(offset, len(list)):]
 	if len(list) > limit {
 		list = list[:limit]
@@ -147,7 +147,7 @@ func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 // extras only status is added; with any, status and last_heartbeat (null
 // when this CNAPI has seen no heartbeat); sysinfo only when asked for.
 // An unknown status is replaced by a set transitional_status.
-func renderServer(srv *sdc.Server, extras, fields []string) map[string]any {
+func renderServer(srv *dc.Server, extras, fields []string) map[string]any {
 	b, _ := json.Marshal(srv)
 	doc := decodeDoc(b)
 	for k, v := range map[string]any{"headnode": false, "reserved": false, "reservoir": false, "traits": map[string]any{}} {

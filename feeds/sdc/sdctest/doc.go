@@ -6,11 +6,11 @@
 //
 // # Starting
 //
-//	s, err := sdctest.New(inv, sdctest.Options{})   // inv is an sdc.Inventory
+//	s, err := sdctest.New(inv, sdctest.Options{})   // inv is a dc.Inventory
 //	defer s.Close()
 //	cfg := s.Config()                                // cns config keys, below
 //
-// LoadFile reads and validates an inventory file; Run is `cns sim`.
+// dc.LoadInventory reads and validates an inventory file; Run is `cns sim`.
 //
 // # Configuration keys
 //

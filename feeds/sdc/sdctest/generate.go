@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // GenerateOptions shape a synthetic data center.
@@ -35,7 +35,7 @@ var ports = []int{80, 443, 8080, 8443, 5432, 3306, 6379, 9092, 2181, 27017}
 // owner (all opted in), services of 3–30 members from one owner's VMs,
 // half the VMs with an alias, addresses packed densely from 10.0.0.0/8 as
 // NAPI allocates them, and one VM in ten with an IPv6 address too.
-func Generate(o GenerateOptions) *sdc.Inventory {
+func Generate(o GenerateOptions) *dc.Inventory {
 	if o.VMsPerOwner <= 0 {
 		o.VMsPerOwner = 50
 	}
@@ -50,21 +50,21 @@ func Generate(o GenerateOptions) *sdc.Inventory {
 		h := fmt.Sprintf("%016x%016x", a, b)
 		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 	}
-	inv := &sdc.Inventory{
-		Networks: []sdc.Network{
+	inv := &dc.Inventory{
+		Networks: []dc.Network{
 			{UUID: ExternalNetwork, Name: "external", Family: "ipv4", Subnet: "10.0.0.0/8", NICTag: "external", VLANID: genPtr(0)},
 			{UUID: AdminNetwork, Name: "admin", Family: "ipv4", Subnet: "172.16.0.0/16", NICTag: "admin", VLANID: genPtr(0)},
 		},
-		NetworkPools: []sdc.NetworkPool{{UUID: ExternalPool, Name: "external-pool", Family: "ipv4", Networks: []string{ExternalNetwork}, NICTag: "external"}},
+		NetworkPools: []dc.NetworkPool{{UUID: ExternalPool, Name: "external-pool", Family: "ipv4", Networks: []string{ExternalNetwork}, NICTag: "external"}},
 	}
 	nOwners := max(1, o.VMs/o.VMsPerOwner)
 	for i := range nOwners {
-		inv.Users = append(inv.Users, sdc.User{UUID: uuid(), Login: fmt.Sprintf("user%d", i), TritonCNSEnabled: "true", ApprovedForProvisioning: "true"})
+		inv.Users = append(inv.Users, dc.User{UUID: uuid(), Login: fmt.Sprintf("user%d", i), TritonCNSEnabled: "true", ApprovedForProvisioning: "true"})
 	}
 	nCNs := max(1, o.VMs/o.VMsPerCN)
 	hb := "2026-01-01T00:00:00.000Z"
 	for i := range nCNs {
-		inv.Servers = append(inv.Servers, sdc.Server{UUID: uuid(), Hostname: fmt.Sprintf("cn%d", i), Setup: true,
+		inv.Servers = append(inv.Servers, dc.Server{UUID: uuid(), Hostname: fmt.Sprintf("cn%d", i), Setup: true,
 			Status: "running", LastHeartbeat: &hb, LastBoot: "2025-12-01T00:00:00.000Z",
 			Sysinfo: map[string]any{"Admin NIC Tag": "admin"}})
 	}
@@ -73,13 +73,13 @@ func Generate(o GenerateOptions) *sdc.Inventory {
 		owner := rng.IntN(nOwners)
 		ownerVMs[owner] = append(ownerVMs[owner], i)
 		ip := fmt.Sprintf("10.%d.%d.%d", (i+256)>>16&255, (i+256)>>8&255, (i+256)&255)
-		nic := sdc.NIC{Interface: "net0", MAC: mac(i), VLANID: genPtr(0), NICTag: "external", IP: ip,
+		nic := dc.NIC{Interface: "net0", MAC: mac(i), VLANID: genPtr(0), NICTag: "external", IP: ip,
 			IPs: []string{ip + "/8"}, Netmask: "255.0.0.0", NetworkUUID: ExternalNetwork, Primary: true}
 		if i%10 == 0 {
 			nic.IPs = append(nic.IPs, fmt.Sprintf("2001:db8:%x::%x/64", i>>16, i&0xffff))
 		}
-		vm := sdc.VM{UUID: uuid(), OwnerUUID: inv.Users[owner].UUID, ServerUUID: inv.Servers[i%nCNs].UUID,
-			State: "running", Brand: "joyent", NICs: []sdc.NIC{nic}, Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
+		vm := dc.VM{UUID: uuid(), OwnerUUID: inv.Users[owner].UUID, ServerUUID: inv.Servers[i%nCNs].UUID,
+			State: "running", Brand: "joyent", NICs: []dc.NIC{nic}, Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
 		if i%2 == 0 {
 			vm.Alias = genPtr(fmt.Sprintf("%s-%d", words[rng.IntN(len(words))], i))
 		}

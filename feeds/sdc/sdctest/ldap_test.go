@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-ldap/ldap/v3"
-	"github.com/tritondatacenter/cns/feeds/sdc"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 func dialLDAP(t *testing.T, s *Sim, bind bool) *ldap.Conn {
@@ -115,7 +116,7 @@ func TestLDAPChangelog(t *testing.T) {
 	if err := s.SetUserFlag(ownerB, "triton_cns_enabled", "true"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddUser(sdc.User{UUID: vmID(100), Login: "carol"}); err != nil {
+	if err := s.AddUser(dc.User{UUID: vmID(100), Login: "carol"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := latest(t, c, ldap.ScopeSingleLevel); n != 2 {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // NAPI: networks, network pools and NICs (sdc-apis §4). NICs are derived
@@ -56,7 +56,7 @@ func napiPage(q map[string][]string) (limit, offset int, errs []fieldError) {
 	return limit, offset, errs
 }
 
-func networkFamily(n *sdc.Network) string {
+func networkFamily(n *dc.Network) string {
 	if n.Family != "" {
 		return n.Family
 	}
@@ -68,7 +68,7 @@ func networkFamily(n *sdc.Network) string {
 
 // renderNetwork is NAPI's serialization: vlan_id and family always, a
 // netmask for IPv4 subnets, owner_uuids and fabric only when set.
-func renderNetwork(n *sdc.Network) map[string]any {
+func renderNetwork(n *dc.Network) map[string]any {
 	b, _ := json.Marshal(n)
 	doc := decodeDoc(b)
 	if n.VLANID == nil {
@@ -101,7 +101,7 @@ func writeArray[T any](w http.ResponseWriter, items []T) {
 
 func (s *Sim) getNetwork(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("uuid")
-	if !sdc.IsUUID(id) {
+	if !dc.IsUUID(id) {
 		napiInvalid(w, []fieldError{napiParam("uuid", "invalid UUID")})
 		return
 	}
@@ -129,7 +129,7 @@ func (s *Sim) listNetworks(w http.ResponseWriter, r *http.Request) {
 		vlan = n
 	}
 	for _, p := range []string{"owner_uuid", "provisionable_by"} {
-		if q.Has(p) && !sdc.IsUUID(q.Get(p)) {
+		if q.Has(p) && !dc.IsUUID(q.Get(p)) {
 			errs = append(errs, napiParam(p, "invalid UUID"))
 		}
 	}
@@ -141,7 +141,7 @@ func (s *Sim) listNetworks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	var list []sdc.Network
+	var list []dc.Network
 	for _, n := range s.networks {
 		v := 0
 		if n.VLANID != nil {
@@ -160,7 +160,7 @@ func (s *Sim) listNetworks(w http.ResponseWriter, r *http.Request) {
 		list = append(list, n)
 	}
 	s.mu.Unlock()
-	slices.SortFunc(list, func(a, b sdc.Network) int { return strings.Compare(a.UUID, b.UUID) })
+	slices.SortFunc(list, func(a, b dc.Network) int { return strings.Compare(a.UUID, b.UUID) })
 	list = list[min(offset, len(list)):]
 	list = list[:min(limit, len(list))]
 	out := make([]map[string]any, len(list))
@@ -174,7 +174,7 @@ func (s *Sim) listNetworks(w http.ResponseWriter, r *http.Request) {
 func (s *Sim) listNetworkPools(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, offset, errs := napiPage(q)
-	if q.Has("provisionable_by") && !sdc.IsUUID(q.Get("provisionable_by")) {
+	if q.Has("provisionable_by") && !dc.IsUUID(q.Get("provisionable_by")) {
 		errs = append(errs, napiParam("provisionable_by", "invalid UUID"))
 	}
 	if len(errs) > 0 {
@@ -209,7 +209,7 @@ func (s *Sim) listNetworkPools(w http.ResponseWriter, r *http.Request) {
 
 // renderPoolLocked is NAPI's pool: networks sorted, nic_tags_present from
 // the member networks, nic_tag its first entry, owner_uuids only when set.
-func (s *Sim) renderPoolLocked(p *sdc.NetworkPool) map[string]any {
+func (s *Sim) renderPoolLocked(p *dc.NetworkPool) map[string]any {
 	nets := slices.Clone(p.Networks)
 	slices.Sort(nets)
 	var tags []string
@@ -288,7 +288,7 @@ func (s *Sim) getNIC(w http.ResponseWriter, r *http.Request) {
 // renderNICLocked is NAPI's NIC: a single ip (NAPI has no ips), the owner
 // and belongs_to of the VM, and a network_uuid even for legacy vmadm NICs
 // without one (NAPI always knows it: found here by subnet and nic tag).
-func (s *Sim) renderNICLocked(vm *sdc.VM, nic *sdc.NIC) map[string]any {
+func (s *Sim) renderNICLocked(vm *dc.VM, nic *dc.NIC) map[string]any {
 	ip := nic.IP
 	if ip == "" {
 		for _, a := range nic.IPs {

@@ -13,7 +13,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // pollInterval is how often Run looks at the inventory file.
@@ -43,12 +43,12 @@ func RunWithOptions(ctx context.Context, inventoryPath string, stdout io.Writer,
 	if err != nil {
 		return fmt.Errorf("sdctest: %w", err)
 	}
-	inv, err := parseInventory(inventoryPath, raw)
+	inv, err := dc.ParseInventory(raw)
 	if err != nil {
-		return fmt.Errorf("sdctest: %w", err)
+		return fmt.Errorf("sdctest: %s: %w", inventoryPath, err)
 	}
 	opts.Logger = log
-	sim, err := New(inv, opts)
+	sim, err := New(*inv, opts)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func RunWithOptions(ctx context.Context, inventoryPath string, stdout io.Writer,
 
 	w := fileWatch{path: inventoryPath, sum: sha256.Sum256(raw)}
 	w.stat()
-	applied := inv
+	applied := *inv
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
@@ -80,13 +80,13 @@ func RunWithOptions(ctx context.Context, inventoryPath string, stdout io.Writer,
 		if !changed {
 			continue
 		}
-		next, err := parseInventory(inventoryPath, b)
+		next, err := dc.ParseInventory(b)
 		if err != nil {
-			log.Error("sdc simulator: inventory edit ignored", "err", err)
+			log.Error("sdc simulator: inventory edit ignored", "file", inventoryPath, "err", err)
 			continue
 		}
-		n := sim.Apply(applied, next)
-		applied = next
+		n := sim.Apply(applied, *next)
+		applied = *next
 		log.Info("sdc simulator: inventory edit applied", "mutations", n)
 	}
 }
@@ -133,7 +133,7 @@ func (w *fileWatch) poll() ([]byte, bool) {
 // (one changefeed item each) or gone (destroyed, still listed); users
 // added, changed or removed (one changelog entry each); servers, networks
 // and pools replaced or removed. It returns the number of mutations.
-func (s *Sim) Apply(old, cur sdc.Inventory) int {
+func (s *Sim) Apply(old, cur dc.Inventory) int {
 	n := 0
 	count := func(err error) {
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -146,21 +146,21 @@ func (s *Sim) Apply(old, cur sdc.Inventory) int {
 	}
 
 	// Networks and pools first, so VMs never name a network NAPI lacks.
-	oldNets := byUUID(old.Networks, func(x sdc.Network) string { return x.UUID })
+	oldNets := byUUID(old.Networks, func(x dc.Network) string { return x.UUID })
 	for _, x := range cur.Networks {
 		if prev, ok := oldNets[x.UUID]; !ok || !reflect.DeepEqual(prev, x) {
 			count(s.PutNetwork(x))
 		}
 		delete(oldNets, x.UUID)
 	}
-	oldPools := byUUID(old.NetworkPools, func(x sdc.NetworkPool) string { return x.UUID })
+	oldPools := byUUID(old.NetworkPools, func(x dc.NetworkPool) string { return x.UUID })
 	for _, x := range cur.NetworkPools {
 		if prev, ok := oldPools[x.UUID]; !ok || !reflect.DeepEqual(prev, x) {
 			count(s.PutNetworkPool(x))
 		}
 		delete(oldPools, x.UUID)
 	}
-	oldServers := byUUID(old.Servers, func(x sdc.Server) string { return x.UUID })
+	oldServers := byUUID(old.Servers, func(x dc.Server) string { return x.UUID })
 	for _, x := range cur.Servers {
 		if prev, ok := oldServers[x.UUID]; !ok || !sameJSON(prev, x) {
 			count(s.PutServer(x))
@@ -171,7 +171,7 @@ func (s *Sim) Apply(old, cur sdc.Inventory) int {
 		count(s.RemoveServer(u))
 	}
 
-	oldUsers := byUUID(old.Users, func(x sdc.User) string { return x.UUID })
+	oldUsers := byUUID(old.Users, func(x dc.User) string { return x.UUID })
 	for _, x := range cur.Users {
 		prev, ok := oldUsers[x.UUID]
 		delete(oldUsers, x.UUID)
@@ -200,7 +200,7 @@ func (s *Sim) Apply(old, cur sdc.Inventory) int {
 		count(s.RemoveUser(u))
 	}
 
-	oldVMs := byUUID(old.VMs, func(x sdc.VM) string { return x.UUID })
+	oldVMs := byUUID(old.VMs, func(x dc.VM) string { return x.UUID })
 	for _, x := range cur.VMs {
 		prev, ok := oldVMs[x.UUID]
 		delete(oldVMs, x.UUID)

@@ -18,7 +18,8 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 	"github.com/gorilla/websocket"
-	"github.com/tritondatacenter/cns/feeds/sdc"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // syncBuffer is a log sink the test can read while Run writes.
@@ -51,7 +52,7 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-func writeInventory(t *testing.T, path string, inv sdc.Inventory) {
+func writeInventory(t *testing.T, path string, inv dc.Inventory) {
 	t.Helper()
 	b, err := json.MarshalIndent(inv, "", "  ")
 	if err != nil {
@@ -195,14 +196,14 @@ func TestRunBadFile(t *testing.T) {
 
 // The shared inventory, if another package has written it, loads and serves.
 func TestLoadSharedInventory(t *testing.T) {
-	inv, err := LoadFile("../../../testdata/inventory.json")
+	inv, err := dc.LoadInventory("../../../testdata/inventory.json")
 	if os.IsNotExist(err) {
 		t.Skip("testdata/inventory.json not written yet")
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(inv, Options{})
+	s, err := New(*inv, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,7 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/tritondatacenter/cns/feeds/sdc"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // Options tune a simulator. The zero value is a fast, faithful default
@@ -78,11 +77,11 @@ type Sim struct {
 		query string
 		n     int
 	}
-	servers   map[string]sdc.Server
+	servers   map[string]dc.Server
 	users     map[string]*userEntry
 	userOrder []string
-	networks  map[string]sdc.Network
-	pools     map[string]sdc.NetworkPool
+	networks  map[string]dc.Network
+	pools     map[string]dc.NetworkPool
 	changelog []ChangelogEntry
 	// nextChange is the last changelog number handed out.
 	nextChange int
@@ -106,8 +105,8 @@ type Sim struct {
 
 // New starts a simulator over a copy of inv. It does not validate the
 // inventory, so that tests can serve what a real DC may (a VM naming a
-// network NAPI lacks, two users with one login); LoadFile does.
-func New(inv sdc.Inventory, opts Options) (*Sim, error) {
+// network NAPI lacks, two users with one login); dc.LoadInventory does.
+func New(inv dc.Inventory, opts Options) (*Sim, error) {
 	if opts.RootDN == "" {
 		opts.RootDN = "cn=root"
 	}
@@ -313,29 +312,4 @@ func (s *Sim) Config() map[string]any {
 			"instance":     s.opts.Instance,
 		},
 	}
-}
-
-// LoadFile reads and validates an inventory file (the format of
-// sdc.Inventory, shared with the file feed).
-func LoadFile(path string) (sdc.Inventory, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return sdc.Inventory{}, err
-	}
-	return parseInventory(path, b)
-}
-
-func parseInventory(path string, b []byte) (sdc.Inventory, error) {
-	var inv sdc.Inventory
-	if err := json.Unmarshal(b, &inv); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return sdc.Inventory{}, fmt.Errorf("%s: offset %d: %w", path, se.Offset, err)
-		}
-		return sdc.Inventory{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := inv.Validate(); err != nil {
-		return sdc.Inventory{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return inv, nil
 }

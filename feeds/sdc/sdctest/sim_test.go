@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 const (
@@ -29,15 +29,15 @@ func vmID(i int) string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i) 
 
 func ptr[T any](v T) *T { return &v }
 
-func testVM(i int, state string) sdc.VM {
-	return sdc.VM{
+func testVM(i int, state string) dc.VM {
+	return dc.VM{
 		UUID:       vmID(i),
 		Alias:      ptr(fmt.Sprintf("vm%d", i)),
 		OwnerUUID:  ownerA,
 		ServerUUID: serverA,
 		State:      state,
 		Brand:      "joyent",
-		NICs: []sdc.NIC{{
+		NICs: []dc.NIC{{
 			Interface:   "net0",
 			MAC:         fmt.Sprintf("90:b8:d0:00:00:%02x", i),
 			VLANID:      ptr(0),
@@ -54,26 +54,26 @@ func testVM(i int, state string) sdc.VM {
 
 // testInventory: VMs 1..8, of which 6 is stopped, 7 destroyed, 8 failed;
 // VM 9 belongs to ownerB on serverB and has a legacy NIC.
-func testInventory() sdc.Inventory {
-	inv := sdc.Inventory{
-		Servers: []sdc.Server{
+func testInventory() dc.Inventory {
+	inv := dc.Inventory{
+		Servers: []dc.Server{
 			{UUID: serverA, Hostname: "cn1", Setup: true, Status: "running", LastHeartbeat: ptr("2024-05-01T12:00:03.118Z"),
 				LastBoot: "2024-04-20T08:00:11.000Z", Sysinfo: map[string]any{"Admin NIC Tag": "admin"}},
 			{UUID: serverB, Hostname: "cn2", Setup: true, Status: "unknown", TransitionalStatus: "rebooting",
 				LastBoot: "2024-04-20T08:00:11.000Z"},
 			{UUID: serverC, Hostname: "cn0", Setup: false, Status: "running", LastBoot: "2024-04-20T08:00:11.000Z"},
 		},
-		Users: []sdc.User{
+		Users: []dc.User{
 			{UUID: ownerA, Login: "alice", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"},
 			{UUID: ownerB, Login: "bob"},
 		},
-		Networks: []sdc.Network{
+		Networks: []dc.Network{
 			{UUID: netExt, Name: "external", Subnet: "198.51.100.0/24", VLANID: ptr(0), NICTag: "external"},
 			{UUID: netFab, Name: "My-Fabric-Network", Subnet: "192.168.128.0/22", VLANID: ptr(2), NICTag: "sdc_overlay",
 				OwnerUUIDs: []string{ownerB}, Fabric: true},
 			{UUID: netAdmin, Name: "admin", Subnet: "10.99.99.0/24", VLANID: ptr(0), NICTag: "admin"},
 		},
-		NetworkPools: []sdc.NetworkPool{
+		NetworkPools: []dc.NetworkPool{
 			{UUID: poolExt, Name: "external-pool", Networks: []string{netExt}},
 		},
 	}
@@ -91,7 +91,7 @@ func testInventory() sdc.Inventory {
 	}
 	legacy := testVM(9, "running")
 	legacy.OwnerUUID, legacy.ServerUUID = ownerB, serverB
-	legacy.NICs = []sdc.NIC{{MAC: "90:b8:d0:00:00:09", NICTag: "sdc_overlay/7262881", IP: "192.168.128.9"}}
+	legacy.NICs = []dc.NIC{{MAC: "90:b8:d0:00:00:09", NICTag: "sdc_overlay/7262881", IP: "192.168.128.9"}}
 	inv.VMs = append(inv.VMs, legacy)
 	return inv
 }

@@ -5,19 +5,19 @@ import (
 	"encoding/json"
 	"sort"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // vmRecord is one VM of the world: the typed object mutations work on, and
 // its rendering as VMAPI puts it on the wire, kept so that lists are a
 // concatenation and diffs a tree walk.
 type vmRecord struct {
-	vm   sdc.VM
+	vm   dc.VM
 	doc  map[string]any // rendered JSON as generic values, numbers kept exact
 	wire []byte         // rendered JSON bytes
 }
 
-func newVMRecord(vm sdc.VM) *vmRecord {
+func newVMRecord(vm dc.VM) *vmRecord {
 	doc, wire := renderVM(&vm)
 	return &vmRecord{vm: vm, doc: doc, wire: wire}
 }
@@ -35,10 +35,10 @@ var vmNullKeys = []string{
 
 // renderVM turns a VM into VMAPI's wire form: the typed fields plus every
 // always-present key, collections defaulting to {} or [] as translateVm does.
-func renderVM(vm *sdc.VM) (map[string]any, []byte) {
+func renderVM(vm *dc.VM) (map[string]any, []byte) {
 	b, err := json.Marshal(vm)
 	if err != nil {
-		// sdc.VM holds only JSON-safe values; a failure is a programming error.
+		// dc.VM holds only JSON-safe values; a failure is a programming error.
 		panic("sdctest: marshal VM: " + err.Error())
 	}
 	doc := decodeDoc(b)
@@ -97,7 +97,7 @@ func zoneStateFor(state string) string {
 }
 
 // normalizeVM fills in what VMAPI always has and an inventory may omit.
-func normalizeVM(vm *sdc.VM, now string) {
+func normalizeVM(vm *dc.VM, now string) {
 	if vm.ZoneState == "" {
 		vm.ZoneState = zoneStateFor(vm.State)
 	}
@@ -117,21 +117,21 @@ func normalizeVM(vm *sdc.VM, now string) {
 		vm.InternalMetadata = map[string]any{}
 	}
 	if vm.NICs == nil {
-		vm.NICs = []sdc.NIC{}
+		vm.NICs = []dc.NIC{}
 	}
 	if vm.State == "destroyed" && !vm.Destroyed.Set {
-		vm.Destroyed = sdc.Destroyed{Set: true, Time: vm.LastModified}
+		vm.Destroyed = dc.Destroyed{Set: true, Time: vm.LastModified}
 	}
 }
 
 // copyVM returns a deep copy, so that a mutation function never aliases the
 // world's maps and slices.
-func copyVM(vm sdc.VM) sdc.VM {
+func copyVM(vm dc.VM) dc.VM {
 	b, err := json.Marshal(vm)
 	if err != nil {
 		panic("sdctest: marshal VM: " + err.Error())
 	}
-	var c sdc.VM
+	var c dc.VM
 	if err := json.Unmarshal(b, &c); err != nil {
 		panic("sdctest: unmarshal VM: " + err.Error())
 	}

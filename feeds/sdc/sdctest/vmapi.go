@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // VMAPI: GET /vms, GET /vms/:uuid, GET /ping (sdc-apis §1), plus the
@@ -95,7 +95,7 @@ func parseVMQuery(q url.Values) (vmQuery, []fieldError, string) {
 			}
 			vq.state = v
 		case "owner_uuid", "server_uuid", "uuid":
-			if !sdc.IsUUID(v) {
+			if !dc.IsUUID(v) {
 				errs = append(errs, invalid(name, "Invalid UUID"))
 			}
 			switch name {
@@ -108,7 +108,7 @@ func parseVMQuery(q url.Values) (vmQuery, []fieldError, string) {
 			}
 		case "uuids":
 			for u := range strings.SplitSeq(v, ",") {
-				if !sdc.IsUUID(u) {
+				if !dc.IsUUID(u) {
 					errs = append(errs, invalid(name, "Invalid UUID: "+u))
 					break
 				}
@@ -177,7 +177,7 @@ func sortedKeys(q url.Values) []string {
 	return keys
 }
 
-func (vq *vmQuery) match(vm *sdc.VM) bool {
+func (vq *vmQuery) match(vm *dc.VM) bool {
 	switch {
 	case vq.state == "active":
 		if vm.State == "destroyed" || vm.State == "failed" {
@@ -336,10 +336,10 @@ func (s *Sim) getVM(w http.ResponseWriter, r *http.Request) {
 			errs = append(errs, invalid(name, "Invalid parameter"))
 		}
 	}
-	if !sdc.IsUUID(id) {
+	if !dc.IsUUID(id) {
 		errs = append([]fieldError{invalid("uuid", "Invalid UUID")}, errs...)
 	}
-	if owner := q.Get("owner_uuid"); q.Has("owner_uuid") && !sdc.IsUUID(owner) {
+	if owner := q.Get("owner_uuid"); q.Has("owner_uuid") && !dc.IsUUID(owner) {
 		errs = append(errs, invalid("owner_uuid", "Invalid UUID"))
 	}
 	if len(errs) > 0 {

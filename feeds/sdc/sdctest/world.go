@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // The world is the one mutable data center behind every simulated service.
@@ -34,7 +34,7 @@ func (s *Sim) stamp() string { return isoTime(s.now()) }
 
 // load replaces the world with an inventory, emitting nothing: it is the
 // state VMAPI, CNAPI, NAPI and UFDS had before anyone listened.
-func (s *Sim) load(inv sdc.Inventory) error {
+func (s *Sim) load(inv dc.Inventory) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.stamp()
@@ -49,7 +49,7 @@ func (s *Sim) load(inv sdc.Inventory) error {
 		normalizeVM(&vm, now)
 		s.vms[vm.UUID] = newVMRecord(vm)
 	}
-	s.servers = make(map[string]sdc.Server, len(inv.Servers))
+	s.servers = make(map[string]dc.Server, len(inv.Servers))
 	for _, srv := range inv.Servers {
 		s.servers[srv.UUID] = copyServer(srv)
 	}
@@ -59,11 +59,11 @@ func (s *Sim) load(inv sdc.Inventory) error {
 		s.users[u.UUID] = newUserEntry(u)
 		s.userOrder = append(s.userOrder, u.UUID)
 	}
-	s.networks = make(map[string]sdc.Network, len(inv.Networks))
+	s.networks = make(map[string]dc.Network, len(inv.Networks))
 	for _, n := range inv.Networks {
 		s.networks[n.UUID] = n
 	}
-	s.pools = make(map[string]sdc.NetworkPool, len(inv.NetworkPools))
+	s.pools = make(map[string]dc.NetworkPool, len(inv.NetworkPools))
 	for _, p := range inv.NetworkPools {
 		s.pools[p.UUID] = p
 	}
@@ -73,7 +73,7 @@ func (s *Sim) load(inv sdc.Inventory) error {
 // checkVM rejects a VM that cannot be put on the wire (a tag or metadata
 // value JSON cannot encode). The world only ever holds VMs that pass, which
 // is why rendering and copying treat an encoding failure as a bug.
-func checkVM(vm *sdc.VM) error {
+func checkVM(vm *dc.VM) error {
 	if _, err := json.Marshal(vm); err != nil {
 		return fmt.Errorf("sdctest: VM %s cannot be encoded: %w", vm.UUID, err)
 	}
@@ -81,10 +81,10 @@ func checkVM(vm *sdc.VM) error {
 }
 
 // Inventory returns a snapshot of the whole world in the inventory format.
-func (s *Sim) Inventory() sdc.Inventory {
+func (s *Sim) Inventory() dc.Inventory {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var inv sdc.Inventory
+	var inv dc.Inventory
 	for _, u := range s.sortedVMs(false) {
 		inv.VMs = append(inv.VMs, copyVM(s.vms[u].vm))
 	}
@@ -127,26 +127,26 @@ func (s *Sim) sortedVMs(desc bool) []string {
 // ---- VMs ----
 
 // VM returns a copy of one VM, destroyed ones included.
-func (s *Sim) VM(uuid string) (sdc.VM, bool) {
+func (s *Sim) VM(uuid string) (dc.VM, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.vms[uuid]
 	if !ok {
-		return sdc.VM{}, false
+		return dc.VM{}, false
 	}
 	return copyVM(r.vm), true
 }
 
 // CreateVM adds a VM and publishes its creation: VMAPI diffs the new object
 // against {}, so every top-level key appears once in subResources.
-func (s *Sim) CreateVM(vm sdc.VM) error {
+func (s *Sim) CreateVM(vm dc.VM) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.createVMLocked(vm)
 }
 
-func (s *Sim) createVMLocked(vm sdc.VM) error {
-	if !sdc.IsUUID(vm.UUID) {
+func (s *Sim) createVMLocked(vm dc.VM) error {
+	if !dc.IsUUID(vm.UUID) {
 		return fmt.Errorf("sdctest: create VM: uuid %q is not a UUID", vm.UUID)
 	}
 	if _, ok := s.vms[vm.UUID]; ok {
@@ -168,7 +168,7 @@ func (s *Sim) createVMLocked(vm sdc.VM) error {
 // PutVM creates the VM or replaces it whole, publishing the difference.
 // A replacement that leaves last_modified as it was gets it bumped, as any
 // VMAPI write does.
-func (s *Sim) PutVM(vm sdc.VM) error {
+func (s *Sim) PutVM(vm dc.VM) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.vms[vm.UUID]; !ok {
@@ -177,7 +177,7 @@ func (s *Sim) PutVM(vm sdc.VM) error {
 	if err := checkVM(&vm); err != nil {
 		return err
 	}
-	return s.modifyVMLocked(vm.UUID, func(cur *sdc.VM) {
+	return s.modifyVMLocked(vm.UUID, func(cur *dc.VM) {
 		c := copyVM(vm)
 		// An inventory without timestamps keeps the stored ones, so that
 		// last_modified never goes backwards.
@@ -195,13 +195,13 @@ func (s *Sim) PutVM(vm sdc.VM) error {
 // the changed top-level keys. fn must not change the uuid. When fn changes
 // something but not last_modified, last_modified is set to now, so it shows
 // in subResources as it does with VMAPI. A no-op fn publishes nothing.
-func (s *Sim) ModifyVM(uuid string, fn func(vm *sdc.VM)) error {
+func (s *Sim) ModifyVM(uuid string, fn func(vm *dc.VM)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.modifyVMLocked(uuid, fn)
 }
 
-func (s *Sim) modifyVMLocked(uuid string, fn func(vm *sdc.VM)) error {
+func (s *Sim) modifyVMLocked(uuid string, fn func(vm *dc.VM)) error {
 	old, ok := s.vms[uuid]
 	if !ok {
 		return fmt.Errorf("modify VM %s: %w", uuid, ErrNotFound)
@@ -232,7 +232,7 @@ func (s *Sim) modifyVMLocked(uuid string, fn func(vm *sdc.VM)) error {
 // ModifyVMsOnServer applies fn to every VM on a CN that is not destroyed,
 // one changefeed item per VM changed: the burst a CN reboot produces. It
 // returns how many VMs changed.
-func (s *Sim) ModifyVMsOnServer(serverUUID string, fn func(vm *sdc.VM)) (int, error) {
+func (s *Sim) ModifyVMsOnServer(serverUUID string, fn func(vm *dc.VM)) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -257,7 +257,7 @@ func (s *Sim) SetVMState(uuid, state string) error {
 	if state == "destroyed" {
 		return s.DestroyVM(uuid)
 	}
-	return s.ModifyVM(uuid, func(vm *sdc.VM) {
+	return s.ModifyVM(uuid, func(vm *dc.VM) {
 		vm.State = state
 		if zs := zoneStateFor(state); zs != "" {
 			vm.ZoneState = zs
@@ -275,11 +275,11 @@ func (s *Sim) StartVM(uuid string) error { return s.SetVMState(uuid, "running") 
 // timestamp). VMAPI keeps destroyed VMs: GET /vms/:uuid still returns them.
 func (s *Sim) DestroyVM(uuid string) error {
 	now := s.stamp()
-	return s.ModifyVM(uuid, func(vm *sdc.VM) {
+	return s.ModifyVM(uuid, func(vm *dc.VM) {
 		vm.State = "destroyed"
 		vm.ZoneState = "installed"
 		if !vm.Destroyed.Set || vm.Destroyed.Time == "" {
-			vm.Destroyed = sdc.Destroyed{Set: true, Time: now}
+			vm.Destroyed = dc.Destroyed{Set: true, Time: now}
 		}
 	})
 }
@@ -301,27 +301,27 @@ func (s *Sim) PurgeVM(uuid string) error {
 
 // SetTag sets one tag (value: string, number or bool, as VMAPI stores it).
 func (s *Sim) SetTag(uuid, key string, value any) error {
-	return s.ModifyVM(uuid, func(vm *sdc.VM) { vm.Tags[key] = value })
+	return s.ModifyVM(uuid, func(vm *dc.VM) { vm.Tags[key] = value })
 }
 
 // DeleteTag removes one tag.
 func (s *Sim) DeleteTag(uuid, key string) error {
-	return s.ModifyVM(uuid, func(vm *sdc.VM) { delete(vm.Tags, key) })
+	return s.ModifyVM(uuid, func(vm *dc.VM) { delete(vm.Tags, key) })
 }
 
 // SetMetadata sets one customer_metadata key.
 func (s *Sim) SetMetadata(uuid, key string, value any) error {
-	return s.ModifyVM(uuid, func(vm *sdc.VM) { vm.CustomerMetadata[key] = value })
+	return s.ModifyVM(uuid, func(vm *dc.VM) { vm.CustomerMetadata[key] = value })
 }
 
 // DeleteMetadata removes one customer_metadata key.
 func (s *Sim) DeleteMetadata(uuid, key string) error {
-	return s.ModifyVM(uuid, func(vm *sdc.VM) { delete(vm.CustomerMetadata, key) })
+	return s.ModifyVM(uuid, func(vm *dc.VM) { delete(vm.CustomerMetadata, key) })
 }
 
 // SetAlias sets the alias; "" makes it null.
 func (s *Sim) SetAlias(uuid, alias string) error {
-	return s.ModifyVM(uuid, func(vm *sdc.VM) {
+	return s.ModifyVM(uuid, func(vm *dc.VM) {
 		if alias == "" {
 			vm.Alias = nil
 		} else {
@@ -331,8 +331,8 @@ func (s *Sim) SetAlias(uuid, alias string) error {
 }
 
 // SetNICs replaces the VM's NICs (one "nics" subResource per changed field).
-func (s *Sim) SetNICs(uuid string, nics []sdc.NIC) error {
-	return s.ModifyVM(uuid, func(vm *sdc.VM) { vm.NICs = slices.Clone(nics) })
+func (s *Sim) SetNICs(uuid string, nics []dc.NIC) error {
+	return s.ModifyVM(uuid, func(vm *dc.VM) { vm.NICs = slices.Clone(nics) })
 }
 
 // PublishChange publishes a raw VM change item, whatever the world holds:
@@ -353,7 +353,7 @@ func (s *Sim) publishVMLocked(uuid string, keys []string, wire []byte) {
 
 // ---- servers (CNAPI) ----
 
-func copyServer(srv sdc.Server) sdc.Server {
+func copyServer(srv dc.Server) dc.Server {
 	if srv.LastHeartbeat != nil {
 		hb := *srv.LastHeartbeat
 		srv.LastHeartbeat = &hb
@@ -365,7 +365,7 @@ func copyServer(srv sdc.Server) sdc.Server {
 }
 
 // Server returns a copy of one CNAPI server.
-func (s *Sim) Server(uuid string) (sdc.Server, bool) {
+func (s *Sim) Server(uuid string) (dc.Server, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv, ok := s.servers[uuid]
@@ -374,8 +374,8 @@ func (s *Sim) Server(uuid string) (sdc.Server, bool) {
 
 // PutServer adds or replaces a server. CNAPI has no feed: consumers see the
 // change on their next GET /servers.
-func (s *Sim) PutServer(srv sdc.Server) error {
-	if !sdc.IsUUID(srv.UUID) {
+func (s *Sim) PutServer(srv dc.Server) error {
+	if !dc.IsUUID(srv.UUID) {
 		return fmt.Errorf("sdctest: put server: uuid %q is not a UUID", srv.UUID)
 	}
 	s.mu.Lock()
@@ -385,7 +385,7 @@ func (s *Sim) PutServer(srv sdc.Server) error {
 }
 
 // ModifyServer applies fn to a copy of the server and stores it.
-func (s *Sim) ModifyServer(uuid string, fn func(srv *sdc.Server)) error {
+func (s *Sim) ModifyServer(uuid string, fn func(srv *dc.Server)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv, ok := s.servers[uuid]
@@ -416,7 +416,7 @@ func (s *Sim) RemoveServer(uuid string) error {
 // the default server_state_affects_vm_state=false.
 func (s *Sim) ServerDown(uuid string) error {
 	hb := isoTime(s.now().Add(-2 * time.Hour))
-	return s.ModifyServer(uuid, func(srv *sdc.Server) {
+	return s.ModifyServer(uuid, func(srv *dc.Server) {
 		srv.Status = "unknown"
 		srv.TransitionalStatus = ""
 		srv.LastHeartbeat = &hb
@@ -427,7 +427,7 @@ func (s *Sim) ServerDown(uuid string) error {
 // heartbeat, and last_boot now (CNS treats a boot under 2 min ago as down).
 func (s *Sim) ServerUp(uuid string) error {
 	now := s.stamp()
-	return s.ModifyServer(uuid, func(srv *sdc.Server) {
+	return s.ModifyServer(uuid, func(srv *dc.Server) {
 		srv.Status = "running"
 		srv.TransitionalStatus = ""
 		srv.LastHeartbeat = &now
@@ -438,8 +438,8 @@ func (s *Sim) ServerUp(uuid string) error {
 // ---- networks and pools (NAPI) ----
 
 // PutNetwork adds or replaces a NAPI network.
-func (s *Sim) PutNetwork(n sdc.Network) error {
-	if !sdc.IsUUID(n.UUID) {
+func (s *Sim) PutNetwork(n dc.Network) error {
+	if !dc.IsUUID(n.UUID) {
 		return fmt.Errorf("sdctest: put network: uuid %q is not a UUID", n.UUID)
 	}
 	s.mu.Lock()
@@ -462,8 +462,8 @@ func (s *Sim) RemoveNetwork(uuid string) error {
 }
 
 // PutNetworkPool adds or replaces a NAPI network pool.
-func (s *Sim) PutNetworkPool(p sdc.NetworkPool) error {
-	if !sdc.IsUUID(p.UUID) {
+func (s *Sim) PutNetworkPool(p dc.NetworkPool) error {
+	if !dc.IsUUID(p.UUID) {
 		return fmt.Errorf("sdctest: put network pool: uuid %q is not a UUID", p.UUID)
 	}
 	s.mu.Lock()
@@ -495,7 +495,7 @@ type userEntry struct {
 	entry *ldapEntry
 }
 
-func newUserEntry(u sdc.User) *userEntry {
+func newUserEntry(u dc.User) *userEntry {
 	e := &userEntry{attrs: map[string][]string{
 		"objectclass": {"sdcperson"},
 		"uuid":        {u.UUID},
@@ -519,8 +519,8 @@ func (e *userEntry) first(attr string) string {
 	return ""
 }
 
-func (e *userEntry) user() sdc.User {
-	return sdc.User{
+func (e *userEntry) user() dc.User {
+	return dc.User{
 		UUID:                    e.first("uuid"),
 		Login:                   e.first("login"),
 		TritonCNSEnabled:        e.first("triton_cns_enabled"),
@@ -540,20 +540,20 @@ func (e *userEntry) jsonObject() string {
 }
 
 // User returns one UFDS account.
-func (s *Sim) User(uuid string) (sdc.User, bool) {
+func (s *Sim) User(uuid string) (dc.User, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.users[uuid]
 	if !ok {
-		return sdc.User{}, false
+		return dc.User{}, false
 	}
 	return e.user(), true
 }
 
 // AddUser adds an account and appends an "add" changelog entry. A login
 // already used is allowed, to reproduce UFDS answering two entries.
-func (s *Sim) AddUser(u sdc.User) error {
-	if !sdc.IsUUID(u.UUID) {
+func (s *Sim) AddUser(u dc.User) error {
+	if !dc.IsUUID(u.UUID) {
 		return fmt.Errorf("sdctest: add user: uuid %q is not a UUID", u.UUID)
 	}
 	s.mu.Lock()

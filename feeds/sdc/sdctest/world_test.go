@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 func TestChangedKeys(t *testing.T) {
@@ -34,13 +34,13 @@ func TestChangedKeys(t *testing.T) {
 func TestModifyVMNoopPublishesNothing(t *testing.T) {
 	s := startSim(t, Options{})
 	before, _ := s.VM(vmID(1))
-	if err := s.ModifyVM(vmID(1), func(vm *sdc.VM) {}); err != nil {
+	if err := s.ModifyVM(vmID(1), func(vm *dc.VM) {}); err != nil {
 		t.Fatal(err)
 	}
 	if after, _ := s.VM(vmID(1)); after.LastModified != before.LastModified {
 		t.Fatal("a no-op modification bumped last_modified")
 	}
-	if err := s.ModifyVM(vmID(1), func(vm *sdc.VM) { vm.UUID = vmID(2) }); err == nil {
+	if err := s.ModifyVM(vmID(1), func(vm *dc.VM) { vm.UUID = vmID(2) }); err == nil {
 		t.Fatal("changing the uuid succeeded")
 	}
 	if err := s.SetTag(vmID(99), "a", "b"); err == nil {
@@ -95,7 +95,7 @@ func TestApply(t *testing.T) {
 	cur.NetworkPools[0].Networks = []string{netExt, netFab}
 	cur.Servers[0].Status = "unknown"
 	cur.Servers = cur.Servers[:2] // serverC removed
-	cur.Users = append(cur.Users, sdc.User{UUID: vmID(60), Login: "dave"})
+	cur.Users = append(cur.Users, dc.User{UUID: vmID(60), Login: "dave"})
 	cur.Users[0].ApprovedForProvisioning = "false"
 	cur.VMs[0].State = "stopped"
 	cur.VMs = append(cur.VMs, testVM(30, "running"))

@@ -1,15 +1,17 @@
-// Package sdc holds the objects of the Triton (SDC) APIs that cns consumes,
-// exactly as those APIs put them on the wire, and the clients that fetch
-// them: VMAPI (list, get, changefeed), CNAPI, NAPI and UFDS.
+// Package dc is what a Triton data center holds, as cns sees it: VMs and
+// their NICs, users, compute nodes, networks and network pools, exactly as
+// the SDC APIs (VMAPI, CNAPI, NAPI, UFDS) put them on the wire, and a whole
+// data center's Inventory. It is pure: no clients, no I/O but reading an
+// inventory file.
 //
-// The inventory file feed and the SDC simulator share these types, so a file
-// written for one is read by the other unchanged.
-package sdc
+// The SDC clients (feeds/sdc), the inventory file feed (feeds/file), the
+// simulator (feeds/sdc/sdcsim) and the record builder (feeds/records) share
+// these types, so a file written for one is read by the others unchanged.
+package dc
 
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // VM is a VMAPI VM object (GET /vms, GET /vms/:uuid). Only the fields cns
@@ -164,102 +166,36 @@ type NetworkPool struct {
 	OwnerUUIDs []string `json:"owner_uuids,omitempty"`
 }
 
-// Inventory is a whole data center as the SDC APIs describe it: the format
-// of the inventory file feed and the seed of the SDC simulator.
-type Inventory struct {
-	VMs          []VM          `json:"vms"`
-	Servers      []Server      `json:"servers"`
-	Users        []User        `json:"users"`
-	Networks     []Network     `json:"networks"`
-	NetworkPools []NetworkPool `json:"network_pools"`
+// DecodeVM decodes a VM object (a changefeed resourceObject, say) the way
+// the listing does.
+func DecodeVM(b []byte) (VM, error) {
+	var w WireVM
+	if err := json.Unmarshal(b, &w); err != nil {
+		return VM{}, err
+	}
+	return w.Checked()
 }
 
-// Validate checks what every consumer relies on: identifiers present and
-// well-formed, no duplicates, and references that resolve. It names the
-// first offending object.
-func (inv *Inventory) Validate() error {
-	seen := make(map[string]string)
-	check := func(kind, id string, i int) error {
-		if !IsUUID(id) {
-			return fmt.Errorf("%s[%d]: uuid %q is not a UUID", kind, i, id)
-		}
-		if prev, dup := seen[kind+id]; dup {
-			return fmt.Errorf("%s[%d]: uuid %s already used by %s", kind, i, id, prev)
-		}
-		seen[kind+id] = fmt.Sprintf("%s[%d]", kind, i)
-		return nil
-	}
-	for i := range inv.Users {
-		u := &inv.Users[i]
-		if err := check("users", u.UUID, i); err != nil {
-			return err
-		}
-		if u.Login == "" {
-			return fmt.Errorf("users[%d] (%s): login is empty", i, u.UUID)
-		}
-	}
-	for i := range inv.Servers {
-		if err := check("servers", inv.Servers[i].UUID, i); err != nil {
-			return err
-		}
-	}
-	for i := range inv.Networks {
-		if err := check("networks", inv.Networks[i].UUID, i); err != nil {
-			return err
-		}
-	}
-	for i := range inv.NetworkPools {
-		p := &inv.NetworkPools[i]
-		if err := check("network_pools", p.UUID, i); err != nil {
-			return err
-		}
-		for _, n := range p.Networks {
-			if _, ok := seen["networks"+n]; !ok {
-				return fmt.Errorf("network_pools[%d] (%s): network %s is not in networks", i, p.UUID, n)
-			}
-		}
-	}
-	for i := range inv.VMs {
-		vm := &inv.VMs[i]
-		if err := check("vms", vm.UUID, i); err != nil {
-			return err
-		}
-		if vm.OwnerUUID == "" {
-			return fmt.Errorf("vms[%d] (%s): owner_uuid is missing", i, vm.UUID)
-		}
-		if vm.State == "" {
-			return fmt.Errorf("vms[%d] (%s): state is missing", i, vm.UUID)
-		}
-		for j := range vm.NICs {
-			n := &vm.NICs[j]
-			if n.NetworkUUID != "" {
-				if _, ok := seen["networks"+n.NetworkUUID]; !ok {
-					return fmt.Errorf("vms[%d] (%s): nics[%d]: network %s is not in networks", i, vm.UUID, j, n.NetworkUUID)
-				}
-			}
-		}
-	}
-	return nil
+// WireVM decodes a VMAPI VM without internal_metadata, which cns does not
+// read and which holds the bulk of a docker VM (its shadowing field wins
+// over the embedded one).
+type WireVM struct {
+	VM
+	InternalMetadata skipJSON `json:"internal_metadata"`
 }
 
-// IsUUID reports whether s is a UUID in the canonical 8-4-4-4-12 hex form
-// SDC uses everywhere (any case).
-func IsUUID(s string) bool {
-	if len(s) != 36 {
-		return false
+// Checked checks what every consumer relies on and drops what the reference's
+// cleanVM drops from customer_metadata.
+func (w *WireVM) Checked() (VM, error) {
+	vm := w.VM
+	if !IsUUID(vm.UUID) {
+		return VM{}, fmt.Errorf("VM uuid %q is not a UUID", vm.UUID)
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(c)) {
-				return false
-			}
-		}
-	}
-	return true
+	delete(vm.CustomerMetadata, "user-script")
+	delete(vm.CustomerMetadata, "root_authorized_keys")
+	return vm, nil
 }
+
+type skipJSON struct{}
+
+func (*skipJSON) UnmarshalJSON([]byte) error { return nil }
