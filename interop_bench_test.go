@@ -18,7 +18,7 @@ import (
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
@@ -336,7 +336,7 @@ func BenchmarkInteropPropagation(b *testing.B) {
 	}
 	for _, vms := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("vms=%dk", vms/1000), func(b *testing.B) {
-			inv := sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 1})
+			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
 			cnsPort, _ := secondarytest.FreePort()
 			var notify []string
 			for i := range variants {
@@ -412,7 +412,7 @@ func BenchmarkInteropIXFRBytes(b *testing.B) {
 	kinds := benchKinds(b)
 	for _, vms := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("vms=%dk", vms/1000), func(b *testing.B) {
-			inv := sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 1})
+			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
 			for i := 0; i < b.N; i++ {
 				dir := b.TempDir()
 				cnsPort, _ := secondarytest.FreePort()

@@ -16,7 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -426,7 +426,7 @@ func tailLines(s string, n int) string {
 // addresses, so one IPv4 reverse zone) with room for the VMs the steps
 // add.
 func interopInventory() *dc.Inventory {
-	return sdctest.Generate(sdctest.GenerateOptions{VMs: 120, Seed: 42})
+	return sdcsim.Generate(sdcsim.GenerateOptions{VMs: 120, Seed: 42})
 }
 
 // interopVM is a new running VM of owner on the external network.
@@ -435,7 +435,7 @@ func interopVM(inv *dc.Inventory, n int, owner, alias, ip string, services strin
 	vm := dc.VM{UUID: fmt.Sprintf("1a7e0000-0000-4000-8000-%012d", n), Alias: &alias, OwnerUUID: owner,
 		ServerUUID: inv.Servers[0].UUID, State: "running", Brand: "joyent",
 		NICs: []dc.NIC{{Interface: "net0", MAC: fmt.Sprintf("90:b8:d0:ee:%02x:%02x", n>>8&255, n&255), VLANID: &vlan, NICTag: "external",
-			IP: ip, IPs: []string{ip + "/8"}, Netmask: "255.0.0.0", NetworkUUID: sdctest.ExternalNetwork, Primary: true}},
+			IP: ip, IPs: []string{ip + "/8"}, Netmask: "255.0.0.0", NetworkUUID: sdcsim.ExternalNetwork, Primary: true}},
 		Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
 	if services != "" {
 		vm.Tags["triton.cns.services"] = services

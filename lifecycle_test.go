@@ -20,7 +20,7 @@ import (
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 const demoZone = "us-west-1.cns.example.com"
@@ -96,7 +96,7 @@ func TestKill9DuringChanges(t *testing.T) {
 	// The generated external network is the one testdata/cns.json lists
 	// for the public zone.
 	const zone = demoZone
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 3000, Seed: 7})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 3000, Seed: 7})
 	invPath := filepath.Join(dir, "gen.json")
 	writeInventory(t, invPath, inv)
 	cfg := testConfig(t, dir, "", func(c map[string]any) { c["inventory_file"] = invPath })

@@ -25,7 +25,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/feeds/dc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // Reliability tests of the binary (issue 12, RELIABILITY.md): a full
@@ -141,7 +141,7 @@ func TestDiskFull(t *testing.T) {
 	filler := fillFS(t, fsDir)
 
 	// 2000 new VMs: far more than the free pages of the db file.
-	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 2000, Seed: 11})
+	gen := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 2000, Seed: 11})
 	grown := grownInventory(inv, *gen)
 	newVM := gen.VMs[0]
 	newName := newVM.UUID + ".inst." + newVM.OwnerUUID + "." + demoZone
@@ -661,7 +661,7 @@ func TestSecrets(t *testing.T) {
 		name, simPassword string
 	}{{"good password", ufdsPassword}, {"wrong UFDS password", "another-password"}} {
 		t.Run(run.name, func(t *testing.T) {
-			sim := startSim(t, sdctest.Options{RootPassword: run.simPassword})
+			sim := startSim(t, sdcsim.Options{RootPassword: run.simPassword})
 			dir := t.TempDir()
 			cfg := testConfig(t, dir, "", func(c map[string]any) {
 				delete(c, "inventory_file")
@@ -778,7 +778,7 @@ func TestDiskReadOnlyAtStart(t *testing.T) {
 	}
 
 	// A VM that appears while the db cannot take it.
-	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 1, Seed: 12})
+	gen := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1, Seed: 12})
 	grown := grownInventory(inv, *gen)
 	writeInventory(t, invPath, &grown)
 	newName := gen.VMs[0].UUID + ".inst." + gen.VMs[0].OwnerUUID + "." + demoZone

@@ -24,7 +24,7 @@ import (
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve"
 )
 
@@ -49,9 +49,9 @@ type sdcCNS struct {
 // changefeed, CNAPI, NAPI and UFDS paths, not a periodic re-list.
 // startSim starts the simulator on the testdata data center; the test fails
 // if anything cns sent would have made a real service exit.
-func startSim(t testing.TB, opts sdctest.Options) *sdctest.Sim {
+func startSim(t testing.TB, opts sdcsim.Options) *sdcsim.Sim {
 	t.Helper()
-	sim, err := sdctest.New(loadDefaultDC(t), opts)
+	sim, err := sdcsim.New(loadDefaultDC(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func startSim(t testing.TB, opts sdctest.Options) *sdctest.Sim {
 	return sim
 }
 
-func testFeedConfig(t testing.TB, sim *sdctest.Sim) sdc.Config {
+func testFeedConfig(t testing.TB, sim *sdcsim.Sim) sdc.Config {
 	t.Helper()
 	raw := map[string]json.RawMessage{}
 	for k, v := range sim.Config() {
@@ -251,7 +251,7 @@ func dumpZones(t testing.TB, store *db.DB) map[string][]string {
 // truth computes, with a fresh store and updater, what cns must publish
 // for the simulator's current world: its VMs (the destroyed ones too),
 // the compute nodes' cmon VMs, owners, networks and pools.
-func truth(t testing.TB, sim *sdctest.Sim) map[string][]string {
+func truth(t testing.TB, sim *sdcsim.Sim) map[string][]string {
 	t.Helper()
 	inv := sim.Inventory()
 	admin := ""
@@ -265,7 +265,7 @@ func truth(t testing.TB, sim *sdctest.Sim) map[string][]string {
 }
 
 // converged waits until cns publishes exactly the simulator's truth.
-func (c *sdcCNS) converged(sim *sdctest.Sim, timeout time.Duration) time.Duration {
+func (c *sdcCNS) converged(sim *sdcsim.Sim, timeout time.Duration) time.Duration {
 	c.t.Helper()
 	var want, got map[string][]string
 	start := time.Now()
@@ -324,7 +324,7 @@ const (
 // The first full listing publishes exactly what the inventory file feed
 // publishes for the same data center, plus the compute nodes' cmon names.
 func TestSDCInitialSync(t *testing.T) {
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
 	c.converged(sim, 5*time.Second)
@@ -363,7 +363,7 @@ func newTestVM(uuid, owner, server, alias, ip, network string) dc.VM {
 // the SDC APIs give it (changefeed, CNAPI poll, NAPI poll, UFDS
 // changelog), each timed.
 func TestSDCChangesReachDNS(t *testing.T) {
-	sim := startSim(t, sdctest.Options{ResourceObject: true})
+	sim := startSim(t, sdcsim.Options{ResourceObject: true})
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
 
@@ -471,14 +471,14 @@ func TestSDCChangesReachDNS(t *testing.T) {
 // stops, starts and destroys them. It never touches the VMs of the
 // initial inventory, which tests sample to prove that no zone is emptied.
 type churner struct {
-	sim  *sdctest.Sim
+	sim  *sdcsim.Sim
 	n    int
 	live []string
 	stop chan struct{}
 	done chan struct{}
 }
 
-func startChurn(sim *sdctest.Sim, base int) *churner {
+func startChurn(sim *sdcsim.Sim, base int) *churner {
 	ch := &churner{sim: sim, n: base, stop: make(chan struct{}), done: make(chan struct{})}
 	go ch.run()
 	return ch
@@ -600,7 +600,7 @@ func (s *sampler) halt() (int, []string) {
 // had, reports the feed degraded, and converges to the simulator's world
 // once the fault is gone.
 func TestSDCFaultsDuringChurn(t *testing.T) {
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	fc := testFeedConfig(t, sim)
 	// Items lost while connected are only found by the periodic listing.
 	fc.FullPollInterval = 3 * time.Second
@@ -631,27 +631,27 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 		recover func()
 	}{
 		{"vmapi 503 and changefeed refused", sdc.HealthVMAPI, func() {
-			sim.SetFault(sdctest.AnyRoute, sdctest.Fault{Status: 503})
-			sim.SetFeedFaults(sdctest.FeedFaults{RefuseUpgrade: 503})
-			sim.DropFeeds(sdctest.DropClose)
-		}, func() { sim.ClearFaults(); sim.SetFeedFaults(sdctest.FeedFaults{}) }},
+			sim.SetFault(sdcsim.AnyRoute, sdcsim.Fault{Status: 503})
+			sim.SetFeedFaults(sdcsim.FeedFaults{RefuseUpgrade: 503})
+			sim.DropFeeds(sdcsim.DropClose)
+		}, func() { sim.ClearFaults(); sim.SetFeedFaults(sdcsim.FeedFaults{}) }},
 		{"vmapi timeouts", sdc.HealthVMAPI, func() {
-			sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Hang: true})
-			sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Hang: true})
-			sim.DropFeeds(sdctest.DropReset)
+			sim.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Hang: true})
+			sim.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Hang: true})
+			sim.DropFeeds(sdcsim.DropReset)
 		}, func() { sim.ClearFaults(); sim.ReleaseHangs() }},
 		{"vmapi malformed JSON", sdc.HealthVMAPI, func() {
-			sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Malformed: true})
-			sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Malformed: true})
+			sim.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Malformed: true})
+			sim.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Malformed: true})
 			sim.SendFeedFrame(`{"changeKind": garbage`)
 		}, func() { sim.ClearFaults() }},
 		{"changefeed half-open", sdc.HealthChangefeed, func() {
-			sim.DropFeeds(sdctest.DropHalfOpen)
+			sim.DropFeeds(sdcsim.DropHalfOpen)
 		}, func() {}},
 		{"changefeed loses items while connected", sdc.HealthChangefeed, func() {
-			sim.SetFeedFaults(sdctest.FeedFaults{DropItems: 1 << 20})
-			sim.DropFeeds(sdctest.DropReset)
-		}, func() { sim.SetFeedFaults(sdctest.FeedFaults{}) }},
+			sim.SetFeedFaults(sdcsim.FeedFaults{DropItems: 1 << 20})
+			sim.DropFeeds(sdcsim.DropReset)
+		}, func() { sim.SetFeedFaults(sdcsim.FeedFaults{}) }},
 		{"ufds down", sdc.HealthUFDS, func() {
 			sim.SetLDAPDown(true)
 			sim.SetUserFlag(dcBob, "approved_for_provisioning", "true") // a changelog entry to read
@@ -660,9 +660,9 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 			sim.CreateVM(newTestVM("ee000000-0000-4000-8000-0000000000e1", "ee000000-0000-4000-8000-000000000001", dcCN01, "erin0", "198.51.100.124", dcExternal))
 		}, func() { sim.SetLDAPDown(false) }},
 		{"cnapi and napi 500", sdc.HealthCNAPI, func() {
-			sim.SetFault(sdctest.RouteListServers, sdctest.Fault{Status: 500})
-			sim.SetFault(sdctest.RouteListNetworks, sdctest.Fault{Status: 500})
-			sim.SetFault(sdctest.RouteListNetworkPools, sdctest.Fault{Malformed: true})
+			sim.SetFault(sdcsim.RouteListServers, sdcsim.Fault{Status: 500})
+			sim.SetFault(sdcsim.RouteListNetworks, sdcsim.Fault{Status: 500})
+			sim.SetFault(sdcsim.RouteListNetworkPools, sdcsim.Fault{Malformed: true})
 		}, func() { sim.ClearFaults() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -690,7 +690,7 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 // A restart of cns during churn converges, and loses no change: neither
 // those made while it was down nor those in flight when it stopped.
 func TestSDCRestartDuringChurn(t *testing.T) {
-	sim := startSim(t, sdctest.Options{DuplicateFanout: true})
+	sim := startSim(t, sdcsim.Options{DuplicateFanout: true})
 	dbPath := filepath.Join(t.TempDir(), "cns.db")
 	c := startSDCCNS(t, dbPath, testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
@@ -813,7 +813,7 @@ func (p *proc) hasA(name, ip string) bool {
 // VMs coming back on the freshly booted CN stay out of services until it
 // has settled, and their instance names stay.
 func TestSDCRebootBurst(t *testing.T) {
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	fc := testFeedConfig(t, sim)
 	fc.CNAPIInterval = time.Hour
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), fc)

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // SimCmd runs the SDC simulator as a process: `cns sim --inventory FILE`
@@ -26,5 +26,5 @@ func (c *SimCmd) Run() error {
 	log := slog.New(newBunyanHandler(os.Stderr, "cns-sim", level))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return sdctest.Run(ctx, c.Inventory, os.Stdout, log)
+	return sdcsim.Run(ctx, c.Inventory, os.Stdout, log)
 }

@@ -15,15 +15,15 @@ import (
 
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // The client tests run every SDC client against the simulator over real
 // sockets on 127.0.0.1, healthy and with faults.
 
-func startSim(t *testing.T, inv *dc.Inventory, opts sdctest.Options) *sdctest.Sim {
+func startSim(t *testing.T, inv *dc.Inventory, opts sdcsim.Options) *sdcsim.Sim {
 	t.Helper()
-	s, err := sdctest.New(*inv, opts)
+	s, err := sdcsim.New(*inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func activeUUIDs(inv dc.Inventory) []string {
 }
 
 func TestVMAPIListAllMarker(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 1234, Seed: 7})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1234, Seed: 7})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, err := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 100}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestVMAPIListAllMarker(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("marker probe: %v %v", ok, err)
 	}
-	before := s.Requests(sdctest.RouteListVMs)
+	before := s.Requests(sdcsim.RouteListVMs)
 	vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestVMAPIListAllMarker(t *testing.T) {
 		t.Fatalf("listed %d VMs, want %d", len(got), len(want))
 	}
 	// 1234 VMs at 100 a page: 13 pages, the last short; no empty page.
-	if n := s.Requests(sdctest.RouteListVMs) - before; n != 13 {
+	if n := s.Requests(sdcsim.RouteListVMs) - before; n != 13 {
 		t.Errorf("%d requests for 13 pages (plus the probe done earlier)", n)
 	}
 }
@@ -106,8 +106,8 @@ func TestVMAPIListAllMarker(t *testing.T) {
 // A marker VM destroyed between two pages makes VMAPI answer limit+1
 // VMs; the listing must take them all and go on.
 func TestVMAPIListAllLimitPlusOne(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 50, Seed: 3})
-	var s *sdctest.Sim
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 50, Seed: 3})
+	var s *sdcsim.Sim
 	var once sync.Once
 	hc := &http.Client{Transport: hookTransport{after: func(r *http.Request) {
 		if r.URL.Path != "/vms" || r.URL.Query().Get("limit") != "10" || r.URL.Query().Has("marker") {
@@ -122,7 +122,7 @@ func TestVMAPIListAllLimitPlusOne(t *testing.T) {
 			}
 		})
 	}}}
-	s = startSim(t, inv, sdctest.Options{})
+	s = startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 10}, hc, 0)
 	vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 	if err != nil {
@@ -144,9 +144,9 @@ func TestVMAPIListAllLimitPlusOne(t *testing.T) {
 
 // A VMAPI that refuses "marker" (409) is paged by offset.
 func TestVMAPIOffsetFallback(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 120, Seed: 4})
-	s := startSim(t, inv, sdctest.Options{})
-	s.SetFault(sdctest.RouteListVMs, sdctest.Fault{Times: 1, Status: 409})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 120, Seed: 4})
+	s := startSim(t, inv, sdcsim.Options{})
+	s.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Times: 1, Status: 409})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 50}, nil, 0)
 	vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 	if err != nil {
@@ -162,29 +162,29 @@ func TestVMAPIOffsetFallback(t *testing.T) {
 // Any page failing fails the whole listing: a partial one is never
 // returned.
 func TestVMAPIListingFaults(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 300, Seed: 5})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 5})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 100}, nil, 500*time.Millisecond)
 	if _, err := c.ProbeMarker(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name  string
-		fault sdctest.Fault
+		fault sdcsim.Fault
 		check func(error) bool
 	}{
-		{"503", sdctest.Fault{Times: 1, Status: 503}, func(err error) bool {
+		{"503", sdcsim.Fault{Times: 1, Status: 503}, func(err error) bool {
 			var ae *sdc.APIError
 			return errors.As(err, &ae) && ae.Status == 503 && ae.Code == "MorayBucketsNotSetup"
 		}},
-		{"500", sdctest.Fault{Times: 1, Status: 500}, func(err error) bool {
+		{"500", sdcsim.Fault{Times: 1, Status: 500}, func(err error) bool {
 			var ae *sdc.APIError
 			return errors.As(err, &ae) && ae.Status == 500
 		}},
-		{"malformed", sdctest.Fault{Times: 1, Malformed: true}, func(err error) bool {
+		{"malformed", sdcsim.Fault{Times: 1, Malformed: true}, func(err error) bool {
 			return strings.Contains(err.Error(), "bad answer")
 		}},
-		{"hang", sdctest.Fault{Times: 1, Hang: true}, func(err error) bool {
+		{"hang", sdcsim.Fault{Times: 1, Hang: true}, func(err error) bool {
 			return errors.Is(err, context.DeadlineExceeded)
 		}},
 	} {
@@ -192,14 +192,14 @@ func TestVMAPIListingFaults(t *testing.T) {
 			// Let the first page through, fail the second.
 			var once sync.Once
 			hc := &http.Client{Transport: hookTransport{after: func(*http.Request) {
-				once.Do(func() { s.SetFault(sdctest.RouteListVMs, tc.fault) })
+				once.Do(func() { s.SetFault(sdcsim.RouteListVMs, tc.fault) })
 			}}}
 			c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 100}, hc, 500*time.Millisecond)
 			vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 			if err == nil || vms != nil || !tc.check(err) {
 				t.Fatalf("got %d VMs, err %v", len(vms), err)
 			}
-			s.ClearFault(sdctest.RouteListVMs)
+			s.ClearFault(sdcsim.RouteListVMs)
 		})
 	}
 	// An out-of-range limit is VMAPI's 409 with the field named.
@@ -211,8 +211,8 @@ func TestVMAPIListingFaults(t *testing.T) {
 }
 
 func TestVMAPIGetVM(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 5, Seed: 6})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 5, Seed: 6})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL()}, nil, 0)
 	id := inv.VMs[0].UUID
 	vm, err := c.GetVM(ctxT(t), id)
@@ -226,7 +226,7 @@ func TestVMAPIGetVM(t *testing.T) {
 	if _, err := c.GetVM(ctxT(t), "00000000-0000-4000-8000-000000000000"); !errors.Is(err, sdc.ErrNotFound) {
 		t.Fatalf("unknown VM: %v, want ErrNotFound", err)
 	}
-	s.SetFault(sdctest.RouteGetVM, sdctest.Fault{Times: 1, Status: 503})
+	s.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Times: 1, Status: 503})
 	if _, err := c.GetVM(ctxT(t), id); err == nil || errors.Is(err, sdc.ErrNotFound) {
 		t.Fatalf("503: %v", err)
 	}
@@ -249,8 +249,8 @@ func TestVMAPIDecodeTrims(t *testing.T) {
 }
 
 func TestCNAPIListServers(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 8})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 8})
+	s := startSim(t, inv, sdcsim.Options{})
 	// More than one page of set-up servers, and one not set up.
 	for i := range 1500 {
 		hb := "2026-01-01T00:00:00.000Z"
@@ -274,15 +274,15 @@ func TestCNAPIListServers(t *testing.T) {
 	if got := servers[0].AdminNICTag(); got != "admin_rack_1" {
 		t.Errorf("admin tag %q", got)
 	}
-	s.SetFault(sdctest.RouteListServers, sdctest.Fault{Times: 1, Status: 500})
+	s.SetFault(sdcsim.RouteListServers, sdcsim.Fault{Times: 1, Status: 500})
 	if _, err := c.ListServers(ctxT(t)); err == nil {
 		t.Fatal("500 not an error")
 	}
 }
 
 func TestNAPIListings(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 9})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 9})
+	s := startSim(t, inv, sdcsim.Options{})
 	for i := range 1100 {
 		s.PutNetwork(dc.Network{UUID: fmt.Sprintf("%08x-1111-4000-8000-000000000000", i), Name: fmt.Sprintf("n%d", i),
 			Subnet: "10.1.0.0/16", NICTag: "external"})
@@ -293,10 +293,10 @@ func TestNAPIListings(t *testing.T) {
 		t.Fatalf("networks: %d %v", len(nets), err)
 	}
 	pools, err := c.ListNetworkPools(ctxT(t))
-	if err != nil || len(pools) != 1 || pools[0].UUID != sdctest.ExternalPool || len(pools[0].Networks) != 1 {
+	if err != nil || len(pools) != 1 || pools[0].UUID != sdcsim.ExternalPool || len(pools[0].Networks) != 1 {
 		t.Fatalf("pools: %+v %v", pools, err)
 	}
-	if n, err := c.GetNetwork(ctxT(t), sdctest.AdminNetwork); err != nil || n.NICTag != "admin" {
+	if n, err := c.GetNetwork(ctxT(t), sdcsim.AdminNetwork); err != nil || n.NICTag != "admin" {
 		t.Fatalf("get network: %+v %v", n, err)
 	}
 	if _, err := c.GetNetwork(ctxT(t), "00000000-2222-4000-8000-000000000000"); !errors.Is(err, sdc.ErrNotFound) {
@@ -305,8 +305,8 @@ func TestNAPIListings(t *testing.T) {
 }
 
 func TestUFDSClient(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 10})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 10})
+	s := startSim(t, inv, sdcsim.Options{})
 	alice := inv.Users[0]
 
 	for _, tc := range []struct {
@@ -381,7 +381,7 @@ func TestUFDSClient(t *testing.T) {
 }
 
 func otherCA(t *testing.T) string {
-	other, err := sdctest.New(dc.Inventory{}, sdctest.Options{})
+	other, err := sdcsim.New(dc.Inventory{}, sdcsim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,8 +393,8 @@ func otherCA(t *testing.T) string {
 }
 
 func TestUFDSChangelog(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 11})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 11})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewUFDS(sdc.UFDSOptions{Address: s.LDAPSURL(), BindDN: s.RootDN(), BindPassword: s.RootPassword()}, 2*time.Second)
 	defer c.Close()
 	u := inv.Users[0]
@@ -408,7 +408,7 @@ func TestUFDSChangelog(t *testing.T) {
 	}
 	s.SetUserFlag(u.UUID, "approved_for_provisioning", "")        // delete
 	s.SetUserAttrs(u.UUID, map[string]string{"login": "renamed"}) // rename
-	s.AppendChangelog(sdctest.ChangelogEntry{TargetDN: "uuid=" + "0f0f0f0f-0000-4000-8000-000000000002, uuid=" + u.UUID + ", ou=users, o=smartdc",
+	s.AppendChangelog(sdcsim.ChangelogEntry{TargetDN: "uuid=" + "0f0f0f0f-0000-4000-8000-000000000002, uuid=" + u.UUID + ", ou=users, o=smartdc",
 		ChangeType: "modify", Changes: `[{"operation":"replace","modification":{"type":"triton_cns_enabled","vals":["true"]}}]`})
 	s.AddUser(dc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000003", Login: "newbie", TritonCNSEnabled: "true"})
 	latest, _ := c.LatestChangeNumber(ctxT(t))
@@ -463,8 +463,8 @@ func TestUFDSChangelog(t *testing.T) {
 // resourceObject, before the bootstrap too), and reconnects with a new
 // bootstrap after every kind of disconnection.
 func TestChangefeedListener(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 5, Seed: 12})
-	s := startSim(t, inv, sdctest.Options{ResourceObject: true})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 5, Seed: 12})
+	s := startSim(t, inv, sdcsim.Options{ResourceObject: true})
 	cf, err := sdc.NewChangefeed(sdc.VMAPIOptions{Address: s.VMAPIURL()},
 		sdc.ChangefeedOptions{Instance: "0f0f0f0f-0000-4000-8000-00000000cafe"}, nil, time.Second)
 	if err != nil {
@@ -504,11 +504,11 @@ func TestChangefeedListener(t *testing.T) {
 		t.Fatalf("change %+v", ev.Change)
 	}
 
-	for _, how := range []sdctest.DropMode{sdctest.DropClose, sdctest.DropReset, sdctest.DropHalfOpen} {
+	for _, how := range []sdcsim.DropMode{sdcsim.DropClose, sdcsim.DropReset, sdcsim.DropHalfOpen} {
 		s.DropFeeds(how)
 		ev := next(fmt.Sprintf("error after drop %d", how), isErr)
 		// A half-open connection is noticed only by its missing pongs.
-		if how == sdctest.DropHalfOpen && !strings.Contains(ev.Err.Error(), "no pong") {
+		if how == sdcsim.DropHalfOpen && !strings.Contains(ev.Err.Error(), "no pong") {
 			t.Fatalf("half-open connection ended by %v, want the pong deadline", ev.Err)
 		}
 		next(fmt.Sprintf("bootstrap after drop %d", how), isBoot)
@@ -520,13 +520,13 @@ func TestChangefeedListener(t *testing.T) {
 	}
 	next("bootstrap after a malformed frame", isBoot)
 
-	s.SetFeedFaults(sdctest.FeedFaults{RefuseUpgrade: 503})
-	s.DropFeeds(sdctest.DropReset)
+	s.SetFeedFaults(sdcsim.FeedFaults{RefuseUpgrade: 503})
+	s.DropFeeds(sdcsim.DropReset)
 	next("error", isErr)
 	if ev := next("refused upgrade", isErr); !strings.Contains(ev.Err.Error(), "503") {
 		t.Fatalf("refused upgrade: %v", ev.Err)
 	}
-	s.SetFeedFaults(sdctest.FeedFaults{ChangeBeforeBootstrap: true, DoubleBootstrap: true})
+	s.SetFeedFaults(sdcsim.FeedFaults{ChangeBeforeBootstrap: true, DoubleBootstrap: true})
 	next("change before the bootstrap", func(ev sdc.ChangefeedEvent) bool { return ev.Change != nil })
 	next("bootstrap", isBoot)
 	next("second bootstrap", isBoot)

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"encoding/json"
@@ -21,10 +21,10 @@ import (
 // NAPI have no feed; consumers poll them).
 
 // ErrNotFound is returned by mutations naming an object the world lacks.
-var ErrNotFound = errors.New("sdctest: not found")
+var ErrNotFound = errors.New("sdcsim: not found")
 
 // ErrExists is returned when creating an object whose uuid is taken.
-var ErrExists = errors.New("sdctest: already exists")
+var ErrExists = errors.New("sdcsim: already exists")
 
 func isoTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
@@ -75,7 +75,7 @@ func (s *Sim) load(inv dc.Inventory) error {
 // is why rendering and copying treat an encoding failure as a bug.
 func checkVM(vm *dc.VM) error {
 	if _, err := json.Marshal(vm); err != nil {
-		return fmt.Errorf("sdctest: VM %s cannot be encoded: %w", vm.UUID, err)
+		return fmt.Errorf("sdcsim: VM %s cannot be encoded: %w", vm.UUID, err)
 	}
 	return nil
 }
@@ -147,7 +147,7 @@ func (s *Sim) CreateVM(vm dc.VM) error {
 
 func (s *Sim) createVMLocked(vm dc.VM) error {
 	if !dc.IsUUID(vm.UUID) {
-		return fmt.Errorf("sdctest: create VM: uuid %q is not a UUID", vm.UUID)
+		return fmt.Errorf("sdcsim: create VM: uuid %q is not a UUID", vm.UUID)
 	}
 	if _, ok := s.vms[vm.UUID]; ok {
 		return fmt.Errorf("create VM %s: %w", vm.UUID, ErrExists)
@@ -209,7 +209,7 @@ func (s *Sim) modifyVMLocked(uuid string, fn func(vm *dc.VM)) error {
 	vm := copyVM(old.vm)
 	fn(&vm)
 	if vm.UUID != uuid {
-		return fmt.Errorf("sdctest: modify VM %s: the uuid cannot change (got %q)", uuid, vm.UUID)
+		return fmt.Errorf("sdcsim: modify VM %s: the uuid cannot change (got %q)", uuid, vm.UUID)
 	}
 	if err := checkVM(&vm); err != nil {
 		return err
@@ -376,7 +376,7 @@ func (s *Sim) Server(uuid string) (dc.Server, bool) {
 // change on their next GET /servers.
 func (s *Sim) PutServer(srv dc.Server) error {
 	if !dc.IsUUID(srv.UUID) {
-		return fmt.Errorf("sdctest: put server: uuid %q is not a UUID", srv.UUID)
+		return fmt.Errorf("sdcsim: put server: uuid %q is not a UUID", srv.UUID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -440,7 +440,7 @@ func (s *Sim) ServerUp(uuid string) error {
 // PutNetwork adds or replaces a NAPI network.
 func (s *Sim) PutNetwork(n dc.Network) error {
 	if !dc.IsUUID(n.UUID) {
-		return fmt.Errorf("sdctest: put network: uuid %q is not a UUID", n.UUID)
+		return fmt.Errorf("sdcsim: put network: uuid %q is not a UUID", n.UUID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -464,7 +464,7 @@ func (s *Sim) RemoveNetwork(uuid string) error {
 // PutNetworkPool adds or replaces a NAPI network pool.
 func (s *Sim) PutNetworkPool(p dc.NetworkPool) error {
 	if !dc.IsUUID(p.UUID) {
-		return fmt.Errorf("sdctest: put network pool: uuid %q is not a UUID", p.UUID)
+		return fmt.Errorf("sdcsim: put network pool: uuid %q is not a UUID", p.UUID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -501,7 +501,7 @@ func newUserEntry(u dc.User) *userEntry {
 		"uuid":        {u.UUID},
 		"login":       {u.Login},
 		// sdcperson requires an email; inventories do not carry one.
-		"email": {u.Login + "@sdctest.invalid"},
+		"email": {u.Login + "@sdcsim.invalid"},
 	}}
 	if u.TritonCNSEnabled != "" {
 		e.attrs["triton_cns_enabled"] = []string{u.TritonCNSEnabled}
@@ -554,7 +554,7 @@ func (s *Sim) User(uuid string) (dc.User, bool) {
 // already used is allowed, to reproduce UFDS answering two entries.
 func (s *Sim) AddUser(u dc.User) error {
 	if !dc.IsUUID(u.UUID) {
-		return fmt.Errorf("sdctest: add user: uuid %q is not a UUID", u.UUID)
+		return fmt.Errorf("sdcsim: add user: uuid %q is not a UUID", u.UUID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -590,7 +590,7 @@ func (s *Sim) SetUserAttrs(uuid string, attrs map[string]string) error {
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		attr := strings.ToLower(name)
 		if attr == "uuid" {
-			return fmt.Errorf("sdctest: modify user %s: uuid cannot change", uuid)
+			return fmt.Errorf("sdcsim: modify user %s: uuid cannot change", uuid)
 		}
 		e.entry = nil
 		if v := attrs[name]; v != "" {
@@ -667,7 +667,7 @@ func (s *Sim) SetChangeNumber(n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n < s.nextChange {
-		return fmt.Errorf("sdctest: change number %d is below the latest, %d", n, s.nextChange)
+		return fmt.Errorf("sdcsim: change number %d is below the latest, %d", n, s.nextChange)
 	}
 	s.nextChange = n
 	return nil

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"crypto/ecdsa"
@@ -20,15 +20,15 @@ import (
 func selfSigned(now time.Time) (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("sdctest: generate key: %w", err)
+		return tls.Certificate{}, nil, fmt.Errorf("sdcsim: generate key: %w", err)
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("sdctest: serial: %w", err)
+		return tls.Certificate{}, nil, fmt.Errorf("sdcsim: serial: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "sdctest UFDS", Organization: []string{"sdctest"}},
+		Subject:               pkix.Name{CommonName: "sdcsim UFDS", Organization: []string{"sdcsim"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
@@ -40,11 +40,11 @@ func selfSigned(now time.Time) (tls.Certificate, []byte, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("sdctest: create certificate: %w", err)
+		return tls.Certificate{}, nil, fmt.Errorf("sdcsim: create certificate: %w", err)
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("sdctest: parse certificate: %w", err)
+		return tls.Certificate{}, nil, fmt.Errorf("sdcsim: parse certificate: %w", err)
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, certPEM, nil

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"bufio"
@@ -25,7 +25,7 @@ type httpService struct {
 func (s *Sim) startHTTP(name string) (*httpService, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("sdctest: %s: listen: %w", name, err)
+		return nil, fmt.Errorf("sdcsim: %s: listen: %w", name, err)
 	}
 	hs := &httpService{name: name, ln: ln, mux: http.NewServeMux()}
 	hs.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +40,7 @@ func (s *Sim) startHTTP(name string) (*httpService, error) {
 	}
 	go func() {
 		if err := hs.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("sdctest: http server stopped", "service", name, "err", err)
+			s.log.Error("sdcsim: http server stopped", "service", name, "err", err)
 		}
 	}()
 	return hs, nil
@@ -197,7 +197,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"code":"InternalError","message":"sdctest: cannot encode answer"}`)
+		b = []byte(`{"code":"InternalError","message":"sdcsim: cannot encode answer"}`)
 	}
 	writeBody(w, status, b)
 }

@@ -1,4 +1,4 @@
-// Package sdctest is an in-process simulator of the Triton (SDC) services
+// Package sdcsim is an in-process simulator of the Triton (SDC) services
 // cns consumes, for tests and for `cns sim`: VMAPI with its changefeed,
 // CNAPI, NAPI and UFDS (LDAP and LDAPS), each on its own 127.0.0.1
 // ephemeral port, over one mutable in-memory world. The wire behaviour
@@ -6,7 +6,7 @@
 //
 // # Starting
 //
-//	s, err := sdctest.New(inv, sdctest.Options{})   // inv is a dc.Inventory
+//	s, err := sdcsim.New(inv, sdcsim.Options{})   // inv is a dc.Inventory
 //	defer s.Close()
 //	cfg := s.Config()                                // cns config keys, below
 //
@@ -98,4 +98,4 @@
 // and other extended operations, and answers searches only after a root
 // bind; user entries get a synthesized email; no auth, moray, workflow or
 // SAPI.
-package sdctest
+package sdcsim

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"bufio"
@@ -77,12 +77,12 @@ func newLDAPServer(s *Sim, tlsConfig *tls.Config) (*ldapServer, error) {
 func (l *ldapServer) listenLocked() error {
 	plain, err := net.Listen("tcp", l.plainAddr)
 	if err != nil {
-		return fmt.Errorf("sdctest: ldap: listen %s: %w", l.plainAddr, err)
+		return fmt.Errorf("sdcsim: ldap: listen %s: %w", l.plainAddr, err)
 	}
 	secure, err := net.Listen("tcp", l.tlsAddr)
 	if err != nil {
 		_ = plain.Close()
-		return fmt.Errorf("sdctest: ldaps: listen %s: %w", l.tlsAddr, err)
+		return fmt.Errorf("sdcsim: ldaps: listen %s: %w", l.tlsAddr, err)
 	}
 	l.plainAddr, l.tlsAddr = plain.Addr().String(), secure.Addr().String()
 	l.listeners = []net.Listener{plain, tls.NewListener(secure, l.tls)}
@@ -206,9 +206,9 @@ func (l *ldapServer) serve(c net.Conn) {
 		case appAbandonRequest:
 			// Requests are answered in order; there is nothing to abandon.
 		case appModifyRequest, appAddRequest, appDelRequest, appModifyDNRequest, appCompareRequest:
-			err = lc.respond(id, op.Tag+1, resultUnwillingToPerform, "", "sdctest: UFDS simulator is read-only over LDAP; use the Go API")
+			err = lc.respond(id, op.Tag+1, resultUnwillingToPerform, "", "sdcsim: UFDS simulator is read-only over LDAP; use the Go API")
 		case appExtendedRequest:
-			err = lc.respond(id, appExtendedResponse, resultProtocolError, "", "sdctest: extended operations are not supported")
+			err = lc.respond(id, appExtendedResponse, resultProtocolError, "", "sdcsim: extended operations are not supported")
 		default:
 			done = true
 		}
@@ -269,7 +269,7 @@ func (lc *ldapConn) bind(id int64, op *ber.Packet) error {
 	}
 }
 
-var errClosedConn = errors.New("sdctest: ldap connection abandoned")
+var errClosedConn = errors.New("sdcsim: ldap connection abandoned")
 
 func (lc *ldapConn) search(id int64, op *ber.Packet) error {
 	if len(op.Children) < 8 {

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"bytes"
@@ -224,7 +224,7 @@ func (s *Sim) listVMs(w http.ResponseWriter, r *http.Request) {
 	if unsupported != "" {
 		writeError(w, http.StatusInternalServerError, restError{
 			Code:    "InternalError",
-			Message: fmt.Sprintf("sdctest: parameter %q is valid in VMAPI but not simulated", unsupported),
+			Message: fmt.Sprintf("sdcsim: parameter %q is valid in VMAPI but not simulated", unsupported),
 		})
 		return
 	}

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func renderVM(vm *dc.VM) (map[string]any, []byte) {
 	b, err := json.Marshal(vm)
 	if err != nil {
 		// dc.VM holds only JSON-safe values; a failure is a programming error.
-		panic("sdctest: marshal VM: " + err.Error())
+		panic("sdcsim: marshal VM: " + err.Error())
 	}
 	doc := decodeDoc(b)
 	for _, k := range vmNullKeys {
@@ -64,7 +64,7 @@ func renderVM(vm *dc.VM) (map[string]any, []byte) {
 	}
 	wire, err := json.Marshal(doc)
 	if err != nil {
-		panic("sdctest: marshal VM document: " + err.Error())
+		panic("sdcsim: marshal VM document: " + err.Error())
 	}
 	return doc, wire
 }
@@ -76,7 +76,7 @@ func decodeDoc(b []byte) map[string]any {
 	d.UseNumber()
 	var doc map[string]any
 	if err := d.Decode(&doc); err != nil {
-		panic("sdctest: decode rendered JSON: " + err.Error())
+		panic("sdcsim: decode rendered JSON: " + err.Error())
 	}
 	return doc
 }
@@ -129,11 +129,11 @@ func normalizeVM(vm *dc.VM, now string) {
 func copyVM(vm dc.VM) dc.VM {
 	b, err := json.Marshal(vm)
 	if err != nil {
-		panic("sdctest: marshal VM: " + err.Error())
+		panic("sdcsim: marshal VM: " + err.Error())
 	}
 	var c dc.VM
 	if err := json.Unmarshal(b, &c); err != nil {
-		panic("sdctest: unmarshal VM: " + err.Error())
+		panic("sdcsim: unmarshal VM: " + err.Error())
 	}
 	// omitempty drops an empty internal_metadata; keep the copy's shape.
 	if c.InternalMetadata == nil && vm.InternalMetadata != nil {

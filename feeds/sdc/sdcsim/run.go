@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"bytes"
@@ -41,11 +41,11 @@ func RunWithOptions(ctx context.Context, inventoryPath string, stdout io.Writer,
 	}
 	raw, err := os.ReadFile(inventoryPath)
 	if err != nil {
-		return fmt.Errorf("sdctest: %w", err)
+		return fmt.Errorf("sdcsim: %w", err)
 	}
 	inv, err := dc.ParseInventory(raw)
 	if err != nil {
-		return fmt.Errorf("sdctest: %s: %w", inventoryPath, err)
+		return fmt.Errorf("sdcsim: %s: %w", inventoryPath, err)
 	}
 	opts.Logger = log
 	sim, err := New(*inv, opts)
@@ -56,10 +56,10 @@ func RunWithOptions(ctx context.Context, inventoryPath string, stdout io.Writer,
 
 	line, err := json.Marshal(sim.Config())
 	if err != nil {
-		return fmt.Errorf("sdctest: encode config: %w", err)
+		return fmt.Errorf("sdcsim: encode config: %w", err)
 	}
 	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
-		return fmt.Errorf("sdctest: write config: %w", err)
+		return fmt.Errorf("sdcsim: write config: %w", err)
 	}
 	log.Info("sdc simulator running", "inventory", inventoryPath,
 		"vmapi", sim.VMAPIURL(), "cnapi", sim.CNAPIURL(), "napi", sim.NAPIURL(),

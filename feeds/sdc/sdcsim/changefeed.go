@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"encoding/json"
@@ -489,7 +489,7 @@ func (s *Sim) feedUpgrade(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 	go c.writeLoop()
-	s.log.Debug("sdctest: changefeed listener registered", "instance", instance, "remote", c.remote)
+	s.log.Debug("sdcsim: changefeed listener registered", "instance", instance, "remote", c.remote)
 	c.readLoop()
 }
 

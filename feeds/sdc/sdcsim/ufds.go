@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"slices"
@@ -252,7 +252,7 @@ func compareFold(a, b string) int {
 
 type filterError string
 
-func (e filterError) Error() string { return "sdctest: bad LDAP filter: " + string(e) }
+func (e filterError) Error() string { return "sdcsim: bad LDAP filter: " + string(e) }
 
 // matchFilter evaluates an LDAP filter on an entry. Attribute names and
 // string values compare case-insensitively (caseIgnoreMatch).

@@ -1,4 +1,4 @@
-package sdctest
+package sdcsim
 
 import (
 	"context"
@@ -153,14 +153,14 @@ func (s *Sim) start() error {
 	s.certPEM = certPEM
 	dir := s.opts.CertDir
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "sdctest-ufds-"); err != nil {
-			return fmt.Errorf("sdctest: certificate directory: %w", err)
+		if dir, err = os.MkdirTemp("", "sdcsim-ufds-"); err != nil {
+			return fmt.Errorf("sdcsim: certificate directory: %w", err)
 		}
 		s.tmpDir = dir
 	}
 	s.certFile = filepath.Join(dir, "ufds-ca.pem")
 	if err := os.WriteFile(s.certFile, certPEM, 0o644); err != nil {
-		return fmt.Errorf("sdctest: write certificate: %w", err)
+		return fmt.Errorf("sdcsim: write certificate: %w", err)
 	}
 
 	if s.vmapi, err = s.startHTTP("vmapi"); err != nil {
@@ -200,7 +200,7 @@ func (s *Sim) isClosed() bool {
 // crash records a request that would have made a real service's process
 // exit.
 func (s *Sim) crash(what string) {
-	s.log.Error("sdctest: a real service would have exited", "why", what)
+	s.log.Error("sdcsim: a real service would have exited", "why", what)
 	s.crashMu.Lock()
 	s.crashes = append(s.crashes, what)
 	s.crashMu.Unlock()
@@ -238,7 +238,7 @@ func (s *Sim) Close() error {
 		}
 	})
 	if c := s.Crashes(); len(c) > 0 {
-		return fmt.Errorf("sdctest: %d request(s) would have made a real service exit, first: %s", len(c), c[0])
+		return fmt.Errorf("sdcsim: %d request(s) would have made a real service exit, first: %s", len(c), c[0])
 	}
 	return nil
 }
