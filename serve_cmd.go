@@ -178,7 +178,7 @@ func (s *service) run(ctx context.Context) error {
 	}
 	wg.Go(func() { u.Run(ctx) })
 	if cfg.InventoryFile != "" {
-		f := &file.Feed{Path: cfg.InventoryFile, Updater: u, Logger: log}
+		f := &file.Feed{Path: cfg.InventoryFile, Sink: u, Logger: log}
 		wg.Go(func() { f.Run(ctx) })
 	} else {
 		f, err := newSDCFeed(cfg, u, log)

@@ -50,6 +50,9 @@ type Options struct {
 	Hysteresis hysteresis.Policy
 }
 
+// Both feeds report to the updater through dc.Sink.
+var _ dc.Sink = (*Updater)(nil)
+
 // Updater holds the data center as the sources last described it and
 // commits what follows from it.
 type Updater struct {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
@@ -20,10 +19,10 @@ import (
 const FeedName = "inventory_file"
 
 // Feed watches one inventory file and hands every good version of it to
-// the updater as one complete inventory.
+// the sink (the updater) as one complete inventory.
 type Feed struct {
-	Path    string
-	Updater *feeds.Updater
+	Path string
+	Sink dc.Sink // the updater
 	// Interval is how often the file is checked (default 200 ms, so an
 	// edit is applied well within a second).
 	Interval time.Duration
@@ -51,12 +50,12 @@ func (f *Feed) Run(ctx context.Context) error {
 		fi, err := os.Stat(f.Path)
 		switch {
 		case err != nil:
-			f.Updater.ReportFeed(FeedName, err)
+			f.Sink.ReportFeed(FeedName, err)
 		case lastStat == nil || !fi.ModTime().Equal(lastStat.ModTime()) || fi.Size() != lastStat.Size():
 			lastStat = fi
 			data, err := os.ReadFile(f.Path)
 			if err != nil {
-				f.Updater.ReportFeed(FeedName, err)
+				f.Sink.ReportFeed(FeedName, err)
 				break
 			}
 			sum := sha256.Sum256(data)
@@ -67,7 +66,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			if err != nil {
 				err = fmt.Errorf("%s: %w (keeping the previous inventory)", f.Path, err)
 				log.Error("inventory rejected", "err", err)
-				f.Updater.ReportFeed(FeedName, err)
+				f.Sink.ReportFeed(FeedName, err)
 				lastSum = sum // report a bad version once, not every tick
 				break
 			}
@@ -77,8 +76,8 @@ func (f *Feed) Run(ctx context.Context) error {
 				cause = "inventory file loaded"
 			}
 			first = false
-			f.Updater.SetInventory(inv, cause)
-			f.Updater.ReportFeed(FeedName, nil)
+			f.Sink.SetInventory(inv, cause)
+			f.Sink.ReportFeed(FeedName, nil)
 			log.Info("inventory applied", "file", f.Path, "vms", len(inv.VMs), "users", len(inv.Users), "servers", len(inv.Servers))
 		}
 		select {

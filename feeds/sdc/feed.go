@@ -16,19 +16,6 @@ import (
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
-// Sink is what the SDC feed reports what it learns to; *feeds.Updater is
-// one. SetInventory is a complete description (VMs missing from it are
-// gone); the others are incremental.
-type Sink interface {
-	SetInventory(inv *dc.Inventory, cause string)
-	SetVM(vm *dc.VM, cause string)
-	RemoveVM(uuid, cause string)
-	SetUser(u dc.User, cause string)
-	SetServers(servers []dc.Server, cause string)
-	SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string)
-	ReportFeed(name string, err error)
-}
-
 // The names the feed reports its health under, one per service.
 const (
 	HealthVMAPI      = "vmapi"
@@ -138,7 +125,7 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Feed keeps a Sink in step with a Triton data center: a full listing at
+// Feed keeps a dc.Sink in step with a Triton data center: a full listing at
 // start, after every changefeed (re)bootstrap and periodically; every
 // changefeed item applied within a round trip; CNAPI, NAPI and the UFDS
 // changelog polled. A failure of any service is reported and retried
@@ -146,7 +133,7 @@ func (c *Config) setDefaults() {
 // listing or VMAPI's word about one VM does.
 type Feed struct {
 	cfg  Config
-	sink Sink
+	sink dc.Sink
 	log  *slog.Logger
 	now  func() time.Time
 
@@ -228,7 +215,7 @@ type cachedUser struct {
 }
 
 // NewFeed returns a feed for cfg driving sink; Run starts it.
-func NewFeed(cfg Config, sink Sink) (*Feed, error) {
+func NewFeed(cfg Config, sink dc.Sink) (*Feed, error) {
 	cfg.setDefaults()
 	f := &Feed{
 		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now,
