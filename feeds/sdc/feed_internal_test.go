@@ -2,6 +2,7 @@ package sdc
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -90,26 +91,27 @@ func must[T any](v T, err error) T {
 // Changes to one VM coalesce into one pending fetch that keeps the
 // newest object.
 func TestEnqueueCoalesces(t *testing.T) {
-	f := &Feed{pending: map[string]*pendingVM{}, inflight: map[string]bool{}, wake: make(chan struct{}, 1)}
+	f := &Feed{queue: newVMQueue(time.Second, time.Second)}
+	q := f.queue
 	const id = "00000000-0000-4000-8000-000000000001"
 	newerVM, olderVM := vmAt(id, "new", "2026-01-01T00:00:06.000Z"), vmAt(id, "old", "2026-01-01T00:00:05.000Z")
 	f.enqueue(&Change{UUID: id, Object: &newerVM, Raw: []byte("n")})
 	f.enqueue(&Change{UUID: id, Object: &olderVM, Raw: []byte("o")})
 	f.enqueue(&Change{UUID: id})
-	if len(f.ready) != 1 || len(f.pending) != 1 || f.pending[id].change.Object.AliasString() != "new" {
-		t.Fatalf("ready %v, pending %+v", f.ready, f.pending[id])
+	if len(q.ready) != 1 || len(q.pending) != 1 || q.pending[id].change.Object.AliasString() != "new" {
+		t.Fatalf("ready %v, pending %+v", q.ready, q.pending[id])
 	}
-	got, p, ok := f.take()
+	got, p, ok := q.take()
 	if !ok || got != id || p.change == nil {
 		t.Fatal("take")
 	}
 	// A change while in flight waits for the fetch to finish.
 	f.enqueue(&Change{UUID: id})
-	if len(f.ready) != 0 {
+	if len(q.ready) != 0 {
 		t.Fatal("queued while in flight")
 	}
-	f.finish(id, p, nil)
-	if len(f.ready) != 1 {
+	q.finish(id, p, nil)
+	if len(q.ready) != 1 {
 		t.Fatal("not queued after the fetch")
 	}
 }
@@ -221,5 +223,52 @@ func TestChangedAttrs(t *testing.T) {
 		if got := changedAttrs(in); !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", in, got, want)
 		}
+	}
+}
+
+// A failed fetch waits out a backoff and is then queued again; stop ends
+// every such wait at once (the VM is queued for the next start) and
+// leaves no timer of the queue behind the feed's Run.
+func TestQueueRetryAndStop(t *testing.T) {
+	const id = "00000000-0000-4000-8000-000000000001"
+	fail := func(q *vmQueue) {
+		t.Helper()
+		q.add(id, &Change{UUID: id})
+		got, p, ok := q.take()
+		if !ok || got != id {
+			t.Fatal("take")
+		}
+		select {
+		case <-q.wake: // the add's signal, taken
+		default:
+		}
+		q.finish(id, p, errors.New("VMAPI down"))
+		if _, _, ok := q.take(); ok {
+			t.Fatal("a failed VM was queued again before its backoff")
+		}
+	}
+
+	q := newVMQueue(time.Millisecond, time.Millisecond)
+	fail(q)
+	select {
+	case <-q.wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retry never came")
+	}
+	if got, p, ok := q.take(); !ok || got != id || p.attempts != 1 {
+		t.Fatalf("after the backoff: %q %+v %v", got, p, ok)
+	}
+
+	q = newVMQueue(time.Hour, time.Hour)
+	fail(q)
+	if len(q.retries) != 1 {
+		t.Fatalf("%d retry timers", len(q.retries))
+	}
+	q.stop()
+	if len(q.retries) != 0 {
+		t.Fatalf("%d retry timers after stop", len(q.retries))
+	}
+	if got, p, ok := q.take(); !ok || got != id || p.retrying {
+		t.Fatalf("after stop: %q %+v %v", got, p, ok)
 	}
 }
