@@ -126,10 +126,11 @@ func (c *Config) setDefaults() {
 // with backoff and never removes anything: only a successful, complete
 // listing or VMAPI's word about one VM does.
 type Feed struct {
-	cfg  Config
-	sink dc.Sink
-	log  *slog.Logger
-	now  func() time.Time
+	cfg      Config
+	sink     dc.Sink
+	log      *slog.Logger
+	now      func() time.Time
+	ownsHTTP bool // cfg.HTTPClient is the feed's own: Run closes its idle connections
 
 	vmapi *VMAPI
 	cnapi *CNAPI
@@ -194,9 +195,10 @@ type appliedVM struct {
 
 // NewFeed returns a feed for cfg driving sink; Run starts it.
 func NewFeed(cfg Config, sink dc.Sink) (*Feed, error) {
+	ownsHTTP := cfg.HTTPClient == nil
 	cfg.setDefaults()
 	f := &Feed{
-		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now,
+		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now, ownsHTTP: ownsHTTP,
 		queue: newVMQueue(cfg.RetryMin, cfg.RetryMax), owners: newOwnerCache(),
 		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
@@ -242,6 +244,9 @@ func (f *Feed) Status() Status {
 // has ended when it returns.
 func (f *Feed) Run(ctx context.Context) error {
 	defer f.ufds.Close()
+	if f.ownsHTTP {
+		defer f.cfg.HTTPClient.CloseIdleConnections()
+	}
 	defer f.queue.stop() // after the workers (wg.Wait below): no retry timer outlives Run
 	events := make(chan ChangefeedEvent, 1024)
 	var wg sync.WaitGroup
