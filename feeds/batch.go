@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -178,7 +179,7 @@ func (u *Updater) collect() *batch {
 // burst the batch ended was big enough to hand memory back.
 func (u *Updater) settle(b *batch) bool {
 	u.commits++
-	u.hist.observe(u.lastCommit.Duration.Seconds())
+	u.hist.Observe(u.lastCommit.Duration.Seconds())
 	u.health.written(b.healthGens)
 	if b.cs.Zones != nil {
 		u.zonesDirty = false
@@ -227,41 +228,14 @@ func (u *Updater) LastCommit() CommitInfo {
 	return u.lastCommit
 }
 
-// Histogram is a Prometheus-style histogram of commit durations.
-type Histogram struct {
-	Bounds []float64 // upper bounds, seconds
-	Counts []uint64  // cumulative counts per bound
-	Count  uint64
-	Sum    float64
-}
-
+// commitBounds are the commit histogram's upper bounds, seconds.
 var commitBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-func (h *Histogram) observe(v float64) {
-	if h.Bounds == nil {
-		h.Bounds = commitBounds
-		h.Counts = make([]uint64, len(commitBounds))
-	}
-	for i, b := range h.Bounds {
-		if v <= b {
-			h.Counts[i]++
-		}
-	}
-	h.Count++
-	h.Sum += v
-}
-
 // CommitHistogram returns the commit durations so far.
-func (u *Updater) CommitHistogram() Histogram {
+func (u *Updater) CommitHistogram() metrics.Histogram {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	h := u.hist
-	if h.Bounds == nil {
-		h.Bounds = commitBounds
-		h.Counts = make([]uint64, len(commitBounds))
-	}
-	h.Counts = slices.Clone(h.Counts)
-	return h
+	return u.hist.Clone()
 }
 
 // bigBurst is the number of VMs computed in one go (a start, a full

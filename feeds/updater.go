@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
@@ -75,8 +76,8 @@ type Updater struct {
 	kick       chan struct{}
 	commits    uint64
 	lastCommit CommitInfo
-	hist       Histogram
-	burst      int // VMs computed since the dirty set was last empty
+	hist       metrics.Histogram // commit durations
+	burst      int               // VMs computed since the dirty set was last empty
 	feeds      map[string]FeedStatus
 	health     *serviceHealth // self-removal hysteresis (selfremoval.go)
 }
@@ -91,7 +92,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
 		known: map[string]bool{}, dirty: map[string]uint64{}, causes: map[string]int{},
-		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{},
+		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds),
 	}
 	if u.log == nil {
 		u.log = slog.Default()
