@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,48 +32,7 @@ var serverExtras = []string{"agents", "vms", "memory", "disk", "sysinfo", "capac
 // unknown parameter.
 func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var errs []fieldError
-	bools := map[string]*bool{}
-	for _, name := range sortedKeys(q) {
-		v := q.Get(name)
-		if !slices.Contains(serverParams, name) {
-			errs = append(errs, invalid(name, "unknown parameter"))
-			continue
-		}
-		switch name {
-		case "setup", "headnode", "reserved", "reservoir":
-			switch strings.ToLower(v) {
-			case "true":
-				b := true
-				bools[name] = &b
-			case "false":
-				b := false
-				bools[name] = &b
-			default:
-				errs = append(errs, invalid(name, "must be true or false"))
-			}
-		case "extras":
-			for e := range strings.SplitSeq(v, ",") {
-				if !slices.Contains(serverExtras, e) {
-					errs = append(errs, invalid(name, "unknown extra "+e))
-				}
-			}
-		case "uuids":
-			for u := range strings.SplitSeq(v, ",") {
-				if !dc.IsUUID(u) {
-					errs = append(errs, invalid(name, "invalid UUID "+u))
-				}
-			}
-		case "limit":
-			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
-				errs = append(errs, invalid(name, "must be an integer between 1 and 1000"))
-			}
-		case "offset":
-			if n, err := strconv.Atoi(v); err != nil || n < 0 {
-				errs = append(errs, invalid(name, "must be a non-negative integer"))
-			}
-		}
-	}
+	bools, errs := serverQuery(q)
 	if len(errs) > 0 {
 		writeError(w, http.StatusBadRequest, restError{
 			Code: "InvalidParameters", Message: "Request parameters failed validation", Errors: errs,
@@ -141,6 +101,54 @@ func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 	}
 	buf.WriteByte(']')
 	writeBody(w, http.StatusOK, buf.Bytes())
+}
+
+// serverQuery validates GET /servers' parameters and returns its boolean
+// filters.
+func serverQuery(q url.Values) (map[string]*bool, []fieldError) {
+	var errs []fieldError
+	bools := map[string]*bool{}
+	for _, name := range sortedKeys(q) {
+		v := q.Get(name)
+		if !slices.Contains(serverParams, name) {
+			errs = append(errs, invalid(name, "unknown parameter"))
+			continue
+		}
+		switch name {
+		case "setup", "headnode", "reserved", "reservoir":
+			switch strings.ToLower(v) {
+			case "true":
+				b := true
+				bools[name] = &b
+			case "false":
+				b := false
+				bools[name] = &b
+			default:
+				errs = append(errs, invalid(name, "must be true or false"))
+			}
+		case "extras":
+			for e := range strings.SplitSeq(v, ",") {
+				if !slices.Contains(serverExtras, e) {
+					errs = append(errs, invalid(name, "unknown extra "+e))
+				}
+			}
+		case "uuids":
+			for u := range strings.SplitSeq(v, ",") {
+				if !dc.IsUUID(u) {
+					errs = append(errs, invalid(name, "invalid UUID "+u))
+				}
+			}
+		case "limit":
+			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
+				errs = append(errs, invalid(name, "must be an integer between 1 and 1000"))
+			}
+		case "offset":
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				errs = append(errs, invalid(name, "must be a non-negative integer"))
+			}
+		}
+	}
+	return bools, errs
 }
 
 // renderServer is CNAPI's server object for the given extras: without

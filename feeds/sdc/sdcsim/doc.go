@@ -87,7 +87,7 @@
 // ", " DNs, latestchangenumber for any scope, integer changenumber
 // ordering, sizeLimit answered with success, the changelog entry format.
 //
-// Not faithful: VM fields outside sdc.VM are not kept (the always-present
+// Not faithful: VM fields outside dc.VM are not kept (the always-present
 // ones render null); ListVms "predicate", "query", "sort", "image_uuid",
 // "billing_id" and "internal_metadata.*" answer 500 "not simulated"
 // rather than a wrong page; the changefeed upgrades on any path (as the
