@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/serve"
 )
 
@@ -23,7 +24,7 @@ const peerResolveInterval = 5 * time.Minute
 //
 // With lookup false, only IP-literal peers count: the policy a server
 // starts with, before names are looked up in the background.
-func transferAccess(ctx context.Context, c *Config, log *slog.Logger, lookup bool) serve.Access {
+func transferAccess(ctx context.Context, c *config.Config, log *slog.Logger, lookup bool) serve.Access {
 	names := map[string]bool{}
 	for _, z := range c.Forward {
 		for _, p := range z.Peers {

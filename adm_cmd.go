@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/admin/config"
 )
 
 // AdmCmd is cnsadm: the operator's tool, talking to a running cns through
@@ -42,8 +43,8 @@ type AdmCmd struct {
 func (a *AdmCmd) client() *admin.Client {
 	base := a.API
 	if base == "" {
-		if cfg, err := LoadConfig(a.ConfigFile); err == nil && cfg.APIListen != "" {
-			base = cfg.APIListen
+		if cfg, err := config.Load(a.ConfigFile); err == nil && len(cfg.APIListen) > 0 {
+			base = cfg.APIListen[0]
 			if a.Token == "" {
 				a.Token = cfg.APIToken
 			}
@@ -141,8 +142,8 @@ func (p AdmPeersCmd) Run(a *AdmCmd) error {
 
 // editor returns the configuration editor: SAPI in an SDC zone (when
 // mdata-get knows a sapi-url, or CNS_SAPI_URL is set), else the file.
-func (a *AdmCmd) editor() *admin.Editor {
-	var store admin.ConfigStore = admin.FileStore{Path: a.ConfigFile}
+func (a *AdmCmd) editor() *config.Editor {
+	var store config.Store = config.FileStore{Path: a.ConfigFile}
 	sapi := os.Getenv("CNS_SAPI_URL")
 	if sapi == "" {
 		if out, err := exec.Command("mdata-get", "sapi-url").Output(); err == nil {
@@ -150,22 +151,19 @@ func (a *AdmCmd) editor() *admin.Editor {
 		}
 	}
 	if sapi != "" {
-		store = admin.SAPIStore{URL: sapi, Base: admin.FileStore{Path: a.ConfigFile}}
+		store = config.SAPIStore{URL: sapi, Base: config.FileStore{Path: a.ConfigFile}}
 	}
-	return &admin.Editor{
-		Store: store,
-		Validate: func(data []byte) error {
-			_, err := ParseConfig(data, a.ConfigFile)
-			return err
-		},
+	return &config.Editor{
+		Store:  store,
+		File:   a.ConfigFile,
 		Reload: func(c context.Context) error { return a.client().Reload(c) },
 	}
 }
 
-func parseModifiers(args []string) ([]admin.Modifier, error) {
-	var mods []admin.Modifier
+func parseModifiers(args []string) ([]config.Modifier, error) {
+	var mods []config.Modifier
 	for _, s := range args {
-		m, err := admin.ParseModifier(s)
+		m, err := config.ParseModifier(s)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +195,7 @@ func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 		return err
 	}
 	cols, _ := strconv.Atoi(os.Getenv("COLUMNS"))
-	return a.out(cfg, func(w io.Writer) error { return admin.WriteConfig(w, cfg, cols) })
+	return a.out(cfg, func(w io.Writer) error { return config.WriteConfig(w, cfg, cols) })
 }
 
 // AdmZonesCmd is cnsadm zones.
@@ -218,7 +216,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		if err != nil {
 			return err
 		}
-		return a.out(cfg["forward_zones"], func(w io.Writer) error { return admin.WriteZones(w, cfg) })
+		return a.out(cfg["forward_zones"], func(w io.Writer) error { return config.WriteZones(w, cfg) })
 	}
 	mods, err := parseModifiers(z.Modifiers)
 	if err != nil {
@@ -227,7 +225,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	zone, err := e.Zone(c, z.Zone, z.Add, z.Delete, mods)
-	if admin.IsNothingToDo(err) {
+	if config.IsNothingToDo(err) {
 		fmt.Printf("zone %s not added: give its settings, e.g. networks=*\n", z.Zone)
 		return nil
 	}
@@ -238,7 +236,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		fmt.Printf("zone %s deleted\n", z.Zone)
 		return nil
 	}
-	return a.out(zone, func(w io.Writer) error { return admin.WriteZone(w, z.Zone, zone) })
+	return a.out(zone, func(w io.Writer) error { return config.WriteZone(w, z.Zone, zone) })
 }
 
 // AdmHistoryCmd is cnsadm history.
@@ -330,7 +328,8 @@ func (b AdmBackupCmd) Run(a *AdmCmd) error {
 }
 
 // AdmUpgradeCmd migrates configuration keys of old releases: slaves →
-// peers (CNS-46) and hidden_master → hidden_primary (CNS-48).
+// peers (CNS-46) and hidden_master → hidden_primary (CNS-48). The result
+// is validated before it is saved, and a running server reloads it.
 type AdmUpgradeCmd struct{}
 
 func (AdmUpgradeCmd) Run(a *AdmCmd) error {
@@ -339,39 +338,15 @@ func (AdmUpgradeCmd) Run(a *AdmCmd) error {
 	if err != nil {
 		return err
 	}
-	changed := false
-	migrate := func(z map[string]any) {
-		if v, ok := z["slaves"]; ok {
-			if _, has := z["peers"]; !has {
-				z["peers"] = v
-			}
-			delete(z, "slaves")
-			changed = true
-		}
-		if v, ok := z["hidden_master"]; ok {
-			if _, has := z["hidden_primary"]; !has {
-				z["hidden_primary"] = v
-			}
-			delete(z, "hidden_master")
-			changed = true
-		}
-	}
-	zones, _ := cfg["forward_zones"].(map[string]any)
-	for _, z := range zones {
-		if zm, ok := z.(map[string]any); ok {
-			migrate(zm)
-		}
-	}
-	rev, _ := cfg["reverse_zones"].(map[string]any)
-	if rev != nil {
-		migrate(rev)
-	}
-	if !changed {
+	changes := config.Upgrade(cfg)
+	if len(changes) == 0 {
 		fmt.Println("no schema upgrades required")
 		return nil
 	}
 	fmt.Println("upgrading configuration past CNS-46...")
-	return e.Store.Save(map[string]any{"forward_zones": zones, "reverse_zones": rev})
+	c, cancel := ctx()
+	defer cancel()
+	return e.Commit(c, cfg, changes)
 }
 
 // AdmServicesCmd is cnsadm services.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -56,7 +55,7 @@ func (c *sdcCNS) members(name string) int {
 func (c *sdcCNS) idle() {
 	c.t.Helper()
 	waitFor(c.t, "the updater to commit", 10*time.Second, func() bool {
-		return c.u.Pending() == 0 && c.feed.Status().Pending == 0
+		return c.updater.Pending() == 0 && c.feed.Status().Pending == 0
 	})
 }
 
@@ -90,7 +89,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 		}
 	}
 	waitFor(t, "every member to have asked to leave", 10*time.Second, func() bool {
-		v, err := c.u.Service(dcAlice, "pace")
+		v, err := c.updater.Service(dcAlice, "pace")
 		if err != nil {
 			return false
 		}
@@ -111,7 +110,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 		listed int
 	}{{30, 4}, {59, 4}, {60, 3}, {119, 3}, {120, 2}, {180, 1}, {300, 1}, {599, 1}, {600, 0}} {
 		clock.Set(start.Add(time.Duration(step.sec) * time.Second))
-		c.u.Tick()
+		c.updater.Tick()
 		waitFor(t, fmt.Sprintf("%d members in DNS at %d s", step.listed, step.sec), 10*time.Second, func() bool {
 			return c.members(service) == step.listed
 		})
@@ -120,7 +119,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 			t.Errorf("at %d s DNS lists %d members, want %d", step.sec, got, step.listed)
 		}
 	}
-	v, err := c.u.Service(dcAlice, "pace")
+	v, err := c.updater.Service(dcAlice, "pace")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,48 +226,5 @@ func (p *proc) waitLogs(from, n int, timeout time.Duration, pred func(logLine) b
 		case <-deadline:
 			p.t.Fatalf("timed out waiting for %d log lines, got %d; log:\n%s", n, len(out), p.log())
 		}
-	}
-}
-
-func TestHysteresisConfig(t *testing.T) {
-	base := func() map[string]any {
-		var m map[string]any
-		json.Unmarshal([]byte(referenceConfig), &m)
-		return m
-	}
-	for _, tc := range []struct {
-		name       string
-		edit       func(map[string]any)
-		err        string
-		window     time.Duration
-		lastMember time.Duration
-	}{
-		{"absent: the defaults", func(map[string]any) {}, "", 0, 0},
-		{"both", func(m map[string]any) {
-			m["hysteresis_window_ms"], m["hysteresis_last_member_delay_ms"] = 30000, 120000
-		}, "", 30 * time.Second, 2 * time.Minute},
-		{"zero", func(m map[string]any) { m["hysteresis_window_ms"] = 0 }, "hysteresis_window_ms: must be at least 1", 0, 0},
-		{"negative", func(m map[string]any) { m["hysteresis_last_member_delay_ms"] = -5 }, "hysteresis_last_member_delay_ms", 0, 0},
-		{"string", func(m map[string]any) { m["hysteresis_window_ms"] = "60s" }, "hysteresis_window_ms", 0, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := base()
-			tc.edit(m)
-			data, _ := json.Marshal(m)
-			c, err := ParseConfig(data, "cfg.json")
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "config cfg.json: ") {
-					t.Errorf("error %v, want one naming the file and %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.HysteresisWindow != tc.window || c.HysteresisLastMemberDelay != tc.lastMember || len(c.Warnings) != 0 {
-				t.Errorf("window %v, last member %v, warnings %q; want %v, %v, none",
-					c.HysteresisWindow, c.HysteresisLastMemberDelay, c.Warnings, tc.window, tc.lastMember)
-			}
-		})
 	}
 }

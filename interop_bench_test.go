@@ -30,111 +30,77 @@ import (
 //	go test -run '^$' -bench InteropPropagation -benchtime 1x .
 //	go test -run '^$' -bench InteropIXFRBytes -benchtime 1x .
 
-// benchCNS is cns in-process.
+// benchCNS is cns in-process, built by the wiring cns serve uses. Its
+// updater's batch window is an hour, so commits happen only when the
+// benchmark flushes: a commit's moment is known exactly.
 type benchCNS struct {
-	store   *db.DB
-	srv     *serve.Server
-	u       *feeds.Updater
-	addr    string
+	*running
 	log     *xfrLog
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
 	commits sync.Map // "zone serial" → time.Time of the commit hook
-	once    sync.Once
 }
 
 // benchConfig is testdata/cns.json with the replication keys: TSIG bound
-// to 127.0.0.1, one also_notify target per secondary port.
-func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int) *Config {
-	raw, err := os.ReadFile("testdata/cns.json")
+// to 127.0.0.1, one also_notify target per secondary port, and inv as the
+// inventory file. It returns the config's path.
+func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int, inv *dc.Inventory) string {
+	data, err := json.Marshal(inv)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var c map[string]any
-	if err := json.Unmarshal(raw, &c); err != nil {
+	invPath := filepath.Join(dir, "inventory.json")
+	if err := os.WriteFile(invPath, data, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	c["db_path"] = filepath.Join(dir, "cns.db")
-	c["dns_listen"] = []string{fmt.Sprintf("127.0.0.1:%d", port)}
-	c["inventory_file"] = filepath.Join(dir, "unused.json")
-	delete(c, "api_server")
-	c["allow_transfer"] = []string{"127.0.0.1"}
-	c["also_notify"] = notify
-	c["tsig_keys"] = map[string]any{interopKey.Name: map[string]any{"algorithm": interopKey.Algorithm, "secret": interopKey.Secret}}
-	c["peer_keys"] = map[string]any{"127.0.0.1": interopKey.Name}
-	c["min_notify_interval"] = minNotifyMS
-	data, _ := json.Marshal(c)
-	cfg, err := ParseConfig(data, "bench.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return cfg
+	return writeConfig(b, dir, "", func(c map[string]any) {
+		c["dns_listen"] = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+		c["inventory_file"] = invPath
+		c["allow_transfer"] = []string{"127.0.0.1"}
+		c["also_notify"] = notify
+		c["tsig_keys"] = map[string]any{interopKey.Name: map[string]any{"algorithm": interopKey.Algorithm, "secret": interopKey.Secret}}
+		c["peer_keys"] = map[string]any{"127.0.0.1": interopKey.Name}
+		c["min_notify_interval"] = minNotifyMS
+	})
 }
 
-// startBenchCNS opens a fresh db, serves it and commits inv.
-func startBenchCNS(b *testing.B, cfg *Config, inv *dc.Inventory) *benchCNS {
-	c := &benchCNS{log: &xfrLog{}, addr: cfg.DNSListen[0]}
-	log := slog.New(c.log)
-	store, err := db.Open(cfg.DBPath, cfg.DBOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.store = store
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	srv, err := serve.New(serve.Config{Listen: cfg.DNSListen, Logger: log, Access: transferAccess(ctx, cfg, log, false)}, store)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.srv = srv
-	if err := srv.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	c.wg.Go(func() { srv.Run(ctx) })
-	store.OnCommit(func(cm *db.Committed) {
+// startBenchCNS starts cns on a fresh db with the config at cfgPath, waits
+// for the file feed to hand its inventory (n VMs) to the updater, commits
+// it and warms the zones.
+func startBenchCNS(b *testing.B, cfgPath string, n int) *benchCNS {
+	c := &benchCNS{log: &xfrLog{}}
+	c.running = startServiceLogged(b, cfgPath, slog.New(c.log), serviceTuning{
+		Updater: func(o *feeds.Options) { o.BatchWindow = time.Hour },
+	})
+	c.store.OnCommit(func(cm *db.Committed) {
 		now := time.Now()
 		for _, z := range cm.Zones {
 			c.commits.Store(fmt.Sprintf("%s %d", z.Zone, z.Serial), now)
 		}
 	})
-	if c.u, err = feeds.NewUpdater(store, feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), Logger: log}); err != nil {
-		b.Fatal(err)
-	}
 	start := time.Now()
-	c.u.SetInventory(inv, "benchmark")
-	for c.u.Pending() > 0 { // Flush commits one chunk of a large batch
-		if err := c.u.Flush(); err != nil {
+	waitFor(b, "the inventory file to be read", time.Minute, func() bool { return len(c.updater.VMUUIDs()) == n })
+	for c.updater.Pending() > 0 { // Flush commits one chunk of a large batch
+		if err := c.updater.Flush(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := srv.Warm(); err != nil {
+	if err := c.dns.Warm(); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("cns: %d VMs committed and warm in %v", len(inv.VMs), time.Since(start).Round(time.Millisecond))
-	b.Cleanup(c.stop)
+	b.Logf("cns: %d VMs committed and warm in %v", n, time.Since(start).Round(time.Millisecond))
 	return c
-}
-
-func (c *benchCNS) stop() {
-	c.once.Do(func() {
-		c.cancel()
-		c.srv.Close()
-		c.wg.Wait()
-		c.store.Close()
-	})
 }
 
 // commit adds vm and commits; it returns the forward zone's new serial
 // and the moment the commit hook saw it.
 func (c *benchCNS) commit(b *testing.B, vm *dc.VM) (uint32, time.Time) {
-	c.u.SetVM(vm, "benchmark")
-	if err := c.u.Flush(); err != nil {
+	c.updater.SetVM(vm, "benchmark")
+	if err := c.updater.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	if n := c.u.Pending(); n > 0 {
+	if n := c.updater.Pending(); n > 0 {
 		b.Fatalf("%d VMs still pending after a one-VM commit", n)
 	}
-	serial, ok := c.srv.ZoneSerial(demoZone)
+	serial, ok := c.dns.ZoneSerial(demoZone)
 	if !ok {
 		b.Fatalf("cns does not serve %s", demoZone)
 	}
@@ -150,7 +116,7 @@ func (c *benchCNS) commit(b *testing.B, vm *dc.VM) (uint32, time.Time) {
 // time it recorded (commit to serving, as its SOA polls saw it).
 func (c *benchCNS) trackedSeconds(serial uint32, port int, timeout time.Duration) (time.Duration, bool) {
 	for start := time.Now(); time.Since(start) < timeout; time.Sleep(5 * time.Millisecond) {
-		p, ok := c.srv.Propagation(demoZone, serial)
+		p, ok := c.dns.Propagation(demoZone, serial)
 		if !ok {
 			return 0, false
 		}
@@ -254,7 +220,7 @@ func benchVM(inv *dc.Inventory, n int) *dc.VM {
 // zones lists every zone cns serves.
 func (c *benchCNS) zones() []string {
 	var out []string
-	for _, z := range c.srv.Zones() {
+	for _, z := range c.dns.Zones() {
 		out = append(out, z.Name)
 	}
 	return out
@@ -274,7 +240,7 @@ func benchSecondaries(b *testing.B, c *benchCNS, kinds []secondarytest.Kind, por
 
 // waitAll waits until every secondary serves every zone at cns's serial.
 func (c *benchCNS) waitAll(b *testing.B, secs []*secondarytest.Secondary, timeout time.Duration) {
-	for _, z := range c.srv.Zones() {
+	for _, z := range c.dns.Zones() {
 		for _, s := range secs {
 			if err := s.WaitSerial(z.Name, z.Serial, timeout); err != nil {
 				b.Fatal(err)
@@ -343,7 +309,7 @@ func BenchmarkInteropPropagation(b *testing.B) {
 				variants[i].port, _ = secondarytest.FreePort()
 				notify = append(notify, fmt.Sprintf("127.0.0.1:%d", variants[i].port))
 			}
-			c := startBenchCNS(b, benchConfig(b, b.TempDir(), cnsPort, notify, int(minNotify/time.Millisecond)), inv)
+			c := startBenchCNS(b, benchConfig(b, b.TempDir(), cnsPort, notify, int(minNotify/time.Millisecond), inv), len(inv.VMs))
 			next := 0 // VMs added so far: every change is a new VM
 			for _, v := range variants {
 				b.Run(v.name, func(b *testing.B) {
@@ -423,8 +389,7 @@ func BenchmarkInteropIXFRBytes(b *testing.B) {
 					ports = append(ports, p)
 					notify = append(notify, fmt.Sprintf("127.0.0.1:%d", p))
 				}
-				cfg := benchConfig(b, dir, cnsPort, notify, 100)
-				c := startBenchCNS(b, cfg, inv)
+				c := startBenchCNS(b, benchConfig(b, dir, cnsPort, notify, 100, inv), len(inv.VMs))
 				start := time.Now()
 				secs := benchSecondaries(b, c, kinds, ports, false)
 				c.waitAll(b, secs, 5*time.Minute)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -370,7 +371,7 @@ func sample(list []uint32, n int) []uint32 {
 // inv under the config at cfgPath: every zone's records, apex excluded.
 func inventoryTruth(t testing.TB, cfgPath string, inv *dc.Inventory) map[string][]string {
 	t.Helper()
-	cfg, err := LoadConfig(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}

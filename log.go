@@ -60,23 +60,6 @@ func bunyanLevel(l slog.Level) int {
 	}
 }
 
-// parseLogLevel accepts bunyan's level names.
-func parseLogLevel(s string) (slog.Level, error) {
-	switch strings.ToLower(s) {
-	case "trace":
-		return slog.LevelDebug - 4, nil
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info", "":
-		return slog.LevelInfo, nil
-	case "warn":
-		return slog.LevelWarn, nil
-	case "error", "fatal":
-		return slog.LevelError, nil
-	}
-	return 0, fmt.Errorf("unknown log level %q (want trace, debug, info, warn, error or fatal)", s)
-}
-
 func (h *bunyanHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
 
 func (h *bunyanHandler) Handle(_ context.Context, r slog.Record) error {

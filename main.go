@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/tritondatacenter/cns/admin/config"
 )
 
 // version and commit are stamped at build time:
@@ -85,7 +87,7 @@ func main() {
 	parser.FatalIfErrorf(err)
 	if err := kctx.Run(&cli.DB, &cli.Adm); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		var ce *ConfigError
+		var ce *config.Error
 		if errors.As(err, &ce) {
 			os.Exit(exitConfigError)
 		}

@@ -89,7 +89,7 @@ func BenchmarkSDCInitialSync(b *testing.B) {
 // keys it prints.
 func runSimProcess(b *testing.B, path string) map[string]json.RawMessage {
 	b.Helper()
-	cmd := exec.Command(cnsBinary, "sim", "--inventory", path, "--log-level", "warn")
+	cmd := exec.Command(cnsBin(b), "sim", "--inventory", path, "--log-level", "warn")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -121,13 +121,9 @@ func runSimProcess(b *testing.B, path string) map[string]json.RawMessage {
 	return keys
 }
 
-func benchFeedConfig(b *testing.B, keys map[string]json.RawMessage) sdc.Config {
-	ep, err := sdc.ParseEndpoints(keys["vmapi_opts"], keys["cnapi_opts"], keys["napi_opts"], keys["ufds_opts"], keys["changefeed_opts"])
-	if err != nil {
-		b.Fatal(err)
-	}
+func benchFeedConfig(b *testing.B, keys map[string]json.RawMessage) sdcSetup {
 	// The production defaults, except that nothing periodic interferes.
-	return sdc.Config{Endpoints: ep, FullPollInterval: time.Hour, FallbackPollInterval: time.Hour}
+	return sdcSetup{keys: keys, Config: sdc.Config{FullPollInterval: time.Hour, FallbackPollInterval: time.Hour}}
 }
 
 // heapSampler records the largest HeapAlloc seen.

@@ -2,13 +2,10 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -25,28 +22,29 @@ import (
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // The SDC end-to-end tests run cns in-process (db, updater, SDC feed, DNS
 // server) against the SDC simulator, over real sockets on 127.0.0.1, and
 // look at the result the way a resolver does: DNS queries.
 
-// sdcCNS is one in-process cns fed by the SDC feed.
+// sdcCNS is one in-process cns fed by the SDC feed, built by the wiring
+// cns serve uses (startService) from the testdata config pointed at a
+// simulator.
 type sdcCNS struct {
-	t      testing.TB
-	store  *db.DB
-	srv    *serve.Server
-	u      *feeds.Updater
-	feed   *sdc.Feed
-	addr   string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	*running
+	t    testing.TB
+	feed *sdc.Feed
 }
 
-// testFeedConfig points a feed at sim with intervals short enough for
-// tests. The full listing is rare: changes must arrive through the
-// changefeed, CNAPI, NAPI and UFDS paths, not a periodic re-list.
+// sdcSetup is how a test points cns at a simulator: the config keys the
+// simulator prints and the feed's timings (its Endpoints are ignored: they
+// come from the keys, as in production).
+type sdcSetup struct {
+	sdc.Config
+	keys map[string]json.RawMessage
+}
+
 // startSim starts the simulator on the testdata data center; the test fails
 // if anything cns sent would have made a real service exit.
 func startSim(t testing.TB, opts sdcsim.Options) *sdcsim.Sim {
@@ -63,18 +61,16 @@ func startSim(t testing.TB, opts sdcsim.Options) *sdcsim.Sim {
 	return sim
 }
 
-func testFeedConfig(t testing.TB, sim *sdcsim.Sim) sdc.Config {
+// testFeedConfig points a feed at sim with intervals short enough for
+// tests. The full listing is rare: changes must arrive through the
+// changefeed, CNAPI, NAPI and UFDS paths, not a periodic re-list.
+func testFeedConfig(t testing.TB, sim *sdcsim.Sim) sdcSetup {
 	t.Helper()
-	raw := map[string]json.RawMessage{}
+	keys := map[string]json.RawMessage{}
 	for k, v := range sim.Config() {
-		raw[k], _ = json.Marshal(v)
+		keys[k], _ = json.Marshal(v)
 	}
-	ep, err := sdc.ParseEndpoints(raw["vmapi_opts"], raw["cnapi_opts"], raw["napi_opts"], raw["ufds_opts"], raw["changefeed_opts"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sdc.Config{
-		Endpoints:            ep,
+	return sdcSetup{keys: keys, Config: sdc.Config{
 		FullPollInterval:     time.Hour,
 		FallbackPollInterval: time.Hour,
 		ReaperInterval:       time.Hour,
@@ -86,73 +82,42 @@ func testFeedConfig(t testing.TB, sim *sdcsim.Sim) sdc.Config {
 		RequestTimeout:       time.Second,
 		RetryMin:             20 * time.Millisecond,
 		RetryMax:             300 * time.Millisecond,
-	}
-}
-
-func quietLogger() *slog.Logger {
-	if os.Getenv("CNS_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
+	}}
 }
 
 // startSDCCNS opens (or reopens) the db at dbPath and runs cns on it
-// with the SDC feed configured by fc.
-func startSDCCNS(t testing.TB, dbPath string, fc sdc.Config) *sdcCNS {
-	t.Helper()
+// with the SDC feed set up by fc.
+func startSDCCNS(t testing.TB, dbPath string, fc sdcSetup) *sdcCNS {
 	return startSDCCNSWith(t, dbPath, fc, feeds.Options{})
 }
 
-// startSDCCNSWith is startSDCCNS with the updater's options (a batch
-// window, a clock); the records, zones and logger come from the testdata
-// config.
-func startSDCCNSWith(t testing.TB, dbPath string, fc sdc.Config, opts feeds.Options) *sdcCNS {
+// startSDCCNSWith is startSDCCNS with the updater's clock or batch window
+// (the non-zero fields of opts).
+func startSDCCNSWith(t testing.TB, dbPath string, fc sdcSetup, opts feeds.Options) *sdcCNS {
 	t.Helper()
-	cfg, err := LoadConfig("testdata/cns.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := quietLogger()
-	store, err := db.Open(dbPath, db.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := serve.New(serve.Config{Listen: []string{"127.0.0.1:0"}, Logger: log}, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	udp, _ := srv.Addrs()
-	opts.Records, opts.Zones, opts.Logger = cfg.RecordsConfig(), cfg.ZoneConfig(), log
-	u, err := feeds.NewUpdater(store, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc.Logger = log
-	f, err := sdc.NewFeed(fc, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &sdcCNS{t: t, store: store, srv: srv, u: u, feed: f, addr: udp[0], cancel: cancel}
-	c.wg.Go(func() { srv.Warm() })
-	c.wg.Go(func() { u.Run(ctx) })
-	c.wg.Go(func() { f.Run(ctx) })
-	t.Cleanup(c.stop)
-	return c
-}
-
-func (c *sdcCNS) stop() {
-	if c.cancel == nil {
-		return
-	}
-	c.cancel()
-	c.wg.Wait()
-	c.srv.Close()
-	c.store.Close()
-	c.cancel = nil
+	cfg := writeConfig(t, filepath.Dir(dbPath), "", func(c map[string]any) {
+		c["db_path"] = dbPath
+		delete(c, "inventory_file")
+		for k, v := range fc.keys {
+			c[k] = v
+		}
+	})
+	r := startService(t, cfg, serviceTuning{
+		SDC: func(c *sdc.Config) {
+			ep, log := c.Endpoints, c.Logger
+			*c = fc.Config
+			c.Endpoints, c.Logger = ep, log
+		},
+		Updater: func(o *feeds.Options) {
+			if opts.Now != nil {
+				o.Now = opts.Now
+			}
+			if opts.BatchWindow != 0 {
+				o.BatchWindow = opts.BatchWindow
+			}
+		},
+	})
+	return &sdcCNS{running: r, t: t, feed: r.feed.(*sdc.Feed)}
 }
 
 // synced waits until the feed applied a full listing and the updater
@@ -160,22 +125,8 @@ func (c *sdcCNS) stop() {
 func (c *sdcCNS) synced(timeout time.Duration) {
 	c.t.Helper()
 	waitFor(c.t, "the first full listing to be committed", timeout, func() bool {
-		return c.feed.Status().FullSyncs > 0 && c.u.Pending() == 0 && c.feed.Status().Pending == 0
+		return c.feed.Status().FullSyncs > 0 && c.updater.Pending() == 0 && c.feed.Status().Pending == 0
 	})
-}
-
-// waitFor polls cond every few milliseconds until it holds or the
-// deadline passes, and returns how long that took.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // answer asks cns over UDP and returns the rcode and the answer records
@@ -271,7 +222,7 @@ func (c *sdcCNS) converged(sim *sdcsim.Sim, timeout time.Duration) time.Duration
 	start := time.Now()
 	for {
 		want = truth(c.t, sim)
-		if c.u.Pending() == 0 && c.feed.Status().Pending == 0 {
+		if c.updater.Pending() == 0 && c.feed.Status().Pending == 0 {
 			got = dumpZones(c.t, c.store)
 			if maps.EqualFunc(got, want, slices.Equal[[]string]) {
 				return time.Since(start)
@@ -295,7 +246,7 @@ func (c *sdcCNS) converged(sim *sdcsim.Sim, timeout time.Duration) time.Duration
 		}
 	}
 	c.t.Fatalf("cns did not converge to the simulator's world within %v (feed %+v, updater pending %d, feeds %+v)",
-		timeout, c.feed.Status(), c.u.Pending(), c.u.Feeds())
+		timeout, c.feed.Status(), c.updater.Pending(), c.updater.Feeds())
 	return 0
 }
 
@@ -329,7 +280,7 @@ func TestSDCInitialSync(t *testing.T) {
 	c.synced(20 * time.Second)
 	c.converged(sim, 5*time.Second)
 
-	want, _, inv := expectedDC(t)
+	want, _, inv := computedDC(t)
 	for k, records := range want {
 		_, got := c.answer(k.owner, k.qtype)
 		if !slices.Equal(got, records) {
@@ -344,7 +295,7 @@ func TestSDCInitialSync(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range c.u.Feeds() {
+	for _, f := range c.updater.Feeds() {
 		if !f.Healthy {
 			t.Errorf("feed %s unhealthy: %s", f.Name, f.Reason)
 		}
@@ -615,7 +566,7 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 
 	degraded := func(feed string) func() bool {
 		return func() bool {
-			for _, f := range c.u.Feeds() {
+			for _, f := range c.updater.Feeds() {
 				if f.Name == feed && !f.Healthy {
 					return true
 				}
@@ -720,7 +671,7 @@ func TestSimCommandDrivesServe(t *testing.T) {
 	inv := loadDefaultDC(t)
 	writeInventory(t, invPath, &inv)
 
-	sim := exec.Command(cnsBinary, "sim", "--inventory", invPath)
+	sim := exec.Command(cnsBin(t), "sim", "--inventory", invPath)
 	out, err := sim.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -840,7 +791,7 @@ func TestSDCRebootBurst(t *testing.T) {
 	// is down, not just the VMs stopped for a moment.
 	waitFor(t, "the burst to be applied", 10*time.Second, func() bool {
 		v, _ := sim.VM(dcWeb0)
-		return v.State == "running" && c.feed.Status().Pending == 0 && c.u.Pending() == 0
+		return v.State == "running" && c.feed.Status().Pending == 0 && c.updater.Pending() == 0
 	})
 	if c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") {
 		t.Fatal("web0 is back in its service on a CN booted moments ago")

@@ -133,7 +133,7 @@ func TestSystemdUnit(t *testing.T) {
 		t.Skip("systemd-analyze not installed (Debian package systemd); unit checked by content only")
 	}
 	path := filepath.Join(t.TempDir(), "cns.service")
-	os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/cns", cnsBinary)), 0o644)
+	os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/cns", cnsBin(t))), 0o644)
 	out, err := exec.Command(tool, "verify", path).CombinedOutput()
 	if err != nil || strings.Contains(string(out), "cns.service:") {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
@@ -21,7 +22,7 @@ type SimCmd struct {
 
 func (c *SimCmd) Run() error {
 	level := new(slog.LevelVar)
-	l, _ := parseLogLevel(c.LogLevel)
+	l, _ := config.ParseLogLevel(c.LogLevel)
 	level.Set(l)
 	log := slog.New(newBunyanHandler(os.Stderr, "cns-sim", level))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

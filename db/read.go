@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 
 	"github.com/miekg/dns"
@@ -306,11 +305,6 @@ func (d *DB) Backup(w io.Writer) (int64, error) {
 		return err
 	})
 	return n, err
-}
-
-// forwardZoneNames lists the configured forward zones, sorted.
-func (c *ZoneConfig) forwardZoneNames() []string {
-	return slices.Sorted(maps.Keys(c.Forward))
 }
 
 // bucketVMHashes keeps, per VM, the updater's digest of its last change.

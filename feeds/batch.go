@@ -202,12 +202,7 @@ func (u *Updater) settle(b *batch) bool {
 
 // causeSummary describes the pending batch in one line.
 func (u *Updater) causeSummary() string {
-	keys := slices.Sorted(maps.Keys(u.causes))
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k)
-	}
-	s := strings.Join(parts, "; ")
+	s := strings.Join(slices.Sorted(maps.Keys(u.causes)), "; ")
 	if n := len(u.dirty); n > 0 {
 		s = fmt.Sprintf("%s (%d VMs)", s, n)
 	}

@@ -77,10 +77,11 @@ func newForwarder(cfg Forwarding, log func(string, ...any)) *forwarder {
 	return f
 }
 
-// start runs the UDP workers until ctx ends.
-func (f *forwarder) start(ctx context.Context) {
+// run runs the UDP workers until ctx ends and waits for them.
+func (f *forwarder) run(ctx context.Context) {
+	var wg sync.WaitGroup
 	for range forwardWorkers {
-		go func() {
+		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
@@ -92,8 +93,9 @@ func (f *forwarder) start(ctx context.Context) {
 					}
 				}
 			}
-		}()
+		})
 	}
+	wg.Wait()
 }
 
 // eligible reports whether a query from src may be forwarded.

@@ -60,9 +60,8 @@ func forwardingServer(t *testing.T, ups ...netip.AddrPort) (*Server, string) {
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := contextWithCancel(t)
-	t.Cleanup(func() { cancel(); s.Close() })
-	go s.Run(ctx)
+	t.Cleanup(func() { s.Close() })
+	runServer(t, s)
 	udp, _ := s.Addrs()
 	return s, udp[0]
 }

@@ -190,7 +190,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() { s.peers.run(ctx) })
 	wg.Go(func() { s.prop.run(ctx) })
 	if s.fwd != nil {
-		s.fwd.start(ctx)
+		wg.Go(func() { s.fwd.run(ctx) })
 	}
 	wg.Wait()
 }
@@ -447,18 +447,6 @@ func (s *Server) Close() error {
 	s.lmu.Unlock()
 	s.wg.Wait()
 	return nil
-}
-
-// Shutdown is Close bounded by ctx.
-func (s *Server) Shutdown(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { s.Close(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"go.uber.org/goleak"
 	"io"
 	"log/slog"
 	"net"
@@ -121,10 +122,19 @@ func storeBenchFile(b *testing.B, n int) string {
 }
 
 // TestMain removes the shared benchmark store.
+// TestMain fails the run when a test leaves a goroutine behind (every
+// goroutine the server starts has an owner that waits for it), and removes
+// the benchmarks' shared store.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if storeBench.dir != "" {
 		os.RemoveAll(storeBench.dir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }

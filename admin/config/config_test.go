@@ -1,9 +1,7 @@
-package main
+package config
 
 import (
-	"bytes"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -31,7 +29,7 @@ const referenceConfig = `{
 }`
 
 func TestParseReferenceConfig(t *testing.T) {
-	c, err := ParseConfig([]byte(referenceConfig), "config.json")
+	c, err := Parse([]byte(referenceConfig), "config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +98,10 @@ func TestParseConfigErrorsAndWarnings(t *testing.T) {
 		{"bad peer", func(m map[string]any) { m["reverse_zones"] = map[string]any{"peers": []string{"not valid!"}} }, "reverse_zones.peers[0]", ""},
 		{"negative interval", func(m map[string]any) { m["min_notify_interval"] = -1 }, "must not be negative", ""},
 		{"api listen", func(m map[string]any) { m["api_server"] = map[string]any{"listen": "everywhere"} }, "api_server.listen", ""},
+		{"api listen list", func(m map[string]any) {
+			m["api_server"] = map[string]any{"listen": []string{"127.0.0.1:80", "everywhere"}}
+		}, "api_server.listen[1]", ""},
+		{"api listen number", func(m map[string]any) { m["api_server"] = map[string]any{"listen": 80} }, "api_server.listen: want", ""},
 		{"opts not an object", func(m map[string]any) { m["vmapi_opts"] = "vmapi" }, "vmapi_opts", ""},
 		{"reverse_v4_prefix 8", func(m map[string]any) { m["reverse_v4_prefix"] = 8 }, "", ""},
 		{"reverse_v4_prefix 16", func(m map[string]any) { m["reverse_v4_prefix"] = 16 }, "", ""},
@@ -114,7 +116,7 @@ func TestParseConfigErrorsAndWarnings(t *testing.T) {
 		m := base()
 		tc.edit(m)
 		data, _ := json.Marshal(m)
-		c, err := ParseConfig(data, "cfg.json")
+		c, err := Parse(data, "cfg.json")
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
@@ -128,58 +130,15 @@ func TestParseConfigErrorsAndWarnings(t *testing.T) {
 
 // Relative paths in a config file are relative to the file.
 func TestLoadConfigRelativePaths(t *testing.T) {
-	c, err := LoadConfig("testdata/cns.json")
+	c, err := Load("../../testdata/cns.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DBPath != "testdata/var/cns.db" || c.InventoryFile != "testdata/inventory.json" {
+	if c.DBPath != "../../testdata/var/cns.db" || c.InventoryFile != "../../testdata/inventory.json" {
 		t.Errorf("paths: db %s inventory %s", c.DBPath, c.InventoryFile)
 	}
 	if _, err := os.Stat(c.InventoryFile); err != nil {
 		t.Error(err)
-	}
-}
-
-// Every log line is one JSON object with bunyan's fields, and secrets
-// never appear.
-func TestBunyanLog(t *testing.T) {
-	var buf bytes.Buffer
-	level := new(slog.LevelVar)
-	log := slog.New(newBunyanHandler(&buf, "cns", level))
-	log.Info("hello", "zone", "a.example", "serial", 42, "bindPassword", "hunter2")
-	log.With("feed", "vmapi").WithGroup("http").Warn("slow", "took", time.Second)
-	log.Debug("not shown at info")
-	log.Error("failed", "err", os.ErrNotExist, "msg", "shadow")
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d lines: %q", len(lines), lines)
-	}
-	wantLevels := []float64{30, 40, 50}
-	for i, line := range lines {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("line %d is not JSON: %s", i, line)
-		}
-		for _, k := range []string{"name", "hostname", "pid", "level", "msg", "time", "v"} {
-			if _, ok := m[k]; !ok {
-				t.Errorf("line %d lacks %q: %s", i, k, line)
-			}
-		}
-		if m["level"] != wantLevels[i] {
-			t.Errorf("line %d level %v, want %v", i, m["level"], wantLevels[i])
-		}
-		if _, err := time.Parse(time.RFC3339, m["time"].(string)); err != nil {
-			t.Errorf("line %d time: %v", i, err)
-		}
-	}
-	if strings.Contains(buf.String(), "hunter2") {
-		t.Error("a secret reached the log")
-	}
-	if !strings.Contains(lines[1], `"feed":"vmapi"`) || !strings.Contains(lines[1], `"http.took":"1s"`) {
-		t.Errorf("attrs and groups: %s", lines[1])
-	}
-	if !strings.Contains(lines[2], `"msg":"failed"`) || !strings.Contains(lines[2], `"attr.msg":"shadow"`) {
-		t.Errorf("core fields shadowed: %s", lines[2])
 	}
 }
 
@@ -189,7 +148,7 @@ func TestReversePrefixConfig(t *testing.T) {
 	json.Unmarshal([]byte(referenceConfig), &m)
 	m["reverse_v4_prefix"], m["reverse_v6_prefix"] = 8, 48
 	data, _ := json.Marshal(m)
-	c, err := ParseConfig(data, "cfg.json")
+	c, err := Parse(data, "cfg.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +157,80 @@ func TestReversePrefixConfig(t *testing.T) {
 	}
 	if len(c.Warnings) != 0 {
 		t.Errorf("warnings: %q", c.Warnings)
+	}
+}
+
+// hysteresis_window_ms and hysteresis_last_member_delay_ms: RFD 1's
+// self-removal numbers.
+func TestHysteresisConfig(t *testing.T) {
+	base := func() map[string]any {
+		var m map[string]any
+		json.Unmarshal([]byte(referenceConfig), &m)
+		return m
+	}
+	for _, tc := range []struct {
+		name       string
+		edit       func(map[string]any)
+		err        string
+		window     time.Duration
+		lastMember time.Duration
+	}{
+		{"absent: the defaults", func(map[string]any) {}, "", 0, 0},
+		{"both", func(m map[string]any) {
+			m["hysteresis_window_ms"], m["hysteresis_last_member_delay_ms"] = 30000, 120000
+		}, "", 30 * time.Second, 2 * time.Minute},
+		{"zero", func(m map[string]any) { m["hysteresis_window_ms"] = 0 }, "hysteresis_window_ms: must be at least 1", 0, 0},
+		{"negative", func(m map[string]any) { m["hysteresis_last_member_delay_ms"] = -5 }, "hysteresis_last_member_delay_ms", 0, 0},
+		{"string", func(m map[string]any) { m["hysteresis_window_ms"] = "60s" }, "hysteresis_window_ms", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := base()
+			tc.edit(m)
+			data, _ := json.Marshal(m)
+			c, err := Parse(data, "cfg.json")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "config cfg.json: ") {
+					t.Errorf("error %v, want one naming the file and %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.HysteresisWindow != tc.window || c.HysteresisLastMemberDelay != tc.lastMember || len(c.Warnings) != 0 {
+				t.Errorf("window %v, last member %v, warnings %q; want %v, %v, none",
+					c.HysteresisWindow, c.HysteresisLastMemberDelay, c.Warnings, tc.window, tc.lastMember)
+			}
+		})
+	}
+}
+
+// api_server.listen: absent means the reference's listeners (nil), a
+// string one address, a list several, [] none.
+func TestAPIListenForms(t *testing.T) {
+	for _, tc := range []struct {
+		listen any
+		want   []string
+	}{
+		{nil, nil},
+		{"127.0.0.1:8080", []string{"127.0.0.1:8080"}},
+		{[]string{"127.0.0.1:80", "[::1]:80"}, []string{"127.0.0.1:80", "[::1]:80"}},
+		{[]string{}, []string{}},
+	} {
+		api := map[string]any{"token": "t"}
+		if tc.listen != nil {
+			api["listen"] = tc.listen
+		}
+		var m map[string]any
+		_ = json.Unmarshal([]byte(referenceConfig), &m)
+		m["api_server"] = api
+		data, _ := json.Marshal(m)
+		c, err := Parse(data, "config.json")
+		if err != nil {
+			t.Fatalf("%v: %v", tc.listen, err)
+		}
+		if !slices.Equal(c.APIListen, tc.want) || (c.APIListen == nil) != (tc.want == nil) || c.APIToken != "t" {
+			t.Errorf("listen %v: got %q (nil %v), token %q; want %q", tc.listen, c.APIListen, c.APIListen == nil, c.APIToken, tc.want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package admin
+package config
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,8 +23,8 @@ import (
 // the SAPI service metadata (config-agent then renders the file), elsewhere
 // the config file itself. Every edit is validated before it is written.
 
-// ConfigStore is where the configuration lives.
-type ConfigStore interface {
+// Store is where the configuration lives.
+type Store interface {
 	// Load returns the configuration as a JSON object.
 	Load() (map[string]any, error)
 	// Save writes the changed top-level keys (nil value: delete the key).
@@ -196,53 +197,40 @@ func ParseModifier(s string) (Modifier, error) {
 	return Modifier{Key: m[1], Op: m[2], Value: m[3]}, nil
 }
 
-// valueKind says how a key's value is written on the command line.
-type valueKind int
-
-const (
-	kindString valueKind = iota
-	kindBool
-	kindArray
-	kindNumber
-	kindObject
-)
-
-// configKinds are the kinds of the keys cnsadm edits often; other keys
-// take the kind of their current value.
-var configKinds = map[string]valueKind{
-	"my_name": kindString, "hostmaster": kindString, "use_login": kindBool, "use_alias": kindBool,
-	"allow_transfer": kindArray, "also_notify": kindArray, "min_notify_interval": kindNumber,
-	"forward_zones": kindObject, "reverse_zones": kindObject, "networks": kindArray, "peers": kindArray,
-	"hidden_primary": kindBool, "dns_listen": kindArray, "db_path": kindString, "inventory_file": kindString,
-	"max_rrset": kindNumber, "batch_window_ms": kindNumber, "log_level": kindString, "catalog_zone": kindString,
-}
-
-func kindOf(key string, current any) valueKind {
-	if k, ok := configKinds[key]; ok {
-		return k
+// kindOf is how a key's value is written on the command line: its kind
+// in the key table (top-level keys, then a zone's keys), else the kind of
+// its current value.
+func kindOf(key string, current any) Kind {
+	if k, ok := Lookup(key); ok {
+		return k.Kind
+	}
+	for _, zk := range ZoneKeys {
+		if zk.Name == key {
+			return zk.Kind
+		}
 	}
 	switch current.(type) {
 	case bool:
-		return kindBool
+		return Bool
 	case []any:
-		return kindArray
+		return List
 	case float64:
-		return kindNumber
+		return Number
 	case map[string]any:
-		return kindObject
+		return Object
 	}
-	return kindString
+	return String
 }
 
 // Apply applies a modifier to obj (a JSON object), in place.
 func (m Modifier) Apply(obj map[string]any) error {
 	cur := obj[m.Key]
 	kind := kindOf(m.Key, cur)
-	if m.Op != "=" && kind != kindArray {
+	if m.Op != "=" && kind != List {
 		return fmt.Errorf("%s: %s works on lists only", m.Key, m.Op)
 	}
 	switch kind {
-	case kindBool:
+	case Bool:
 		switch strings.ToLower(m.Value) {
 		case "true", "yes", "on":
 			obj[m.Key] = true
@@ -251,19 +239,19 @@ func (m Modifier) Apply(obj map[string]any) error {
 		default:
 			return fmt.Errorf("%s: %q is not a boolean (true/yes/on, false/no/off)", m.Key, m.Value)
 		}
-	case kindNumber:
+	case Number:
 		n, err := strconv.ParseFloat(m.Value, 64)
 		if err != nil {
 			return fmt.Errorf("%s: %q is not a number", m.Key, m.Value)
 		}
 		obj[m.Key] = n
-	case kindObject:
+	case Object:
 		var v map[string]any
 		if err := json.Unmarshal([]byte(m.Value), &v); err != nil {
 			return fmt.Errorf("%s: want a JSON object: %v", m.Key, err)
 		}
 		obj[m.Key] = v
-	case kindArray:
+	case List:
 		items := strings.Split(m.Value, ",")
 		var list []any
 		if existing, ok := cur.([]any); ok {
@@ -303,9 +291,9 @@ func (m Modifier) Apply(obj map[string]any) error {
 // Editor changes the configuration through a store, validating the whole
 // result first.
 type Editor struct {
-	Store ConfigStore
-	// Validate checks a complete configuration (the server's own parser).
-	Validate func(cfg []byte) error
+	Store Store
+	// File names the configuration in validation errors.
+	File string
 	// Reload asks the running server to apply the new file (file stores).
 	Reload func(context.Context) error
 }
@@ -321,7 +309,7 @@ func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, e
 	}
 	changes := map[string]any{}
 	for _, m := range mods {
-		if strings.Contains(m.Key, ".") || m.Key == "forward_zones" {
+		if k, _ := Lookup(m.Key); strings.Contains(m.Key, ".") || k.Cnsadm == ZonesOnly {
 			return nil, fmt.Errorf("%s: edit zones with cnsadm zones", m.Key)
 		}
 		if err := m.Apply(cfg); err != nil {
@@ -329,7 +317,7 @@ func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, e
 		}
 		changes[m.Key] = cfg[m.Key]
 	}
-	return cfg, e.commit(ctx, cfg, changes)
+	return cfg, e.Commit(ctx, cfg, changes)
 }
 
 // Zone edits one forward zone (or "reverse"/"ip-reverse-lookup" for the
@@ -371,7 +359,7 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 	if del {
 		delete(zones, name)
 		cfg["forward_zones"] = zones
-		return z, e.commit(ctx, cfg, map[string]any{"forward_zones": zones})
+		return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
 	}
 	if len(mods) == 0 {
 		if add {
@@ -394,26 +382,24 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 	}
 	if reverse {
 		cfg["reverse_zones"] = z
-		return z, e.commit(ctx, cfg, map[string]any{"reverse_zones": z})
+		return z, e.Commit(ctx, cfg, map[string]any{"reverse_zones": z})
 	}
 	delete(zones, name)
 	zones[newName] = z
 	cfg["forward_zones"] = zones
-	return z, e.commit(ctx, cfg, map[string]any{"forward_zones": zones})
+	return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
 }
 
-// commit validates the whole new configuration, saves the changed keys and
-// asks the server to reload (file stores; SAPI stores reload through
-// config-agent).
-func (e *Editor) commit(ctx context.Context, cfg, changes map[string]any) error {
+// Commit validates the whole new configuration cfg, saves the changed
+// keys and asks the server to reload (file stores; SAPI stores reload
+// through config-agent).
+func (e *Editor) Commit(ctx context.Context, cfg, changes map[string]any) error {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
-	if e.Validate != nil {
-		if err := e.Validate(data); err != nil {
-			return fmt.Errorf("not saved: %w", err)
-		}
+	if _, err := Parse(data, e.File); err != nil {
+		return fmt.Errorf("not saved: %w", err)
 	}
 	if err := e.Store.Save(changes); err != nil {
 		return err
@@ -429,20 +415,15 @@ func (e *Editor) commit(ctx context.Context, cfg, changes map[string]any) error 
 // IsNothingToDo reports a zones -a without modifiers.
 func IsNothingToDo(err error) bool { return errors.Is(err, errNothingToDo) }
 
-// configHelp is the help column of cnsadm config.
-var configHelp = map[string]string{
-	"my_name":        "this server's name: SOA MNAME and first NS",
-	"hostmaster":     "zone contact (SOA RNAME), user@domain",
-	"use_login":      "add names with the owner's login",
-	"use_alias":      "add names with the VM's alias",
-	"allow_transfer": "addresses and prefixes allowed to transfer zones",
-}
-
-// WriteConfig prints cnsadm config: the main settings, with a help column
-// when the terminal is wide enough.
+// WriteConfig prints cnsadm config: the main settings (the keys the table
+// marks Shown), with a help column when the terminal is wide enough.
 func WriteConfig(w io.Writer, cfg map[string]any, columns int) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, k := range []string{"my_name", "hostmaster", "use_login", "use_alias", "allow_transfer"} {
+	for _, key := range Keys {
+		if key.Cnsadm != Shown {
+			continue
+		}
+		k := key.Name
 		v := cfg[k]
 		var s string
 		switch x := v.(type) {
@@ -458,7 +439,7 @@ func WriteConfig(w io.Writer, cfg map[string]any, columns int) error {
 			s = fmt.Sprint(x)
 		}
 		if columns >= 100 {
-			fmt.Fprintf(tw, "%s:\t%s\t%s\n", k, s, configHelp[k])
+			fmt.Fprintf(tw, "%s:\t%s\t%s\n", k, s, key.Help)
 		} else {
 			fmt.Fprintf(tw, "%s:\t%s\n", k, s)
 		}
@@ -472,7 +453,7 @@ func WriteZones(w io.Writer, cfg map[string]any) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ZONE\tNETWORKS\tPEERS\tHIDDEN PRIMARY")
 	zones, _ := cfg["forward_zones"].(map[string]any)
-	for _, name := range sortedKeys(zones) {
+	for _, name := range slices.Sorted(maps.Keys(zones)) {
 		z, _ := zones[name].(map[string]any)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", name, networksText(z["networks"]), listText(z["peers"]), z["hidden_primary"] == true)
 	}

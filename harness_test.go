@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/tritondatacenter/cns/admin/config"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,34 +21,68 @@ import (
 	"github.com/miekg/dns"
 )
 
-// The end-to-end tests run the real binary, built once, against real
-// sockets on 127.0.0.1.
+// The harness of the whole-program tests. Two ways to run cns:
+//   - startCNS runs the real binary (built once, lazily, by the first test
+//     that needs it; with -race when the tests run with -race) and reads
+//     its bunyan log;
+//   - startService builds the program in-process through newService, the
+//     same wiring `cns serve` uses, for tests that need its parts (the
+//     store, the updater, the feed's status).
+// Both take a config written by testConfig.
 
-var cnsBinary string
-
+// TestMain removes the binary the tests built, if any.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
-		os.Exit(m.Run()) // a fuzz worker runs one fuzz target, never the binary
-	}
-	dir, err := os.MkdirTemp("", "cns-e2e")
-	if err != nil {
-		panic(err)
-	}
-	cnsBinary = filepath.Join(dir, "cns")
-	if out, err := exec.Command("go", "build", "-o", cnsBinary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build cns: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+// raceBuild is set by race_test.go under -race.
+var raceBuild bool
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// cnsBin returns the path of the cns binary, building it the first time.
+// Under `go test -race` the binary is built with -race too, so the server
+// the end-to-end tests drive is watched by the race detector.
+func cnsBin(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "cns-e2e"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "cns")
+		args := []string{"build", "-o", binPath}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build cns: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
 }
 
 // testConfig writes a config derived from testdata/cns.json into dir: its
 // own db, an ephemeral port, and inventory (copied into dir when it names
 // a file). It returns the config's path.
 func testConfig(t *testing.T, dir, inventory string, edit func(map[string]any)) string {
+	return writeConfig(t, dir, inventory, edit)
+}
+
+// writeConfig is testConfig for tests and benchmarks alike.
+func writeConfig(t testing.TB, dir, inventory string, edit func(map[string]any)) string {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/cns.json")
 	if err != nil {
@@ -57,7 +94,9 @@ func testConfig(t *testing.T, dir, inventory string, edit func(map[string]any)) 
 	}
 	cfg["db_path"] = filepath.Join(dir, "cns.db")
 	cfg["dns_listen"] = []string{"127.0.0.1:0"}
-	delete(cfg, "api_server")
+	// No API unless the test asks for one: the default (port 80 on
+	// loopback) would collide between tests.
+	cfg["api_server"] = map[string]any{"listen": []string{}}
 	if inventory != "" {
 		data, err := os.ReadFile(inventory)
 		if err != nil {
@@ -102,8 +141,15 @@ type proc struct {
 // startCNS runs `cns serve -c cfg` and waits until it listens.
 func startCNS(t *testing.T, cfg string) *proc {
 	t.Helper()
+	return startCNSEnv(t, cfg)
+}
+
+// startCNSEnv is startCNS with extra environment variables (KEY=value).
+func startCNSEnv(t *testing.T, cfg string, env ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, grew: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.Command(cnsBinary, "serve", "-c", cfg)
+	p.cmd = exec.Command(cnsBin(t), "serve", "-c", cfg)
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +265,7 @@ func (p *proc) query(proto, name string, qtype uint16) *dns.Msg {
 // exit code.
 func runCNS(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(cnsBinary, args...)
+	cmd := exec.Command(cnsBin(t), args...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -230,4 +276,76 @@ func runCNS(t *testing.T, args ...string) (string, string, int) {
 		t.Fatal(err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// running is cns built in-process by newService from a config file and
+// started: the program cns serve runs, with its parts at hand.
+type running struct {
+	*service
+	addr   string // the first DNS address (UDP and TCP)
+	api    string // the API's base URL, when api_server is configured
+	cancel context.CancelFunc
+}
+
+// startService builds cns from the config at cfgPath with newService, as
+// cns serve does, and starts it; the test's cleanup stops it.
+func startService(t testing.TB, cfgPath string, tune serviceTuning) *running {
+	t.Helper()
+	return startServiceLogged(t, cfgPath, quietLogger(), tune)
+}
+
+// startServiceLogged is startService with the program's logger.
+func startServiceLogged(t testing.TB, cfgPath string, log *slog.Logger, tune serviceTuning) *running {
+	t.Helper()
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newService(cfgPath, cfg, logging{log: log}, tune)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.start(ctx)
+	r := &running{service: s, cancel: cancel}
+	udp, _ := s.dns.Addrs()
+	r.addr = udp[0]
+	if len(s.apiLns) > 0 {
+		r.api = "http://" + s.apiLns[0].Addr().String()
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// stop stops everything and closes the db; a second call does nothing.
+func (r *running) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.service.stop()
+	r.cancel = nil
+}
+
+// quietLogger discards the in-process program's log, unless CNS_TEST_LOG
+// is set.
+func quietLogger() *slog.Logger {
+	if os.Getenv("CNS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// waitFor polls cond every few milliseconds until it holds or the
+// deadline passes, and returns how long that took.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(start)
 }

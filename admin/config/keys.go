@@ -1,0 +1,244 @@
+package config
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Keys is every top-level configuration key, in the order Parse reads
+// them (a key that depends on another comes after it) and cnsadm config
+// prints them. The parser, the
+// unknown-key warnings, cnsadm config's kinds and help, the reload
+// classification (Diff) and the README's key table are all derived from
+// it: adding a key is one entry here and its parse function.
+var Keys = []Key{
+	{Name: "my_name", Default: "required", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseMyName,
+		Help:  "this server's name: SOA MNAME and first NS",
+		value: func(c *Config) any { return c.MyName }},
+	{Name: "hostmaster", Default: "required", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseHostmaster,
+		Help:  "zone contact (SOA RNAME), user@domain",
+		value: func(c *Config) any { return c.Hostmaster }},
+	{Name: "forward_zones", Default: "required", Kind: Object, Section: Zones, Cnsadm: ZonesOnly, parse: parseForwardZones,
+		Help:  "`{zone: {settings}}` (a zone's settings are below); zones are tried for a NIC in file order",
+		value: func(c *Config) any { return c.Forward }},
+	{Name: "reverse_zones", Kind: Object, Section: Zones, parse: parseReverseZones,
+		Help:  "`{peers, hidden_primary, also_notify}` for every reverse zone (`cnsadm zones reverse`)",
+		value: func(c *Config) any { return c.Reverse }},
+	{Name: "use_login", Kind: Bool, Section: Zones, Cnsadm: Shown, Default: "false",
+		parse: func(p *parser) error { return p.getInto("use_login", &p.c.UseLogin) },
+		Help:  "add names with the owner's login",
+		value: func(c *Config) any { return c.UseLogin }},
+	{Name: "use_alias", Kind: Bool, Section: Zones, Cnsadm: Shown, Default: "true", parse: parseUseAlias,
+		Help:  "add names with the VM's alias",
+		value: func(c *Config) any { return c.UseAlias }},
+	{Name: "allow_transfer", Kind: List, Section: Replication, Cnsadm: Shown, parse: parseAllowTransfer,
+		Help:  "addresses and prefixes allowed to transfer zones",
+		value: func(c *Config) any { return c.AllowTransfer }},
+	{Name: "min_notify_interval", Kind: Number, Section: Replication, Default: "500", parse: nonNegativeMillis("min_notify_interval", func(c *Config) *time.Duration { return &c.MinNotifyInterval }),
+		Help:  "ms between NOTIFYs to one peer for one zone (the reference used 5000: cns sends a NOTIFY right after a commit and only coalesces bursts)",
+		value: func(c *Config) any { return c.MinNotifyInterval }},
+	{Name: "full_poll_interval", Kind: Number, Section: Feeds, Restart: true, Default: "(the feed's floor)", parse: nonNegativeMillis("full_poll_interval", func(c *Config) *time.Duration { return &c.FullPollInterval }),
+		Help:  "ms; the SDC feed's safety-net re-list (raised to its floor: the changefeed carries changes)",
+		value: func(c *Config) any { return c.FullPollInterval }},
+	{Name: "reaper_poll_interval", Kind: Number, Section: Feeds, Restart: true, Default: "(the feed's)", parse: nonNegativeMillis("reaper_poll_interval", func(c *Config) *time.Duration { return &c.ReaperPollInterval }),
+		Help:  "ms; how often the SDC feed looks for destroyed VMs",
+		value: func(c *Config) any { return c.ReaperPollInterval }},
+	{Name: "batch_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "100 (ms)", parse: nonNegativeMillis("batch_window_ms", func(c *Config) *time.Duration { return &c.BatchWindow }),
+		Help:  "how long changes gather into one commit (one serial)",
+		value: func(c *Config) any { return c.BatchWindow }},
+	{Name: "hysteresis_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "60000 (ms)", parse: positiveMillis("hysteresis_window_ms", func(c *Config) *time.Duration { return &c.HysteresisWindow }),
+		Help:  "self-removal hysteresis: the window in which at most max(floor(n/3), 1) members of a service may leave by `triton.cns.status` (see \"Service health\")",
+		value: func(c *Config) any { return c.HysteresisWindow }},
+	{Name: "hysteresis_last_member_delay_ms", Kind: Number, Section: Feeds, Restart: true, Default: "600000 (ms)", parse: positiveMillis("hysteresis_last_member_delay_ms", func(c *Config) *time.Duration { return &c.HysteresisLastMemberDelay }),
+		Help:  "how long the last listed member of a service waits before it leaves",
+		value: func(c *Config) any { return c.HysteresisLastMemberDelay }},
+	sdcOptionKey("vmapi_opts", "VMAPI: `{\"address\": ...}` and its options (see the SDC feed section)"),
+	sdcOptionKey("cnapi_opts", "CNAPI"),
+	sdcOptionKey("napi_opts", "NAPI"),
+	sdcOptionKey("ufds_opts", "UFDS (LDAP): address, bindDN, bindPassword"),
+	sdcOptionKey("changefeed_opts", "VMAPI's changefeed"),
+	{Name: "db_path", Kind: String, Section: Server, Restart: true, Default: `"/data/cns/cns.db"`, parse: parseDBPath,
+		Help:  "the bbolt file (mode 0600); relative to the config file",
+		value: func(c *Config) any { return c.DBPath }},
+	{Name: "dns_listen", Kind: List, Section: Server, Restart: true, Default: `["0.0.0.0:53", "[::]:53"]`, parse: parseDNSListen,
+		Help:  "`ip:port` addresses, each served on UDP and TCP",
+		value: func(c *Config) any { return c.DNSListen }},
+	{Name: "inventory_file", Kind: String, Section: Feeds, Restart: true, parse: parseInventoryFile,
+		Help:  "an inventory file to use instead of the SDC APIs; relative to the config file",
+		value: func(c *Config) any { return c.InventoryFile }},
+	{Name: "api_server", Kind: Object, Section: Server, Restart: true, parse: parseAPIServer,
+		Help:  "`{\"listen\": \"ip:port\" or a list, \"token\": ..., \"read_token\": ...}`: the REST API (absent listen: port 80 on 127.0.0.1, ::1 and the zone's admin addresses; `[]`: no API), and bearer tokens for remote callers",
+		value: func(c *Config) any { return []any{c.APIListen, c.APIToken, c.APIReadToken} }},
+	{Name: "log_level", Kind: String, Section: Server, Default: "info", parse: parseLogLevel,
+		Help:  "trace, debug, info, warn, error; when absent, the LOGLEVEL environment variable (which the reference's SMF manifest sets), else info",
+		value: func(c *Config) any { return c.LogLevel }},
+	{Name: "hide_version", Kind: Bool, Section: Server, Restart: true, Default: "false",
+		parse: func(p *parser) error { return p.getInto("hide_version", &p.c.HideVersion) },
+		Help:  "answer REFUSED to CHAOS `version.bind` and `version.server`",
+		value: func(c *Config) any { return c.HideVersion }},
+	{Name: "hide_identity", Kind: Bool, Section: Server, Restart: true, Default: "false",
+		parse: func(p *parser) error { return p.getInto("hide_identity", &p.c.HideIdentity) },
+		Help:  "answer REFUSED to CHAOS `id.server` and `hostname.bind`",
+		value: func(c *Config) any { return c.HideIdentity }},
+	{Name: "also_notify", Kind: List, Section: Replication, parse: parseAlsoNotify,
+		Help:  "extra NOTIFY targets for every zone: `\"ip\"`, `\"ip:port\"`, `\"[v6]:port\"` (also per zone)",
+		value: func(c *Config) any { return c.AlsoNotify }},
+	{Name: "tsig_keys", Kind: Object, Section: Replication, parse: parseTSIGKeys,
+		Help:  "`{\"name\": {\"algorithm\": \"hmac-sha256\", \"secret\": \"base64\"}}`",
+		value: func(c *Config) any { return c.TSIGKeys }},
+	{Name: "peer_keys", Kind: Object, Section: Replication, parse: parsePeerKeys,
+		Help:  "`{\"peer name or ip\": \"key name\"}`: that peer must sign its transfers, and its NOTIFYs are signed",
+		value: func(c *Config) any { return c.PeerKeys }},
+	{Name: "journal_max_entries", Kind: Number, Section: Limits, Restart: true, Default: "2000", parse: parseJournal,
+		Help:  "per-zone IXFR journal: most entries kept (oldest dropped first)",
+		value: func(c *Config) any { return c.Journal.MaxEntries }},
+	{Name: "journal_max_bytes", Kind: Number, Section: Limits, Restart: true, Default: "16777216", // parsed with journal_max_entries
+		Help:  "per-zone IXFR journal: most bytes kept (16 MiB; at least 4096)",
+		value: func(c *Config) any { return c.Journal.MaxBytes }},
+	{Name: "journal_max_age_s", Kind: Number, Section: Limits, Restart: true, Default: "604800", // parsed with journal_max_entries
+		Help:  "per-zone IXFR journal: oldest entry kept, in seconds (7 days)",
+		value: func(c *Config) any { return c.Journal.MaxAge }},
+	{Name: "max_rrset", Kind: Number, Section: Limits, Restart: true, Default: "90", parse: parseMaxRRset,
+		Help:  "most records of one type at one name, 1 to 1000 (BIND ≥ 9.18.28 refuses more than 100)",
+		value: func(c *Config) any { return c.MaxRRset }},
+	{Name: "reverse_v4_prefix", Kind: Number, Section: Zones, Default: "24", parse: parseReverseV4Prefix,
+		Help:  "size of the IPv4 reverse zones cns creates: 8, 16 or 24 (with 8, every PTR of 10.0.0.0/8 lands in `10.in-addr.arpa`)",
+		value: func(c *Config) any { return c.ReverseV4Prefix }},
+	{Name: "reverse_v6_prefix", Kind: Number, Section: Zones, Default: "64", parse: parseReverseV6Prefix,
+		Help:  "size of the IPv6 reverse zones: 32, 48 or 64",
+		value: func(c *Config) any { return c.ReverseV6Prefix }},
+	{Name: "rrl", Kind: Object, Section: Server, Default: "off", parse: parseRRL,
+		Help:  "response rate limiting: `{\"responses_per_second\": 20, \"slip\": 2, \"ipv4_prefix\": 24, \"ipv6_prefix\": 56, \"exempt\": [\"10.0.0.0/8\"]}`",
+		value: func(c *Config) any { return c.RRL }},
+	{Name: "forwarding", Kind: Object, Section: Server, Restart: true, Default: "off", parse: parseForwarding,
+		Help:  "`{\"clients\": [\"10.0.0.0/8\"], \"upstreams\": [\"10.0.0.2\", \"10.0.0.3:53\"], \"cache_entries\": 10000, \"timeout_ms\": 2000}`",
+		value: func(c *Config) any { return c.Forwarding }},
+	{Name: "propagation", Kind: Object, Section: Replication, Restart: true, Default: "see \"Propagation status\"", parse: parsePropagation,
+		Help:  "`{\"threshold_percent\": 100, \"poll_delay_ms\": 50, \"poll_interval_ms\": 200, \"poll_timeout_ms\": 2000, \"poll_max_retries\": 20, \"periodic_sync_interval_s\": 60}`",
+		value: func(c *Config) any { return c.Propagation }},
+	{Name: "catalog_zone", Kind: String, Section: Zones, parse: parseCatalogZone,
+		Help:  "name of an RFC 9432 catalog zone listing every zone",
+		value: func(c *Config) any { return c.Catalog }},
+
+	// The reference reads these elsewhere, or cns does not need them:
+	// accepted without a warning.
+	ignoredKey("redis_opts", Object), ignoredKey("binder_domain", String), ignoredKey("mahi_opts", Object),
+	ignoredKey("datacenter_name", String), ignoredKey("dns_domain", String), ignoredKey("instance_uuid", String),
+}
+
+// Key is one top-level configuration key.
+type Key struct {
+	Name    string
+	Kind    Kind    // its JSON type, and how cnsadm config writes it
+	Section Section // where the README lists it
+	// Default is what an absent key means, as the README shows it. When it
+	// is JSON, Parse applies exactly that value (TestKeyDefaults).
+	Default string
+	Help    string
+	// Restart: a change takes effect at the next restart, not at a reload.
+	Restart bool
+	Cnsadm  CnsadmUse // how cnsadm edits it
+
+	// parse reads the key into the parser's Config; nil: the key is parsed
+	// with another one, or ignored.
+	parse func(*parser) error
+	// value is what Diff compares; nil for ignored keys.
+	value func(*Config) any
+}
+
+// Kind is a key's JSON type.
+type Kind int
+
+const (
+	String Kind = iota
+	Bool
+	Number
+	List
+	Object
+)
+
+func (k Kind) String() string {
+	return [...]string{"string", "boolean", "number", "list", "object"}[k]
+}
+
+// Section groups keys in the README.
+type Section int
+
+const (
+	Zones Section = iota
+	Replication
+	Feeds
+	Server
+	Limits
+	Ignored
+)
+
+func (s Section) String() string {
+	return [...]string{"Zones and names", "Replication", "Feeds", "Server", "Limits", "Accepted and ignored"}[s]
+}
+
+// CnsadmUse is how cnsadm changes a key.
+type CnsadmUse int
+
+const (
+	Settable  CnsadmUse = iota // cnsadm config key=value
+	Shown                      // also printed by cnsadm config, with its help
+	ZonesOnly                  // only through cnsadm zones
+)
+
+// ZoneKey is a key of one forward zone's settings (and, where Reverse, of
+// reverse_zones).
+type ZoneKey struct {
+	Name    string
+	Kind    Kind
+	Help    string
+	Reverse bool   // also a key of reverse_zones
+	Legacy  string // the key's name in old releases; cnsadm upgrade renames it
+}
+
+// ZoneKeys are the settings of a zone, as cnsadm zones edits them.
+var ZoneKeys = []ZoneKey{
+	{Name: "networks", Kind: List, Help: "network or pool UUIDs, or `\"*\"`: the NICs the zone names (required)"},
+	{Name: "peers", Kind: List, Reverse: true, Legacy: "slaves", Help: "the secondaries: names or addresses; they may transfer, and are notified"},
+	{Name: "hidden_primary", Kind: Bool, Reverse: true, Legacy: "hidden_master", Help: "the first peer is the SOA primary and cns leaves itself out of the NS set"},
+	{Name: "also_notify", Kind: List, Reverse: true, Help: "extra NOTIFY targets for this zone"},
+}
+
+// keyIndex finds a key by name.
+var keyIndex = func() map[string]*Key {
+	m := make(map[string]*Key, len(Keys))
+	for i := range Keys {
+		m[Keys[i].Name] = &Keys[i]
+	}
+	return m
+}()
+
+// Lookup returns the key named name.
+func Lookup(name string) (Key, bool) {
+	k, ok := keyIndex[name]
+	if !ok {
+		return Key{}, false
+	}
+	return *k, true
+}
+
+func nonNegativeMillis(key string, field func(*Config) *time.Duration) func(*parser) error {
+	return func(p *parser) error { return p.millis(key, field(p.c), 0, "must not be negative") }
+}
+
+func positiveMillis(key string, field func(*Config) *time.Duration) func(*parser) error {
+	return func(p *parser) error { return p.millis(key, field(p.c), 1, "must be at least 1 (milliseconds)") }
+}
+
+func sdcOptionKey(name, help string) Key {
+	return Key{Name: name, Kind: Object, Section: Feeds, Restart: true, Help: help, parse: parseSDCOption(name),
+		value: func(c *Config) any {
+			var v any
+			json.Unmarshal(*sdcOptions(c)[name], &v) // compared by meaning, not spelling
+			return v
+		}}
+}
+
+func ignoredKey(name string, kind Kind) Key {
+	return Key{Name: name, Kind: kind, Section: Ignored, Help: "the reference's; cns does not use it"}
+}

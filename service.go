@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/file"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/serve"
+)
+
+// service is a running cns: the store, the DNS server, the updater and its
+// feed, the API, and the configuration they were built from. It is the
+// one wiring of the program: `cns serve` and every whole-program test
+// build it with newService.
+type service struct {
+	path string
+	logging
+
+	reloading sync.Mutex // one reload at a time
+	mu        sync.Mutex // guards cfg
+	cfg       *config.Config
+
+	store   *db.DB
+	dns     *serve.Server
+	updater *feeds.Updater
+	feed    interface{ Run(context.Context) error }
+	api     *admin.Server
+	apiLns  []net.Listener
+
+	wg sync.WaitGroup // every goroutine start launched
+}
+
+// logging is the service's logger and its level: the config's log_level,
+// unless --log-level (levelArg) says otherwise. level may be nil (tests).
+type logging struct {
+	log      *slog.Logger
+	level    *slog.LevelVar
+	levelArg string
+}
+
+// serviceTuning is what whole-program tests may change beyond the config:
+// timings too slow for a test (poll intervals, the updater's clock). cns
+// serve uses the zero value.
+type serviceTuning struct {
+	Updater func(*feeds.Options)
+	SDC     func(*sdc.Config)
+}
+
+// newService builds everything the config asks for and starts listening
+// (DNS and API), so that the db is served as soon as start is called. On
+// error, whatever was opened is closed again.
+func newService(path string, cfg *config.Config, logs logging, tune serviceTuning) (_ *service, err error) {
+	s := &service{path: path, cfg: cfg, logging: logs}
+	log := s.log
+	s.applyLogLevel(cfg)
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	started := time.Now()
+	readOnly, err := s.openStore()
+	if err != nil {
+		return nil, err
+	}
+	hostname, _ := os.Hostname()
+	identity := hostname
+	if cfg.HideIdentity {
+		identity = ""
+	}
+	version := versionString()
+	if cfg.HideVersion {
+		version = ""
+	}
+	// Serve at once with the addresses the config spells out; peer names
+	// are looked up in the background.
+	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
+		Access: transferAccess(context.Background(), cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding),
+		Propagation: servePropagation(cfg.Propagation)}, s.store)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.dns.Listen(); err != nil {
+		return nil, err
+	}
+	log.Info("serving from the db", "db", cfg.DBPath, "took", time.Since(started).String())
+
+	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Logger: log,
+		Hysteresis: hysteresis.Policy{Window: cfg.HysteresisWindow, LastMemberDelay: cfg.HysteresisLastMemberDelay}}
+	if tune.Updater != nil {
+		tune.Updater(&uo)
+	}
+	if s.updater, err = feeds.NewUpdater(s.store, uo); err != nil {
+		return nil, err
+	}
+	if readOnly != nil {
+		s.updater.ReportFeed(feeds.StoreFeed, readOnly)
+	}
+
+	if err := s.listenAPI(); err != nil {
+		return nil, err
+	}
+	if len(s.apiLns) > 0 {
+		s.api = &admin.Server{Store: s.store, DNS: s.dns, Updater: s.updater, Version: versionString(),
+			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
+	}
+
+	if cfg.InventoryFile != "" {
+		s.feed = &file.Feed{Path: cfg.InventoryFile, Sink: s.updater, Logger: log}
+	} else if s.feed, err = newSDCFeed(cfg, s.updater, log, tune.SDC); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listenAPI opens the API's listeners. An address the config names must
+// open, or cns does not start; of the reference's default listeners, one
+// that cannot open (no ::1, port 80 taken) is logged and the rest serve.
+func (s *service) listenAPI() error {
+	addrs, err := apiAddresses(s.cfg, mdataNICs)
+	explicit := s.cfg.APIListen != nil
+	if err != nil {
+		s.log.Info("API on loopback only", "reason", err.Error())
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			if explicit {
+				return fmt.Errorf("api_server.listen %s: %w", a, err)
+			}
+			s.log.Error("API cannot listen here; set api_server.listen to choose", "addr", a, "err", err)
+			continue
+		}
+		s.log.Info("API listening", "addr", ln.Addr().String())
+		s.apiLns = append(s.apiLns, ln)
+	}
+	if !explicit && len(s.apiLns) == 0 {
+		s.log.Error("no API: none of the default listeners opened; CloudAPI and cnsadm cannot reach cns", "tried", addrs)
+	}
+	return nil
+}
+
+// openStore opens the db. A file system gone read-only (a failing disk, a
+// full pool that ZFS froze) must not take the names away: the db is then
+// opened read-only and served; commits fail, so the db shows degraded in
+// /feeds and cnsadm status until the file system is writable and cns
+// restarts. The returned error says so.
+func (s *service) openStore() (readOnly error, err error) {
+	cfg := s.cfg
+	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
+		return nil, fmt.Errorf("db directory: %w", err)
+	}
+	s.store, err = db.Open(cfg.DBPath, cfg.DBOptions())
+	if errors.Is(err, syscall.EROFS) {
+		opts := cfg.DBOptions()
+		opts.ReadOnly = true
+		if s.store, err = db.Open(cfg.DBPath, opts); err == nil {
+			readOnly = fmt.Errorf("%s is on a read-only file system: serving what it holds; no change is stored until it is writable and cns is restarted", cfg.DBPath)
+			s.log.Error(readOnly.Error())
+		}
+	}
+	return readOnly, err
+}
+
+// start runs every part until ctx ends; stop waits for them.
+func (s *service) start(ctx context.Context) {
+	log := s.log
+	s.wg.Go(func() { s.dns.Run(ctx) })
+	s.wg.Go(func() { s.resolvePeers(ctx) })
+	s.wg.Go(func() {
+		t := time.Now()
+		if err := s.dns.Warm(); err != nil {
+			log.Error("zones stay served from the db", "err", err)
+			return
+		}
+		log.Info("zones loaded into memory", "took", time.Since(t).String())
+	})
+	for _, ln := range s.apiLns {
+		s.wg.Go(func() {
+			if err := s.api.Serve(ctx, ln); err != nil {
+				log.Error("API stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		})
+	}
+	s.wg.Go(func() { s.updater.Run(ctx) })
+	s.wg.Go(func() { s.feed.Run(ctx) })
+}
+
+// stop waits, once ctx given to start has ended, for every part to stop
+// (the commit in progress lands first), then closes the DNS server and the
+// store so the file is released cleanly.
+func (s *service) stop() {
+	s.log.Info("shutting down")
+	if s.dns != nil {
+		// Closing the sockets ends the DNS server's reads at once.
+		s.dns.Close()
+	}
+	s.wg.Wait()
+	s.close()
+}
+
+// close releases what newService opened.
+func (s *service) close() {
+	for _, ln := range s.apiLns {
+		ln.Close() // the API server closes it too; twice is harmless
+	}
+	if s.dns != nil {
+		s.dns.Close()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}
+
+func (s *service) applyLogLevel(cfg *config.Config) {
+	if s.level == nil {
+		return
+	}
+	name := cfg.LogLevel
+	if name == "" {
+		// The reference's SMF manifest sets LOGLEVEL; the config's
+		// log_level wins when both are set.
+		name = os.Getenv("LOGLEVEL")
+	}
+	if s.levelArg != "" {
+		name = s.levelArg
+	}
+	l, err := config.ParseLogLevel(name)
+	if err != nil {
+		s.log.Warn("log level", "err", err)
+		return
+	}
+	s.level.Set(l)
+}
+
+// resolvePeers looks peer names up now and every peerResolveInterval.
+func (s *service) resolvePeers(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		cfg := s.cfg
+		s.mu.Unlock()
+		if err := s.dns.SetAccess(transferAccess(ctx, cfg, s.log, true)); err != nil {
+			s.log.Error("transfer policy", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(peerResolveInterval):
+		}
+	}
+}
+
+// reload re-reads the config file and applies what can change while
+// running: zones and naming, peers, transfer ACL, TSIG keys, NOTIFY
+// interval, log level. A config that does not validate changes nothing.
+// Settings that need a restart (db_path, dns_listen, api_server, the
+// feed) are reported and left as they are.
+func (s *service) reload() error {
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
+	next, err := config.Load(s.path)
+	if err != nil {
+		return err
+	}
+	// Peer names are looked up before the lock: a slow resolver must not
+	// hold up the API or the peer refresh.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	access := transferAccess(ctx, next, s.log, true)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.dns.SetAccess(access); err != nil {
+		return err
+	}
+	s.dns.SetRRL(serveRRL(next.RRL))
+	old := s.cfg
+	for _, w := range next.Warnings {
+		s.log.Warn(w)
+	}
+	_, needRestart := config.Diff(old, next)
+	if !reflect.DeepEqual(old.RecordsConfig(), next.RecordsConfig()) || !reflect.DeepEqual(old.ZoneConfig(), next.ZoneConfig()) {
+		s.updater.SetConfig(next.RecordsConfig(), next.ZoneConfig())
+	}
+	s.cfg = next
+	s.applyLogLevel(next)
+	if len(needRestart) > 0 {
+		s.log.Warn("configuration reloaded; these settings take effect at the next restart", "settings", needRestart)
+		return nil
+	}
+	s.log.Info("configuration reloaded", "file", s.path)
+	return nil
+}
