@@ -138,8 +138,9 @@ type Feed struct {
 	ufds  *UFDS
 	cf    *Changefeed
 
-	queue  *vmQueue    // changed VMs waiting for a worker
-	owners *ownerCache // the VMs' owners, from UFDS
+	queue  *vmQueue      // changed VMs waiting for a worker
+	owners *ownerCache   // the VMs' owners, from UFDS
+	last   *lastListings // the last CNAPI and NAPI listings
 
 	relist     chan struct{} // a full listing is due
 	napiNow    chan struct{} // a VM names a network the last NAPI listing lacked
@@ -157,18 +158,11 @@ type Feed struct {
 	recent  map[string]*dc.VM // VMs applied (nil: removed) from changes since the listing began
 
 	// mu guards the rest: what changes applied (for judging the next
-	// resourceObject and for the reaper), what the pollers compare
-	// against, and the status.
+	// resourceObject and for the reaper), and the status.
 	mu        sync.Mutex
 	applied   map[string]appliedVM
 	destroyed map[string]time.Time
 	cfUp      bool
-	servers   map[string]dc.Server // the last CNAPI listing, by uuid
-	haveCNAPI bool
-	haveNAPI  bool
-	nets      []dc.Network // the last NAPI listing
-	pools     []dc.NetworkPool
-	networks  map[string]bool // its network uuids
 	status    Status
 }
 
@@ -199,11 +193,10 @@ func NewFeed(cfg Config, sink dc.Sink) (*Feed, error) {
 	cfg.setDefaults()
 	f := &Feed{
 		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now, ownsHTTP: ownsHTTP,
-		queue: newVMQueue(cfg.RetryMin, cfg.RetryMax), owners: newOwnerCache(),
+		queue: newVMQueue(cfg.RetryMin, cfg.RetryMax), owners: newOwnerCache(), last: newLastListings(),
 		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
 		applied: map[string]appliedVM{}, destroyed: map[string]time.Time{},
-		servers: map[string]dc.Server{}, networks: map[string]bool{},
 	}
 	var err error
 	hc, to := cfg.HTTPClient, cfg.RequestTimeout

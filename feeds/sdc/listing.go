@@ -3,8 +3,6 @@ package sdc
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -138,22 +136,16 @@ func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 	l.servers, err = f.cnapi.ListServers(ctx)
 	f.sink.ReportFeed(HealthCNAPI, err)
 	if err != nil {
-		f.mu.Lock()
-		known := f.haveCNAPI
-		l.servers = slices.Collect(maps.Values(f.servers))
-		f.mu.Unlock()
-		if !known {
+		var known bool
+		if l.servers, known = f.last.lastServers(); !known {
 			return nil, fmt.Errorf("no compute node listing yet: %w", err)
 		}
 	}
 	l.nets, l.pools, err = f.listNetworks(ctx)
 	f.sink.ReportFeed(HealthNAPI, err)
 	if err != nil {
-		f.mu.Lock()
-		known := f.haveNAPI
-		l.nets, l.pools = f.nets, f.pools
-		f.mu.Unlock()
-		if !known {
+		var known bool
+		if l.nets, l.pools, known = f.last.lastNetworks(); !known {
 			return nil, fmt.Errorf("no network listing yet: %w", err)
 		}
 	}
@@ -190,14 +182,10 @@ func (f *Feed) applyListing(l *listing) *dc.Inventory {
 // pollers compare against, the destroyed VMs it no longer holds, and the
 // status.
 func (f *Feed) noteListing(l *listing, inv *dc.Inventory, start time.Time) {
+	f.last.setServers(l.servers)
+	f.last.setNetworks(l.nets, l.pools)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.servers = map[string]dc.Server{}
-	for _, s := range l.servers {
-		f.servers[strings.ToLower(s.UUID)] = s
-	}
-	f.haveCNAPI = true
-	f.setNetworkSet(l.nets, l.pools)
 	listed := make(map[string]bool, len(inv.VMs))
 	for i := range inv.VMs {
 		listed[strings.ToLower(inv.VMs[i].UUID)] = true

@@ -2,7 +2,10 @@ package sdc
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -89,9 +92,7 @@ func (f *Feed) pollNetworks(ctx context.Context) error {
 		return err
 	}
 	f.sinkMu.Lock()
-	f.mu.Lock()
-	f.setNetworkSet(nets, pools)
-	f.mu.Unlock()
+	f.last.setNetworks(nets, pools)
 	f.sink.SetNetworks(nets, pools, "networks polled")
 	f.sinkMu.Unlock()
 	return nil
@@ -137,18 +138,14 @@ func (f *Feed) applyServers(servers []dc.Server) []string {
 	now := f.now()
 	f.sinkMu.Lock()
 	defer f.sinkMu.Unlock()
-	f.mu.Lock()
-	old, cur := f.servers, make(map[string]dc.Server, len(servers))
-	f.servers = cur
+	old, cur := f.last.setServers(servers)
 	var moved []string
 	for _, s := range servers {
 		id := strings.ToLower(s.UUID)
-		cur[id] = s
 		if prev, ok := old[id]; ok && (prev.LastBoot != s.LastBoot || dc.ServerState(&prev, now) != dc.ServerState(&s, now)) {
 			moved = append(moved, id)
 		}
 	}
-	f.mu.Unlock()
 	admin := f.owners.adminUUID()
 	f.sink.SetServers(servers, "compute nodes polled")
 	for _, vm := range CNVMs(servers, admin) {
@@ -191,12 +188,73 @@ func (f *Feed) listNetworks(ctx context.Context) ([]dc.Network, []dc.NetworkPool
 	return nets, pools, nil
 }
 
-// setNetworkSet records a NAPI listing; f.mu is held.
-func (f *Feed) setNetworkSet(nets []dc.Network, pools []dc.NetworkPool) {
-	f.nets, f.pools = nets, pools
-	f.networks = make(map[string]bool, len(nets))
-	for _, n := range nets {
-		f.networks[strings.ToLower(n.UUID)] = true
+// lastListings are the last good CNAPI and NAPI listings: what the
+// pollers compare a new listing against, what a full listing falls back on
+// when CNAPI or NAPI fails, and the networks a changed VM's NICs are
+// checked against.
+type lastListings struct {
+	mu        sync.Mutex
+	servers   map[string]dc.Server // by uuid, lower case
+	haveCNAPI bool
+	nets      []dc.Network
+	pools     []dc.NetworkPool
+	networks  map[string]bool // the uuids of nets, lower case
+	haveNAPI  bool
+}
+
+func newLastListings() *lastListings {
+	return &lastListings{servers: map[string]dc.Server{}, networks: map[string]bool{}}
+}
+
+// setServers records a CNAPI listing and returns the one it replaces.
+func (l *lastListings) setServers(servers []dc.Server) (old, cur map[string]dc.Server) {
+	cur = make(map[string]dc.Server, len(servers))
+	for _, s := range servers {
+		cur[strings.ToLower(s.UUID)] = s
 	}
-	f.haveNAPI = true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old, l.servers, l.haveCNAPI = l.servers, cur, true
+	return old, cur
+}
+
+// lastServers returns the last CNAPI listing, and whether there was one.
+func (l *lastListings) lastServers() ([]dc.Server, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Collect(maps.Values(l.servers)), l.haveCNAPI
+}
+
+// setNetworks records a NAPI listing.
+func (l *lastListings) setNetworks(nets []dc.Network, pools []dc.NetworkPool) {
+	set := make(map[string]bool, len(nets))
+	for _, n := range nets {
+		set[strings.ToLower(n.UUID)] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nets, l.pools, l.networks, l.haveNAPI = nets, pools, set, true
+}
+
+// lastNetworks returns the last NAPI listing, and whether there was one.
+func (l *lastListings) lastNetworks() ([]dc.Network, []dc.NetworkPool, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nets, l.pools, l.haveNAPI
+}
+
+// unknownNetwork reports whether one of vm's NICs names a network the last
+// NAPI listing lacked (never before the first listing).
+func (l *lastListings) unknownNetwork(vm *dc.VM) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.haveNAPI {
+		return false
+	}
+	for _, n := range vm.NICs {
+		if n.NetworkUUID != "" && !l.networks[strings.ToLower(n.NetworkUUID)] {
+			return true
+		}
+	}
+	return false
 }

@@ -356,16 +356,8 @@ func (f *Feed) applyVM(id string, vm *dc.VM, hash uint64, cause string) {
 		delete(f.destroyed, id)
 	}
 	f.status.Applied++
-	unknownNet := false
-	if f.haveNAPI {
-		for _, n := range vm.NICs {
-			if n.NetworkUUID != "" && !f.networks[strings.ToLower(n.NetworkUUID)] {
-				unknownNet = true
-			}
-		}
-	}
 	f.mu.Unlock()
-	if unknownNet {
+	if f.last.unknownNetwork(vm) {
 		signal(f.napiNow)
 	}
 }
