@@ -16,7 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -419,7 +419,7 @@ func TestDifferentialDNS(t *testing.T) {
 		{"testdata DC", 1 << 30, func(string) string { return "testdata/inventory.json" }},
 		{fmt.Sprintf("generated %d VMs", vms), names, func(dir string) string {
 			path := filepath.Join(dir, "gen.json")
-			writeInventory(t, path, sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 42}))
+			writeInventory(t, path, sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 42}))
 			return path
 		}},
 	} {

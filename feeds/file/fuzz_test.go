@@ -9,12 +9,13 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
-// FuzzInventory: Parse takes any bytes without panicking, and whatever it
+// FuzzInventory: dc.ParseInventory takes any bytes without panicking, and whatever it
 // accepts goes through the records rules and into a store without a panic
-// or a failed commit (a bad inventory is refused by Parse, never by the
+// or a failed commit (a bad inventory is refused by dc.ParseInventory, never by the
 // store).
 func FuzzInventory(f *testing.F) {
 	demo, err := os.ReadFile("../../testdata/inventory.json")
@@ -50,10 +51,10 @@ func FuzzInventory(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		inv, err := Parse(data)
+		inv, err := dc.ParseInventory(data)
 		if err != nil {
 			if inv != nil {
-				t.Fatalf("Parse returned an inventory and an error: %v", err)
+				t.Fatalf("ParseInventory returned an inventory and an error: %v", err)
 			}
 			return
 		}
