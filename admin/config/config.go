@@ -78,6 +78,9 @@ type Config struct {
 	Catalog     string            // catalog_zone: RFC 9432 catalog of every zone
 	RRL         RRL               // rrl: response rate limiting, off by default
 	Forwarding  Forwarding        // forwarding: resolve other names for chosen clients
+	// ClientAnswers is client_answers: owner-less names answered in the
+	// asking instance's own scope (off when Networks is empty).
+	ClientAnswers ClientAnswers
 	Propagation Propagation       // propagation: how serials are followed to the secondaries
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
@@ -106,6 +109,14 @@ type Forwarding struct {
 	Upstreams    []netip.AddrPort
 	CacheEntries int
 	Timeout      time.Duration
+}
+
+// ClientAnswers is client_answers: the networks (or pools) whose
+// addresses identify the instance a query comes from, and the extra
+// addresses on which only client-scoped service is offered.
+type ClientAnswers struct {
+	Networks []string // network or pool UUIDs, lower case
+	Listen   []netip.AddrPort
 }
 
 // Propagation is propagation: how serials are followed to the
