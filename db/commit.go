@@ -2,11 +2,9 @@ package db
 
 import (
 	"bytes"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -44,6 +42,9 @@ type VMChange struct {
 	Meta []byte
 	// Records are all the records the VM contributes now.
 	Records []Record
+	// Client is how the VM is recognised when it queries cns (nil or no
+	// addresses: it is not).
+	Client *Client
 	// Hash, when not zero, is kept with the VM (see VMHashes): the
 	// updater's digest of what it computed, to skip unchanged VMs.
 	Hash uint64
@@ -71,6 +72,8 @@ type Committed struct {
 	// Problems are records or zones the commit skipped or cut, each a
 	// sentence for the log.
 	Problems []string
+	// Clients are the VMs whose Client changed.
+	Clients []ClientUpdate
 }
 
 // ZoneUpdate is one zone's new version.
@@ -143,7 +146,9 @@ type commit struct {
 	cfg   ZoneConfig
 	zones map[string]*zoneWork
 	names map[string]*nameWork // by zone + "\x00" + key
-	probs []string
+	// clients are the VMs whose Client changed.
+	clients []ClientUpdate
+	probs   []string
 }
 
 // zoneWork collects one zone's changes.
@@ -353,6 +358,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 		newNames = append(newNames, vmName{zone: g.zone.name, key: g.key})
 	}
 
+	if err := c.applyClient(vmKey, vc); err != nil {
+		return err
+	}
 	hashes, err := c.tx.CreateBucketIfNotExists(bucketVMHashes)
 	if err != nil {
 		return err
@@ -439,6 +447,7 @@ func (c *commit) finish() (*Committed, error) {
 		}
 	}
 	out.Problems = c.probs
+	out.Clients = c.clients
 	return out, nil
 }
 
@@ -618,80 +627,4 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 
 func (c *commit) problem(format string, args ...any) {
 	c.probs = append(c.probs, fmt.Sprintf(format, args...))
-}
-
-// vmEntry is what the store keeps per VM.
-type vmEntry struct {
-	meta  []byte
-	names []vmName
-}
-
-// vmName is one name a VM contributes to.
-type vmName struct {
-	zone string
-	key  []byte
-}
-
-// encode writes the names grouped by zone, so a zone's name is stored once
-// per VM rather than once per name.
-func (v *vmEntry) encode() []byte {
-	e := &enc{}
-	e.u8(2)
-	e.bytes32(v.meta)
-	names := slices.Clone(v.names)
-	slices.SortStableFunc(names, func(a, b vmName) int { return strings.Compare(a.zone, b.zone) })
-	var groups int
-	for i := range names {
-		if i == 0 || names[i].zone != names[i-1].zone {
-			groups++
-		}
-	}
-	e.u16(uint16(groups))
-	for i := 0; i < len(names); {
-		j := i
-		for j < len(names) && names[j].zone == names[i].zone {
-			j++
-		}
-		e.str(names[i].zone)
-		e.u32(uint32(j - i))
-		for _, n := range names[i:j] {
-			e.bytes16(n.key)
-		}
-		i = j
-	}
-	return e.b
-}
-
-func decodeVMEntry(b []byte) (vmEntry, error) {
-	d := &dec{b: b}
-	d.version(2, "vm entry")
-	v := vmEntry{meta: d.bytes32()}
-	groups := int(d.u16())
-	for g := 0; g < groups && d.err == nil; g++ {
-		zone := d.str()
-		n := int(d.u32())
-		for i := 0; i < n && d.err == nil; i++ {
-			v.names = append(v.names, vmName{zone: zone, key: d.bytes16()})
-		}
-	}
-	return v, d.done("vm entry")
-}
-
-// parseUUID turns a textual UUID into its 16 bytes.
-func parseUUID(s string) ([16]byte, error) {
-	var id [16]byte
-	h := strings.ReplaceAll(s, "-", "")
-	if len(s) != 36 || len(h) != 32 {
-		return id, fmt.Errorf("vm uuid %q is not a UUID", s)
-	}
-	if _, err := hex.Decode(id[:], []byte(h)); err != nil {
-		return id, fmt.Errorf("vm uuid %q is not a UUID", s)
-	}
-	return id, nil
-}
-
-// formatUUID is the inverse of parseUUID, in lower case.
-func formatUUID(id [16]byte) string {
-	h := hex.EncodeToString(id[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
