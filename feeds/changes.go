@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -52,7 +53,13 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
-	vc.Hash = changeHash(timeless, vc.Records)
+	if len(res.Clients) > 0 {
+		vc.Client = &db.Client{Owner: strings.ToLower(owner.UUID), Addrs: make([]db.ClientAddr, 0, len(res.Clients))}
+		for _, c := range res.Clients {
+			vc.Client.Addrs = append(vc.Client.Addrs, db.ClientAddr{Addr: c.Addr, Fabric: c.Fabric})
+		}
+	}
+	vc.Hash = changeHash(timeless, vc.Records, vc.Client)
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
 	}
@@ -65,8 +72,9 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 
 // changeHash identifies a VM's computed state: its decision (meta
 // without the time it was made) and its records in wire form. Equal
-// hashes mean nothing to commit.
-func changeHash(meta []byte, recs []db.Record) uint64 {
+// hashes mean nothing to commit. A VM without a Client hashes as it did
+// before client_answers existed, so enabling nothing rewrites nothing.
+func changeHash(meta []byte, recs []db.Record, client *db.Client) uint64 {
 	h := fnv.New64a()
 	h.Write(meta)
 	buf := make([]byte, 512)
@@ -80,6 +88,12 @@ func changeHash(meta []byte, recs []db.Record) uint64 {
 			h.Write(buf[:n])
 		} else {
 			h.Write([]byte(r.RR.String()))
+		}
+	}
+	if client != nil {
+		h.Write([]byte("\x00client\x00" + client.Owner))
+		for _, a := range client.Addrs {
+			h.Write([]byte(a.Addr.String() + " " + a.Fabric.String()))
 		}
 	}
 	return h.Sum64() | 1 // never 0, which means "no hash"
