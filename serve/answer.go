@@ -15,6 +15,16 @@ const (
 	maxCNAMEs   = 8  // CNAME hops followed inside a zone
 	maxPointer  = 0x3FFF
 	rcodeBadVer = 16
+	edeHeader   = 6 // option code, length and INFO-CODE of an EDE option
+)
+
+// Extended DNS Errors (RFC 8914) of client-scoped answers: "Other Error"
+// with a text, since no registered code says "who are you".
+const (
+	edeOther           = 0
+	edeUnknownSource   = "client_answers: the source address identifies no instance"
+	edeAmbiguousSource = "client_answers: the source address belongs to several instances"
+	edeNotInZone       = "client_answers: the asking instance has no names in this zone"
 )
 
 // response builds one answer message in place. The header is written last,
@@ -31,6 +41,10 @@ type response struct {
 	edns   bool
 	ednsDO bool
 	size   uint16 // our EDNS UDP payload size
+	// ede, when edeText is set, is the Extended DNS Error (RFC 8914) the
+	// OPT record carries.
+	ede     uint16
+	edeText string
 }
 
 // start copies the question of q into b and prepares the header fields.
@@ -91,9 +105,18 @@ func (r *response) finish(id uint16) []byte {
 		if r.ednsDO {
 			ext |= 0x8000
 		}
+		rdlen := 0
+		if r.edeText != "" && r.room(edeHeader+len(r.edeText)) {
+			rdlen = edeHeader + len(r.edeText)
+		}
 		r.b = append(r.b, 0, byte(dns.TypeOPT>>8), byte(dns.TypeOPT),
 			byte(r.size>>8), byte(r.size),
-			byte(ext>>24), byte(ext>>16), byte(ext>>8), byte(ext), 0, 0)
+			byte(ext>>24), byte(ext>>16), byte(ext>>8), byte(ext), byte(rdlen>>8), byte(rdlen))
+		if rdlen > 0 {
+			l := 2 + len(r.edeText)
+			r.b = append(r.b, byte(dns.EDNS0EDE>>8), byte(dns.EDNS0EDE&0xFF), byte(l>>8), byte(l), byte(r.ede>>8), byte(r.ede))
+			r.b = append(r.b, r.edeText...)
+		}
 		r.ar++
 	}
 	h := r.b[:headerLen]
@@ -115,7 +138,7 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	var r response
 	r.start(q, b, limit, s.udpSize)
 	switch {
-	case q.qclass == dns.ClassCHAOS:
+	case q.qclass == dns.ClassCHAOS && !q.clientOnly:
 		s.answerChaos(&r, q)
 		return r.finish(q.id)
 	case q.qclass != dns.ClassINET && q.qclass != dns.ClassANY:
@@ -137,11 +160,28 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 		// §3.3.2), as NSD answers it.
 		r.flags |= flagAA
 	}
-	zonePtr := headerLen + zoff // the apex inside the question name
 	if zoff == 0 && q.qtype == dns.TypeSOA {
 		s.peers.soaQuery(q.src.Addr(), z.name)
 	}
+	switch {
+	case !q.clientOnly:
+		s.resolve(&r, sn, z, q, name, zoff, false)
+	case sn.clients != nil:
+		s.resolveScoped(&r, sn, z, q, name, zoff)
+	default:
+		r.flags &^= flagAA
+		r.rcode = dns.RcodeRefused
+	}
+	return r.finish(q.id)
+}
 
+// resolve answers name (lower-case wire, in z) into r, the zone apex at
+// zoff in the question (name is the question's, or its scoped meaning),
+// following CNAMEs inside the zone. A name that does not exist gets its
+// client-scoped meaning first when client answers are on (scoped is set
+// once it has).
+func (s *Server) resolve(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int, scoped bool) {
+	zonePtr := headerLen + zoff // the apex inside the question name
 	ptr := headerLen // owner of the next answer records
 	for hop := 0; ; hop++ {
 		rrs, found, err := z.node(name)
@@ -151,12 +191,16 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 			r.an = 0
 			r.flags &^= flagAA
 			r.rcode = dns.RcodeServerFailure
-			return r.finish(q.id)
+			return
 		}
 		if !found {
+			if hop == 0 && !scoped && sn.clients != nil {
+				s.resolveScoped(r, sn, z, q, name, zoff)
+				return
+			}
 			r.rcode = dns.RcodeNameError
-			s.negative(&r, z, zonePtr)
-			break
+			s.negative(r, z, zonePtr)
+			return
 		}
 		rtype := q.qtype
 		if q.qtype == dns.TypeANY && len(rrs) > 0 {
@@ -168,31 +212,76 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 			start := len(r.b)
 			if !r.appendRRs(run, ptr, &r.an) {
 				r.truncate()
-				break
+				return
 			}
 			if rtype == dns.TypeSRV { // asked for, or the RRset given to ANY
-				s.srvAdditionals(&r, z, start)
+				s.srvAdditionals(r, z, start)
 			}
-			break
+			return
 		}
 		cname, cn := rrsOfType(rrs, dns.TypeCNAME)
 		if cn == 0 || q.qtype == dns.TypeCNAME || hop == maxCNAMEs {
-			s.negative(&r, z, zonePtr) // NODATA
-			break
+			s.negative(r, z, zonePtr) // NODATA
+			return
 		}
 		// Follow the CNAME inside the zone (RFC 1034 §4.3.2, RFC 6604).
 		rdOff := len(r.b) + 2 + 10
 		if !r.appendRRs(cname, ptr, &r.an) {
 			r.truncate()
-			break
+			return
 		}
 		target := r.b[rdOff:]
 		if !z.contains(target) || rdOff > maxPointer {
-			break
+			return
 		}
 		name, ptr = target, rdOff
 	}
-	return r.finish(q.id)
+}
+
+// resolveScoped answers an owner-less name in the scope of the instance
+// the query comes from (see clients.go); any other name does not exist.
+// A caller who is identified by no instance, or by several, gets NXDOMAIN
+// with an Extended DNS Error saying so, never another owner's records.
+func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int) {
+	kindOff, ok := ownerless(name, zoff)
+	if !ok {
+		if q.clientOnly {
+			r.flags &^= flagAA
+			r.rcode = dns.RcodeRefused
+			return
+		}
+		r.rcode = dns.RcodeNameError
+		s.negative(r, z, headerLen+zoff)
+		return
+	}
+	cl, status := sn.clients.caller(q.src.Addr(), q.local)
+	var buf [maxNameLen]byte
+	switch status {
+	case callerUnknown:
+		r.ede, r.edeText = edeOther, edeUnknownSource
+	case callerAmbiguous:
+		r.ede, r.edeText = edeOther, edeAmbiguousSource
+	default:
+		// The caller's scope covers the zones its instance has names in.
+		self, ok := selfName(&buf, name[zoff:], &cl)
+		if ok {
+			_, ok, _ = z.node(self)
+		}
+		if !ok {
+			r.ede, r.edeText = edeOther, edeNotInZone
+			break
+		}
+		scoped, ok := scopedName(&buf, name, kindOff, zoff, &cl)
+		if !ok {
+			break
+		}
+		q.scope = scopeAnswered
+		s.resolve(r, sn, z, q, scoped, zoff, true)
+		return
+	}
+	q.scope = scopeUnidentified
+	r.rcode = dns.RcodeNameError
+	s.negative(r, z, headerLen+zoff)
 }
 
 // negative adds the zone's SOA to the authority section.

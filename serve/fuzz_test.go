@@ -185,7 +185,7 @@ func FuzzQuery(f *testing.F) {
 			framed = append(framed, msg...)
 			for _, stream := range [][]byte{framed, msg} {
 				c := &fuzzConn{r: bytes.NewReader(stream)}
-				s.serveConn(c)
+				s.serveConn(c, endpoint{})
 				out := c.w.Bytes()
 				for len(out) > 0 {
 					if len(out) < 2 {

@@ -52,11 +52,27 @@ type query struct {
 
 	tcp bool
 	src netip.AddrPort // the client
+	// local is the address the query reached cns at (unspecified for a
+	// wildcard listener), and clientOnly is set on client_answers'
+	// listeners, which offer nothing but client-scoped service.
+	local      netip.Addr
+	clientOnly bool
+	// scope says how client answers went, for the counters.
+	scope scopeOutcome
 
 	// forward is set when the query is for no zone of cns and may go to
 	// the forwarding resolvers: the caller answers it, not answer().
 	forward bool
 }
+
+// scopeOutcome is what client_answers made of a query.
+type scopeOutcome uint8
+
+const (
+	scopeNone         scopeOutcome = iota // not an owner-less name
+	scopeAnswered                         // answered in the caller's scope
+	scopeUnidentified                     // owner-less, but the caller is no one (or several)
+)
 
 func (q *query) lower() []byte { return q.lname[:q.lnameN] }
 
@@ -75,7 +91,7 @@ const (
 // what it could (ID, flags, question when readable) so the error reply can
 // echo them.
 func (q *query) parse(msg []byte) parseResult {
-	*q = query{msg: msg, tcp: q.tcp, src: q.src}
+	*q = query{msg: msg, tcp: q.tcp, src: q.src, local: q.local, clientOnly: q.clientOnly}
 	if len(msg) < headerLen {
 		return parseDrop
 	}

@@ -15,6 +15,8 @@ import (
 // swaps it in with one atomic store.
 type snapshot struct {
 	zones map[string]*zone // by lower-case wire name
+	// clients identifies the instances that ask (nil: client answers off).
+	clients *clientIndex
 }
 
 // zone is one zone at one serial.
@@ -135,5 +137,9 @@ func (s *snapshot) applyCommit(c *db.Committed, store *db.DB) (*snapshot, error)
 		}
 		zones[key] = nz
 	}
-	return &snapshot{zones: zones}, nil
+	clients := s.clients
+	if clients != nil && len(c.Clients) > 0 {
+		clients = clients.apply(c.Clients)
+	}
+	return &snapshot{zones: zones, clients: clients}, nil
 }

@@ -1,0 +1,306 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/hex"
+	"net/netip"
+
+	"github.com/tritondatacenter/cns/db"
+)
+
+// Client-scoped answers (client_answers): a query whose source address
+// identifies exactly one instance gets owner-less names answered in that
+// instance's owner's scope. <svc>.svc.<zone> answers what
+// <svc>.svc.<owner>.<zone> answers, <name>.inst.<zone> what
+// <name>.inst.<owner>.<zone> answers, and self.inst.<zone> is the caller's
+// own <uuid>.inst.<owner>.<zone>. The owner-less name is only tried when
+// the name itself does not exist, so every name that exists answers as it
+// always did, for everyone; the answers are built from the snapshot, never
+// stored, and are no part of any transfer.
+
+// ClientAnswers configures client-scoped answers.
+type ClientAnswers struct {
+	// Enabled turns them on; the instances and their addresses come from
+	// the store (db.Client, committed by the updater).
+	Enabled bool
+	// Listen holds extra host:port addresses on which only client-scoped
+	// service is offered: owner-less names, and forwarding for the
+	// forwarding clients; everything else is REFUSED there.
+	Listen []string
+}
+
+// clientShards splits the index so that a commit copies only the shards
+// holding the addresses it changed.
+const clientShards = 64
+
+// clientIndex maps a source address to the instances that claim it. It is
+// immutable: a commit builds a new one sharing the untouched shards.
+type clientIndex struct {
+	shards [clientShards]map[netip.Addr]clientSlot
+	addrs  int // addresses with at least one claim
+}
+
+// clientSlot holds the claims of one address; almost always one, kept
+// inline so that the index holds no pointer per address but the owner's.
+type clientSlot struct {
+	first clientClaim
+	more  []clientClaim
+}
+
+// clientClaim is one instance that has an address.
+type clientClaim struct {
+	vm    [16]byte
+	owner string // lower-case owner UUID: the owner label of its names
+	// fabricBits, when not negative, says the address is on a fabric of
+	// that prefix length: the claim counts only for queries that reached
+	// cns on an address of its own inside that subnet.
+	fabricBits int8
+}
+
+func clientShard(a netip.Addr) int {
+	b := a.As16()
+	return int(b[15]^b[14]^b[13]) % clientShards
+}
+
+// newClientIndex reads every stored Client.
+func newClientIndex(store *db.DB) (*clientIndex, error) {
+	ix := &clientIndex{}
+	for i := range ix.shards {
+		ix.shards[i] = map[netip.Addr]clientSlot{}
+	}
+	owners := map[string]string{} // one string per owner
+	err := store.Clients(func(vm string, c db.Client) error {
+		ix.add(vm, &c, owners)
+		return nil
+	})
+	return ix, err
+}
+
+// apply returns the index after a commit's client changes.
+func (ix *clientIndex) apply(updates []db.ClientUpdate) *clientIndex {
+	next := *ix
+	var copied [clientShards]bool
+	own := func(a netip.Addr) {
+		i := clientShard(a)
+		if !copied[i] {
+			m := make(map[netip.Addr]clientSlot, len(ix.shards[i])+1)
+			for k, v := range ix.shards[i] {
+				m[k] = v
+			}
+			next.shards[i], copied[i] = m, true
+		}
+	}
+	owners := map[string]string{}
+	for _, u := range updates {
+		if u.Old != nil {
+			for _, a := range u.Old.Addrs {
+				own(a.Addr)
+			}
+			next.remove(u.VM, u.Old)
+		}
+		if u.New != nil {
+			for _, a := range u.New.Addrs {
+				own(a.Addr)
+			}
+			next.add(u.VM, u.New, owners)
+		}
+	}
+	return &next
+}
+
+func vmID(uuid string) (id [16]byte) {
+	h := make([]byte, 0, 32)
+	for i := 0; i < len(uuid); i++ {
+		if uuid[i] != '-' {
+			h = append(h, uuid[i])
+		}
+	}
+	hex.Decode(id[:], h)
+	return id
+}
+
+func (ix *clientIndex) add(vm string, c *db.Client, owners map[string]string) {
+	owner, ok := owners[c.Owner]
+	if !ok {
+		owner = c.Owner
+		owners[owner] = owner
+	}
+	id := vmID(vm)
+	for _, a := range c.Addrs {
+		cl := clientClaim{vm: id, owner: owner, fabricBits: -1}
+		if a.Fabric.IsValid() {
+			cl.fabricBits = int8(a.Fabric.Bits())
+		}
+		addr := a.Addr.Unmap()
+		m := ix.shards[clientShard(addr)]
+		slot, ok := m[addr]
+		switch {
+		case !ok:
+			slot.first = cl
+			ix.addrs++
+		default:
+			slot.more = append(slot.more[:len(slot.more):len(slot.more)], cl)
+		}
+		m[addr] = slot
+	}
+}
+
+func (ix *clientIndex) remove(vm string, c *db.Client) {
+	id := vmID(vm)
+	for _, a := range c.Addrs {
+		addr := a.Addr.Unmap()
+		m := ix.shards[clientShard(addr)]
+		slot, ok := m[addr]
+		if !ok {
+			continue
+		}
+		all := append([]clientClaim{slot.first}, slot.more...)
+		for i, cl := range all {
+			if cl.vm == id {
+				all = append(all[:i], all[i+1:]...)
+				break
+			}
+		}
+		if len(all) == 0 {
+			delete(m, addr)
+			ix.addrs--
+			continue
+		}
+		slot = clientSlot{first: all[0]}
+		if len(all) > 1 {
+			slot.more = all[1:]
+		}
+		m[addr] = slot
+	}
+}
+
+// callerStatus says whether a query's source identifies an instance.
+type callerStatus uint8
+
+const (
+	callerUnknown   callerStatus = iota // no instance has the address
+	callerAmbiguous                     // several have it
+	callerFound
+)
+
+// caller returns the one instance that the source address src identifies
+// for a query that reached cns at local.
+func (ix *clientIndex) caller(src, local netip.Addr) (clientClaim, callerStatus) {
+	src = src.Unmap()
+	slot, ok := ix.shards[clientShard(src)][src]
+	if !ok {
+		return clientClaim{}, callerUnknown
+	}
+	var found clientClaim
+	n := 0
+	for i := -1; i < len(slot.more); i++ {
+		cl := slot.first
+		if i >= 0 {
+			cl = slot.more[i]
+		}
+		if cl.fabricBits >= 0 && !onFabric(src, local, int(cl.fabricBits)) {
+			continue
+		}
+		if n == 0 || found.vm != cl.vm {
+			n++
+		}
+		found = cl
+	}
+	switch {
+	case n == 0:
+		return clientClaim{}, callerUnknown
+	case n > 1:
+		return clientClaim{}, callerAmbiguous
+	}
+	return found, callerFound
+}
+
+// onFabric reports whether local, the address a query reached cns at, is
+// inside the fabric subnet (of bits) that src is on: cns listens on that
+// very fabric, so src can only be that fabric's instance.
+func onFabric(src, local netip.Addr, bits int) bool {
+	local = local.Unmap()
+	if !local.IsValid() || local.IsUnspecified() || local.Is4() != src.Is4() {
+		return false
+	}
+	p, err := src.Prefix(bits)
+	return err == nil && p.Contains(local)
+}
+
+// Labels of the owner-less forms.
+var (
+	labelSvc  = []byte("\x03svc")
+	labelInst = []byte("\x04inst")
+	labelSelf = []byte("\x04self")
+)
+
+// ownerless reports whether the lower-case wire name, whose zone apex
+// starts at zoff, has an owner-less form: one or more labels, then "svc"
+// or "inst" right above the apex. kindOff is where that label starts.
+func ownerless(name []byte, zoff int) (kindOff int, ok bool) {
+	prev, off := -1, 0
+	for off < zoff {
+		prev, off = off, off+int(name[off])+1
+	}
+	if prev <= 0 || off != zoff {
+		return 0, false
+	}
+	kind := name[prev:zoff]
+	if !bytes.Equal(kind, labelSvc) && !bytes.Equal(kind, labelInst) {
+		return 0, false
+	}
+	return prev, true
+}
+
+// scopedName writes into buf the name that the owner-less name means for
+// cl: the owner label inserted above the kind label, and "self" right
+// below "inst" replaced by the caller's UUID. ok is false when the result
+// is no valid name.
+func scopedName(buf *[maxNameLen]byte, name []byte, kindOff, zoff int, cl *clientClaim) ([]byte, bool) {
+	b := buf[:0]
+	prefix := name[:kindOff]
+	last := 0 // the label right below the kind label
+	for off := 0; off < kindOff; off += int(name[off]) + 1 {
+		last = off
+	}
+	if bytes.Equal(name[kindOff:zoff], labelInst) && bytes.Equal(prefix[last:], labelSelf) {
+		b = append(b, prefix[:last]...)
+		b = appendUUIDLabel(b, cl.vm)
+	} else {
+		b = append(b, prefix...)
+	}
+	b = append(b, name[kindOff:zoff]...)
+	if len(cl.owner) > 63 || len(b)+1+len(cl.owner)+len(name)-zoff > maxNameLen {
+		return nil, false
+	}
+	b = append(b, byte(len(cl.owner)))
+	b = append(b, cl.owner...)
+	b = append(b, name[zoff:]...)
+	return b, true
+}
+
+// selfName writes the caller's own <uuid>.inst.<owner>.<zone> into buf.
+func selfName(buf *[maxNameLen]byte, zone []byte, cl *clientClaim) ([]byte, bool) {
+	b := appendUUIDLabel(buf[:0], cl.vm)
+	b = append(b, labelInst...)
+	if len(cl.owner) > 63 || len(b)+1+len(cl.owner)+len(zone) > maxNameLen {
+		return nil, false
+	}
+	b = append(b, byte(len(cl.owner)))
+	b = append(b, cl.owner...)
+	return append(b, zone...), true
+}
+
+// appendUUIDLabel appends the UUID as a lower-case label, without
+// allocating.
+func appendUUIDLabel(b []byte, id [16]byte) []byte {
+	const digits = "0123456789abcdef"
+	b = append(b, 36)
+	for i, x := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, digits[x>>4], digits[x&15])
+	}
+	return b
+}
