@@ -182,7 +182,7 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 // once it has).
 func (s *Server) resolve(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int, scoped bool) {
 	zonePtr := headerLen + zoff // the apex inside the question name
-	ptr := headerLen // owner of the next answer records
+	ptr := headerLen            // owner of the next answer records
 	for hop := 0; ; hop++ {
 		rrs, found, err := z.node(name)
 		if err != nil {

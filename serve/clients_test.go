@@ -257,7 +257,7 @@ func TestClientAnswersFollowCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
-		"web.svc" + z:  "NOERROR | web.svc.dc.example.com. 30 IN A 10.1.0.2 | web.svc.dc.example.com. 30 IN A 10.2.0.1",
+		"web.svc" + z:   "NOERROR | web.svc.dc.example.com. 30 IN A 10.1.0.2 | web.svc.dc.example.com. 30 IN A 10.2.0.1",
 		"db-1.inst" + z: "NOERROR | db-1.inst.dc.example.com. 30 IN A 10.2.0.1",
 		"self.inst" + z: "NOERROR | self.inst.dc.example.com. 30 IN TXT \"" + vmA2 + "\"",
 	} {
