@@ -281,52 +281,10 @@ func (c *commit) applyVM(vc *VMChange) error {
 		oldNames = old.names
 	}
 
-	// Group the new records by name.
-	type group struct {
-		zone *zoneWork
-		key  []byte
-		own  []byte
-		rrs  []candidate
-	}
-	groups := map[string]*group{}
-	var order []string
+	var groups []*recordGroup
 	if !vc.Delete {
-		for _, r := range vc.Records {
-			z, err := c.zone(r.Zone)
-			if err != nil {
-				return err
-			}
-			if z == nil || z.remove {
-				c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
-				continue
-			}
-			owner, err := wireName(r.RR.Header().Name)
-			if err != nil {
-				c.problem("vm %s: %v", vc.UUID, err)
-				continue
-			}
-			key, ok := relativeKey(owner, z.wire)
-			if !ok {
-				c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
-				continue
-			}
-			rr, err := EncodeRR(r.RR)
-			if err != nil {
-				c.problem("vm %s: %v", vc.UUID, err)
-				continue
-			}
-			if r.Pref >= candStamped {
-				c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
-				continue
-			}
-			gk := z.name + "\x00" + string(key)
-			g := groups[gk]
-			if g == nil {
-				g = &group{zone: z, key: key, own: owner}
-				groups[gk] = g
-				order = append(order, gk)
-			}
-			g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
+		if groups, err = c.groupRecords(vc, id); err != nil {
+			return err
 		}
 	}
 
@@ -346,9 +304,8 @@ func (c *commit) applyVM(vc *VMChange) error {
 		nw.cands = slices.DeleteFunc(nw.cands, func(x candidate) bool { return x.vm == id })
 	}
 	// Names it feeds now.
-	newNames := make([]vmName, 0, len(order))
-	for _, gk := range order {
-		g := groups[gk]
+	newNames := make([]vmName, 0, len(groups))
+	for _, g := range groups {
 		nw, err := c.name(g.zone, g.key, g.own)
 		if err != nil {
 			return err
@@ -383,6 +340,60 @@ func (c *commit) applyVM(vc *VMChange) error {
 		return nil
 	}
 	return vms.Put(vmKey, entry)
+}
+
+// recordGroup is a VM's new records at one owner name.
+type recordGroup struct {
+	zone *zoneWork
+	key  []byte
+	own  []byte
+	rrs  []candidate
+}
+
+// groupRecords groups vc's records by owner name, in the order they come.
+// A record the store cannot take (no such zone, a name outside its zone,
+// a bad pref) is left out and reported as a problem of the commit.
+func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error) {
+	byName := map[string]*recordGroup{}
+	var groups []*recordGroup
+	for _, r := range vc.Records {
+		z, err := c.zone(r.Zone)
+		if err != nil {
+			return nil, err
+		}
+		if z == nil || z.remove {
+			c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
+			continue
+		}
+		owner, err := wireName(r.RR.Header().Name)
+		if err != nil {
+			c.problem("vm %s: %v", vc.UUID, err)
+			continue
+		}
+		key, ok := relativeKey(owner, z.wire)
+		if !ok {
+			c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
+			continue
+		}
+		rr, err := EncodeRR(r.RR)
+		if err != nil {
+			c.problem("vm %s: %v", vc.UUID, err)
+			continue
+		}
+		if r.Pref >= candStamped {
+			c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
+			continue
+		}
+		gk := z.name + "\x00" + string(key)
+		g := byName[gk]
+		if g == nil {
+			g = &recordGroup{zone: z, key: key, own: owner}
+			byName[gk] = g
+			groups = append(groups, g)
+		}
+		g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
+	}
+	return groups, nil
 }
 
 // name returns the work record of one owner name, loading its stored
