@@ -189,7 +189,7 @@ func TestClientAnswers(t *testing.T) {
 		{"an empty non-terminal stays one", srcA1, "inst." + ownerA + z, dns.TypeA, "NOERROR"},
 	}
 	for _, warm := range []bool{false, true} {
-		_, main, _ := startClientServer(t, clientStore(t), warm)
+		s, main, _ := startClientServer(t, clientStore(t), warm)
 		for _, tc := range cases {
 			for _, nw := range []string{"udp", "tcp"} {
 				r := ask(t, nw, tc.src, main, tc.qname, tc.qtype)
@@ -200,6 +200,11 @@ func TestClientAnswers(t *testing.T) {
 					t.Errorf("warm %v %s %s: not authoritative", warm, nw, tc.name)
 				}
 			}
+		}
+		// 14 cases answer in a caller's scope, 3 find no one; each over
+		// UDP and TCP.
+		if st := s.QueryStats(); st.ClientScoped != 28 || st.Unidentified != 6 {
+			t.Errorf("warm %v: counted %d scoped and %d unidentified, want 28 and 6", warm, st.ClientScoped, st.Unidentified)
 		}
 	}
 }
