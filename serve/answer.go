@@ -255,7 +255,10 @@ func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, nam
 		return
 	}
 	cl, status := sn.clients.caller(q.src.Addr(), q.local)
-	var buf [maxNameLen]byte
+	if q.scratch == nil {
+		q.scratch = new([maxNameLen]byte)
+	}
+	buf := q.scratch
 	switch status {
 	case callerUnknown:
 		r.ede, r.edeText = edeOther, edeUnknownSource
@@ -263,7 +266,7 @@ func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, nam
 		r.ede, r.edeText = edeOther, edeAmbiguousSource
 	default:
 		// The caller's scope covers the zones its instance has names in.
-		self, ok := selfName(&buf, name[zoff:], &cl)
+		self, ok := selfName(buf, name[zoff:], &cl)
 		if ok {
 			_, ok, _ = z.node(self)
 		}
@@ -271,7 +274,7 @@ func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, nam
 			r.ede, r.edeText = edeOther, edeNotInZone
 			break
 		}
-		scoped, ok := scopedName(&buf, name, kindOff, zoff, &cl)
+		scoped, ok := scopedName(buf, name, kindOff, zoff, &cl)
 		if !ok {
 			break
 		}

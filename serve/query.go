@@ -59,6 +59,10 @@ type query struct {
 	clientOnly bool
 	// scope says how client answers went, for the counters.
 	scope scopeOutcome
+	// scratch holds the scoped meaning of an owner-less name. It is
+	// allocated on first use and kept across parse, so that a socket's
+	// query answers without allocating.
+	scratch *[maxNameLen]byte
 
 	// forward is set when the query is for no zone of cns and may go to
 	// the forwarding resolvers: the caller answers it, not answer().
@@ -91,7 +95,7 @@ const (
 // what it could (ID, flags, question when readable) so the error reply can
 // echo them.
 func (q *query) parse(msg []byte) parseResult {
-	*q = query{msg: msg, tcp: q.tcp, src: q.src, local: q.local, clientOnly: q.clientOnly}
+	*q = query{msg: msg, tcp: q.tcp, src: q.src, local: q.local, clientOnly: q.clientOnly, scratch: q.scratch}
 	if len(msg) < headerLen {
 		return parseDrop
 	}
