@@ -148,7 +148,20 @@ func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 	for _, n := range vm.Names {
 		fmt.Fprintf(w, "    %s\n", n)
 	}
+	writeShortNames(w, vm)
 	return nil
+}
+
+// writeShortNames adds what client_answers gives the VM, when it is on.
+func writeShortNames(w io.Writer, vm *VM) {
+	if len(vm.ClientAddrs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "asks from:  %s\n", strings.Join(vm.ClientAddrs, ", "))
+	fmt.Fprintln(w, "short names (its owner's instances asking cns):")
+	for _, n := range vm.ShortNames {
+		fmt.Fprintf(w, "    %s\n", n)
+	}
 }
 
 // WritePeer prints cnsadm peers <addr>.

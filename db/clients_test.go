@@ -67,3 +67,26 @@ func TestClients(t *testing.T) {
 		}
 	}
 }
+
+// DB.VM returns the VM's Client with its records.
+func TestVMClient(t *testing.T) {
+	d, _ := openTest(t, Options{})
+	a := &Client{Owner: "owner-a", Addrs: []ClientAddr{{Addr: netip.MustParseAddr("10.0.0.5")}}}
+	mustCommit(t, d, &ChangeSet{Zones: testConfig(), VMs: []VMChange{{UUID: vm1, Client: a}, {UUID: vm2}}})
+	for _, tc := range []struct {
+		vm   string
+		want string
+	}{{vm1, "owner-a[{10.0.0.5 invalid Prefix}]"}, {vm2, "<nil>"}} {
+		vm, ok, err := d.VM(tc.vm)
+		if err != nil || !ok {
+			t.Fatalf("%s: ok %v err %v", tc.vm, ok, err)
+		}
+		got := "<nil>"
+		if vm.Client != nil {
+			got = fmt.Sprintf("%s%v", vm.Client.Owner, vm.Client.Addrs)
+		}
+		if got != tc.want {
+			t.Errorf("%s: client %s, want %s", tc.vm, got, tc.want)
+		}
+	}
+}
