@@ -18,6 +18,9 @@ var bucketClients = []byte("clients")
 type Client struct {
 	Owner string // owner UUID, lower case
 	Addrs []ClientAddr
+	// Zones are the forward zones the VM has names in, where its scope
+	// applies (lower case, no trailing dot).
+	Zones []string
 }
 
 // ClientAddr is one address that identifies a VM.
@@ -103,6 +106,10 @@ func encodeClient(cl *Client) []byte {
 			e.bytes16(a.Fabric.Addr().AsSlice())
 		}
 	}
+	e.u16(uint16(len(cl.Zones)))
+	for _, z := range cl.Zones {
+		e.str(z)
+	}
 	return e.b
 }
 
@@ -119,6 +126,10 @@ func decodeClient(b []byte) (Client, error) {
 			a.Fabric = netip.PrefixFrom(fa, bits)
 		}
 		cl.Addrs = append(cl.Addrs, a)
+	}
+	n = int(d.u16())
+	for i := 0; i < n && d.err == nil; i++ {
+		cl.Zones = append(cl.Zones, d.str())
 	}
 	return cl, d.done("client")
 }

@@ -54,7 +54,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
 	if len(res.Clients) > 0 {
-		vc.Client = &db.Client{Owner: strings.ToLower(owner.UUID), Addrs: make([]db.ClientAddr, 0, len(res.Clients))}
+		vc.Client = &db.Client{Owner: strings.ToLower(owner.UUID), Addrs: make([]db.ClientAddr, 0, len(res.Clients)), Zones: res.ClientZones}
 		for _, c := range res.Clients {
 			vc.Client.Addrs = append(vc.Client.Addrs, db.ClientAddr{Addr: c.Addr, Fabric: c.Fabric})
 		}
@@ -95,6 +95,7 @@ func changeHash(meta []byte, recs []db.Record, client *db.Client) uint64 {
 		for _, a := range client.Addrs {
 			h.Write([]byte(a.Addr.String() + " " + a.Fabric.String()))
 		}
+		h.Write([]byte(strings.Join(client.Zones, " ")))
 	}
 	return h.Sum64() | 1 // never 0, which means "no hash"
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 
 	"github.com/miekg/dns"
 )
@@ -255,34 +256,24 @@ func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, nam
 		return
 	}
 	cl, status := sn.clients.caller(q.src.Addr(), q.local)
-	if q.scratch == nil {
-		q.scratch = new([maxNameLen]byte)
-	}
-	buf := q.scratch
-	switch status {
-	case callerUnknown:
-		r.ede, r.edeText = edeOther, edeUnknownSource
-	case callerAmbiguous:
-		r.ede, r.edeText = edeOther, edeAmbiguousSource
-	default:
+	switch {
+	case status == callerUnknown:
+		q.scope, r.ede, r.edeText = scopeUnidentified, edeOther, edeUnknownSource
+	case status == callerAmbiguous:
+		q.scope, r.ede, r.edeText = scopeUnidentified, edeOther, edeAmbiguousSource
+	case !slices.Contains(cl.zones, z.name):
 		// The caller's scope covers the zones its instance has names in.
-		self, ok := selfName(buf, name[zoff:], &cl)
-		if ok {
-			_, ok, _ = z.node(self)
+		r.ede, r.edeText = edeOther, edeNotInZone
+	default:
+		if q.scratch == nil {
+			q.scratch = new([maxNameLen]byte)
 		}
-		if !ok {
-			r.ede, r.edeText = edeOther, edeNotInZone
-			break
+		if scoped, ok := scopedName(q.scratch, name, kindOff, zoff, &cl); ok {
+			q.scope = scopeAnswered
+			s.resolve(r, sn, z, q, scoped, zoff, true)
+			return
 		}
-		scoped, ok := scopedName(buf, name, kindOff, zoff, &cl)
-		if !ok {
-			break
-		}
-		q.scope = scopeAnswered
-		s.resolve(r, sn, z, q, scoped, zoff, true)
-		return
 	}
-	q.scope = scopeUnidentified
 	r.rcode = dns.RcodeNameError
 	s.negative(r, z, headerLen+zoff)
 }

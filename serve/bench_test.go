@@ -140,11 +140,12 @@ func benchClients(n int) *clientIndex {
 	for i := range ix.shards {
 		ix.shards[i] = map[netip.Addr]clientSlot{}
 	}
-	owners := map[string]string{}
+	in := interner{}
 	for i := range n {
 		vm := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
 		ix.add(vm, &db.Client{Owner: fmt.Sprintf("owner%d", i%2000),
-			Addrs: []db.ClientAddr{{Addr: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})}}}, owners)
+			Addrs: []db.ClientAddr{{Addr: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})}},
+			Zones: []string{"dc.cns.example"}}, in)
 	}
 	return ix
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/hex"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/tritondatacenter/cns/db"
 )
@@ -51,6 +53,9 @@ type clientSlot struct {
 type clientClaim struct {
 	vm    [16]byte
 	owner string // lower-case owner UUID: the owner label of its names
+	// zones are the zones the instance has names in, where its scope
+	// applies (shared by every claim with the same list).
+	zones []string
 	// fabricBits, when not negative, says the address is on a fabric of
 	// that prefix length: the claim counts only for queries that reached
 	// cns on an address of its own inside that subnet.
@@ -68,9 +73,9 @@ func newClientIndex(store *db.DB) (*clientIndex, error) {
 	for i := range ix.shards {
 		ix.shards[i] = map[netip.Addr]clientSlot{}
 	}
-	owners := map[string]string{} // one string per owner
+	in := interner{}
 	err := store.Clients(func(vm string, c db.Client) error {
-		ix.add(vm, &c, owners)
+		ix.add(vm, &c, in)
 		return nil
 	})
 	return ix, err
@@ -90,7 +95,7 @@ func (ix *clientIndex) apply(updates []db.ClientUpdate) *clientIndex {
 			next.shards[i], copied[i] = m, true
 		}
 	}
-	owners := map[string]string{}
+	in := interner{}
 	for _, u := range updates {
 		if u.Old != nil {
 			for _, a := range u.Old.Addrs {
@@ -102,7 +107,7 @@ func (ix *clientIndex) apply(updates []db.ClientUpdate) *clientIndex {
 			for _, a := range u.New.Addrs {
 				own(a.Addr)
 			}
-			next.add(u.VM, u.New, owners)
+			next.add(u.VM, u.New, in)
 		}
 	}
 	return &next
@@ -119,15 +124,33 @@ func vmID(uuid string) (id [16]byte) {
 	return id
 }
 
-func (ix *clientIndex) add(vm string, c *db.Client, owners map[string]string) {
-	owner, ok := owners[c.Owner]
-	if !ok {
-		owner = c.Owner
-		owners[owner] = owner
+// interner shares the owner strings and zone lists of the claims it
+// adds: thousands of instances have one owner and the same zones.
+type interner map[string]any
+
+func (in interner) owner(s string) string {
+	if v, ok := in[s].(string); ok {
+		return v
 	}
+	in[s] = s
+	return s
+}
+
+func (in interner) zones(z []string) []string {
+	key := "\x00" + strings.Join(z, "\x00")
+	if v, ok := in[key].([]string); ok {
+		return v
+	}
+	z = slices.Clip(slices.Clone(z))
+	in[key] = z
+	return z
+}
+
+func (ix *clientIndex) add(vm string, c *db.Client, in interner) {
+	owner, zones := in.owner(c.Owner), in.zones(c.Zones)
 	id := vmID(vm)
 	for _, a := range c.Addrs {
-		cl := clientClaim{vm: id, owner: owner, fabricBits: -1}
+		cl := clientClaim{vm: id, owner: owner, zones: zones, fabricBits: -1}
 		if a.Fabric.IsValid() {
 			cl.fabricBits = int8(a.Fabric.Bits())
 		}
@@ -277,18 +300,6 @@ func scopedName(buf *[maxNameLen]byte, name []byte, kindOff, zoff int, cl *clien
 	b = append(b, cl.owner...)
 	b = append(b, name[zoff:]...)
 	return b, true
-}
-
-// selfName writes the caller's own <uuid>.inst.<owner>.<zone> into buf.
-func selfName(buf *[maxNameLen]byte, zone []byte, cl *clientClaim) ([]byte, bool) {
-	b := appendUUIDLabel(buf[:0], cl.vm)
-	b = append(b, labelInst...)
-	if len(cl.owner) > 63 || len(b)+1+len(cl.owner)+len(zone) > maxNameLen {
-		return nil, false
-	}
-	b = append(b, byte(len(cl.owner)))
-	b = append(b, cl.owner...)
-	return append(b, zone...), true
 }
 
 // appendUUIDLabel appends the UUID as a lower-case label, without

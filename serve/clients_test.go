@@ -19,16 +19,19 @@ import (
 // Two owners' instances, with the records the record builder gives them
 // and client addresses on loopback that a test can send from.
 const (
-	ownerA  = "0a000000-0000-4000-8000-00000000000a"
-	ownerB  = "0b000000-0000-4000-8000-00000000000b"
-	vmA1    = "a1000000-0000-4000-8000-0000000000a1"
-	vmA2    = "a2000000-0000-4000-8000-0000000000a2"
-	vmB1    = "b1000000-0000-4000-8000-0000000000b1"
-	srcA1   = "127.0.0.11"
-	srcA2   = "127.0.0.12"
-	srcB1   = "127.0.0.21"
-	srcBoth = "127.0.0.31" // claimed by A1 and B1
-	srcNone = "127.0.0.41"
+	ownerA = "0a000000-0000-4000-8000-00000000000a"
+	ownerB = "0b000000-0000-4000-8000-00000000000b"
+	vmA1   = "a1000000-0000-4000-8000-0000000000a1"
+	vmA2   = "a2000000-0000-4000-8000-0000000000a2"
+	vmA3   = "a3000000-0000-4000-8000-0000000000a3"
+	vmB1   = "b1000000-0000-4000-8000-0000000000b1"
+	// otherZone holds a name of owner A's but none of A1's.
+	otherZone = "other.example.com"
+	srcA1     = "127.0.0.11"
+	srcA2     = "127.0.0.12"
+	srcB1     = "127.0.0.21"
+	srcBoth   = "127.0.0.31" // claimed by A1 and B1
+	srcNone   = "127.0.0.41"
 	// srcFabric is B1's address on a fabric (127.0.0.48/28); cns's own
 	// address there is fabricListen.
 	srcFabric    = "127.0.0.51"
@@ -42,7 +45,7 @@ func clientVM(t testing.TB, uuid, owner, alias, ip string, addrs ...db.ClientAdd
 	rec := func(s string) db.Record { return db.Record{Zone: zoneName, RR: mustRR(t, s), Pref: 1} }
 	own := func(s string) string { return s + "." + owner + "." + zoneName + "." }
 	inst := own(uuid + ".inst")
-	return db.VMChange{UUID: uuid, Client: &db.Client{Owner: owner, Addrs: addrs}, Records: []db.Record{
+	return db.VMChange{UUID: uuid, Client: &db.Client{Owner: owner, Addrs: addrs, Zones: []string{zoneName}}, Records: []db.Record{
 		rec(inst + " 30 IN A " + ip),
 		rec(inst + ` 30 IN TXT "` + uuid + `"`),
 		rec(own(alias+".inst") + " 30 IN A " + ip),
@@ -61,8 +64,10 @@ func clientStore(t testing.TB) *db.DB {
 	d := emptyStore(t)
 	fabric := db.ClientAddr{Addr: netip.MustParseAddr(srcFabric), Fabric: netip.MustParsePrefix("127.0.0.48/28")}
 	_, err := d.Commit(&db.ChangeSet{
-		Zones: &db.ZoneConfig{Forward: map[string]db.Apex{zoneName: testApex()}, Reverse: testApex()},
+		Zones: &db.ZoneConfig{Forward: map[string]db.Apex{zoneName: testApex(), otherZone: testApex()}, Reverse: testApex()},
 		VMs: []db.VMChange{
+			// Owner A's web service in the other zone, where A1 has no names.
+			{UUID: vmA3, Records: []db.Record{{Zone: otherZone, RR: mustRR(t, "web.svc."+ownerA+"."+otherZone+". 30 IN A 10.3.0.3"), Pref: 1}}},
 			clientVM(t, vmA1, ownerA, "app-1", "10.1.0.1", addr(srcA1), addr(srcBoth)),
 			clientVM(t, vmA2, ownerA, "db-1", "10.1.0.2", addr(srcA2)),
 			clientVM(t, vmB1, ownerB, "db-1", "10.2.0.1", addr(srcB1), addr(srcBoth), fabric),
@@ -186,6 +191,10 @@ func TestClientAnswers(t *testing.T) {
 			"NOERROR | web.svc." + ownerB + z + " 30 IN A 10.2.0.1"},
 		{"owner-qualified, other owner: as today", srcA1, instB1, dns.TypeA, "NOERROR | " + instB1 + " 30 IN A 10.2.0.1"},
 		{"not an owner-less form", srcA1, "nope.dc.example.com.", dns.TypeA, "NXDOMAIN"},
+		{"a zone the caller has no names in", srcA1, "web.svc." + otherZone + ".", dns.TypeA,
+			`NXDOMAIN ede 0 "client_answers: the asking instance has no names in this zone"`},
+		{"there, owner-qualified: as today", srcA1, "web.svc." + ownerA + "." + otherZone + ".", dns.TypeA,
+			"NOERROR | web.svc." + ownerA + "." + otherZone + ". 30 IN A 10.3.0.3"},
 		{"an empty non-terminal stays one", srcA1, "inst." + ownerA + z, dns.TypeA, "NOERROR"},
 	}
 	for _, warm := range []bool{false, true} {

@@ -2,6 +2,7 @@ package records
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -68,4 +69,18 @@ func clientNetwork(cfg *Config, w *World, network string) bool {
 		}
 	}
 	return false
+}
+
+// instanceZones returns the forward zones that publish one of the VM's
+// NICs, so hold its instance names, in configuration order.
+func instanceZones(cfg *Config, w *World, vm *dc.VM) []string {
+	var out []string
+	for i := range vm.NICs {
+		for _, zi := range nicZones(cfg, w, &vm.NICs[i]) {
+			if name := zoneName(&cfg.Zones[zi]); !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }

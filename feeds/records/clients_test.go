@@ -47,6 +47,9 @@ func TestClientAddrs(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("clients %q, want %q", got, tc.want)
 			}
+			if wantZones := []string{"dc.example"}; len(tc.want) > 0 && !slices.Equal(res.ClientZones, wantZones) {
+				t.Errorf("client zones %q, want %q", res.ClientZones, wantZones)
+			}
 		})
 	}
 }

@@ -156,6 +156,9 @@ type Result struct {
 	// Clients are the addresses that identify the instance when it queries
 	// cns (ClientNetworks); none unless the instance is listed.
 	Clients []ClientAddr
+	// ClientZones are the forward zones the instance has names in: where
+	// its owner-less names are answered in its owner's scope.
+	ClientZones []string
 	// Problems explain input that was ignored or rejected (a bad tag, a
 	// label that cleaned to nothing, an unknown address), for logs and
 	// cnsadm vm.
@@ -196,6 +199,9 @@ func Compute(cfg *Config, w *World, in Input) Result {
 			res.Records, res.Names = b.records(), b.sortedNames()
 			if l.instance {
 				res.Clients = clientAddrs(cfg, w, in.VM)
+				if len(res.Clients) > 0 {
+					res.ClientZones = instanceZones(cfg, w, in.VM)
+				}
 			}
 		}
 	}
