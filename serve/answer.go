@@ -165,7 +165,7 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 		s.peers.soaQuery(q.src.Addr(), z.name)
 	}
 	switch {
-	case !q.clientOnly:
+	case !q.clientOnly && (sn.clients == nil || !z.ownerlessOnly(name, zoff)):
 		s.resolve(&r, sn, z, q, name, zoff, false)
 	case sn.clients != nil:
 		s.resolveScoped(&r, sn, z, q, name, zoff)
@@ -237,6 +237,18 @@ func (s *Server) resolve(r *response, sn *snapshot, z *zone, q *query, name []by
 		}
 		name, ptr = target, rdOff
 	}
+}
+
+// ownerlessOnly reports whether name can only mean its scoped meaning:
+// it has an owner-less form, and the zone, in memory, has no name of that
+// shape (neither svc.<zone> nor inst.<zone> exists). Such names skip the
+// lookup that could only fail.
+func (z *zone) ownerlessOnly(name []byte, zoff int) bool {
+	if z.names == nil || z.kindNodes {
+		return false
+	}
+	_, ok := ownerless(name, zoff)
+	return ok
 }
 
 // resolveScoped answers an owner-less name in the scope of the instance

@@ -24,6 +24,7 @@ const (
 	vmA1   = "a1000000-0000-4000-8000-0000000000a1"
 	vmA2   = "a2000000-0000-4000-8000-0000000000a2"
 	vmA3   = "a3000000-0000-4000-8000-0000000000a3"
+	vmS1   = "5e000000-0000-4000-8000-00000000005e"
 	vmB1   = "b1000000-0000-4000-8000-0000000000b1"
 	// otherZone holds a name of owner A's but none of A1's.
 	otherZone = "other.example.com"
@@ -66,6 +67,9 @@ func clientStore(t testing.TB) *db.DB {
 	_, err := d.Commit(&db.ChangeSet{
 		Zones: &db.ZoneConfig{Forward: map[string]db.Apex{zoneName: testApex(), otherZone: testApex()}, Reverse: testApex()},
 		VMs: []db.VMChange{
+			// An owner whose login is "svc": svc.<zone> exists, and so do
+			// names shaped like owner-less ones.
+			{UUID: vmS1, Records: []db.Record{{Zone: zoneName, RR: mustRR(t, "x.inst.svc."+zoneName+". 30 IN A 10.9.9.9"), Pref: 1}}},
 			// Owner A's web service in the other zone, where A1 has no names.
 			{UUID: vmA3, Records: []db.Record{{Zone: otherZone, RR: mustRR(t, "web.svc."+ownerA+"."+otherZone+". 30 IN A 10.3.0.3"), Pref: 1}}},
 			clientVM(t, vmA1, ownerA, "app-1", "10.1.0.1", addr(srcA1), addr(srcBoth)),
@@ -196,6 +200,8 @@ func TestClientAnswers(t *testing.T) {
 		{"there, owner-qualified: as today", srcA1, "web.svc." + ownerA + "." + otherZone + ".", dns.TypeA,
 			"NOERROR | web.svc." + ownerA + "." + otherZone + ". 30 IN A 10.3.0.3"},
 		{"an empty non-terminal stays one", srcA1, "inst." + ownerA + z, dns.TypeA, "NOERROR"},
+		{"owner svc's names: as today", srcA1, "x.inst.svc" + z, dns.TypeA, "NOERROR | x.inst.svc.dc.example.com. 30 IN A 10.9.9.9"},
+		{"owner svc's empty non-terminal: as today", srcA1, "inst.svc" + z, dns.TypeA, "NOERROR"},
 	}
 	for _, warm := range []bool{false, true} {
 		s, main, _ := startClientServer(t, clientStore(t), warm)
@@ -311,7 +317,7 @@ func TestClientAnswersFollowCommits(t *testing.T) {
 		t.Fatalf("AXFR: %d records", len(names))
 	}
 	for _, n := range names {
-		if strings.HasSuffix(n, ".svc"+z) || strings.HasSuffix(n, ".inst"+z) || slices.Contains([]string{"self.inst" + z}, n) {
+		if slices.Contains([]string{"web.svc" + z, "self.inst" + z, "db-1.inst" + z, "app-1.inst" + z, "_grpclb._tcp.web.svc" + z}, n) {
 			t.Errorf("AXFR holds owner-less name %s", n)
 		}
 	}

@@ -265,7 +265,7 @@ func (s *Server) warmZone(wire []byte) error {
 		return fmt.Errorf("warm zone %s: %w", z.name, err)
 	}
 	nz := *z
-	nz.names = buildTable(z.wire, names, rrs)
+	nz.setNames(buildTable(z.wire, names, rrs))
 	next := &snapshot{zones: make(map[string]*zone, len(cur.zones)), clients: cur.clients}
 	for k, v := range cur.zones {
 		next.zones[k] = v

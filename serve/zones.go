@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/miekg/dns"
 
@@ -34,6 +35,20 @@ type zone struct {
 	// cold, when lookups go to the store.
 	names *table
 	store *db.DB
+	// kindNodes is set when svc.<zone> or inst.<zone> exists: only then
+	// can a name shaped like an owner-less one (web.svc.<zone>) exist, and
+	// client answers must look it up before giving its scoped meaning.
+	kindNodes bool
+}
+
+// setNames installs the zone's in-memory table.
+func (z *zone) setNames(t *table) {
+	z.names = t
+	for _, kind := range [][]byte{labelSvc, labelInst} {
+		if _, found := t.lookup(append(slices.Clip(kind), z.wire...)); found {
+			z.kindNodes = true
+		}
+	}
 }
 
 func newZone(name string, wire []byte, serial uint32, apex db.Apex, store *db.DB) (*zone, error) {
@@ -127,13 +142,13 @@ func (s *snapshot) applyCommit(c *db.Committed, store *db.DB) (*snapshot, error)
 					rrs = append(rrs, n.RRs)
 				}
 			}
-			nz.names = buildTable(zu.Wire, names, rrs)
+			nz.setNames(buildTable(zu.Wire, names, rrs))
 		default:
 			changes := make(map[string][]byte, len(zu.Names))
 			for _, n := range zu.Names {
 				changes[string(n.Owner)] = n.RRs
 			}
-			nz.names = prev.names.update(zu.Wire, changes)
+			nz.setNames(prev.names.update(zu.Wire, changes))
 		}
 		zones[key] = nz
 	}
