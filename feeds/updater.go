@@ -86,6 +86,7 @@ type Updater struct {
 	burst      int // VMs computed since the dirty set was last empty
 	feeds      map[string]FeedStatus
 	health     *serviceHealth // self-removal hysteresis (hysteresis.go)
+	sources    []SourceBatch  // aggregated sources' changes (sources.go)
 }
 
 // serverFacts is a CN and the state cns concluded for it.
@@ -171,7 +172,7 @@ func (u *Updater) SetInventory(inv *sdc.Inventory, cause string) {
 		}
 	}
 	for uuid := range u.known {
-		if !seen[uuid] && u.vms[uuid] == nil {
+		if !seen[uuid] && u.vms[uuid] == nil && !ExternalUUID(uuid) {
 			u.mark(uuid) // stored but gone while cns was not looking
 			u.causes[cause]++
 		}
@@ -539,7 +540,7 @@ func (u *Updater) Run(ctx context.Context) error {
 // reconcile of an unchanged data center writes nothing.
 func (u *Updater) Flush() error {
 	u.mu.Lock()
-	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 {
+	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 && len(u.sources) == 0 {
 		u.mu.Unlock()
 		return nil
 	}
@@ -570,10 +571,11 @@ func (u *Updater) Flush() error {
 			cs.VMs = append(cs.VMs, vc)
 		}
 	}
+	nSources := u.takeSources(cs)
 	var healthGens map[string]uint64
 	cs.Hysteresis, healthGens = u.health.writes()
 	u.burst += len(cs.VMs) + unchanged
-	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 {
+	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 && len(cs.Sources) == 0 {
 		clear(u.causes)
 		u.log.Info("committed", "vms", 0, "unchanged", unchanged, "zones", 0, "pending", len(u.dirty), "took", "0s")
 		release := u.endOfBurst()
@@ -598,6 +600,7 @@ func (u *Updater) Flush() error {
 	u.commits++
 	u.hist.observe(u.lastCommit.Duration.Seconds())
 	u.health.written(healthGens)
+	u.sourcesCommitted(nSources)
 	if cs.Zones != nil {
 		u.zonesDirty = false
 	}
