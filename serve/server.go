@@ -59,6 +59,8 @@ type Config struct {
 	Forwarding Forwarding
 	// Propagation tunes how serials are followed to the secondaries.
 	Propagation PropagationPolicy
+	// Notified, when set, takes incoming NOTIFYs (see Notified).
+	Notified Notified
 }
 
 // Server serves the zones of one store.
@@ -305,8 +307,7 @@ func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte 
 		return s.errorReply(q, b, dns.RcodeFormatError)
 	case parseNotImp:
 		if q.opcode == dns.OpcodeNotify {
-			// cns is a primary: it takes NOTIFY from nobody.
-			return s.errorReply(q, b, dns.RcodeRefused)
+			return s.respondNotify(q, b)
 		}
 		return s.errorReply(q, b, dns.RcodeNotImplemented)
 	case parseBadVers:
