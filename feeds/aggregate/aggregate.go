@@ -163,6 +163,8 @@ type Status struct {
 	// when the source was last confirmed at the copy's serial.
 	LastTransfer time.Time `json:"last_transfer,omitzero"`
 	LastCheck    time.Time `json:"last_check,omitzero"`
+	// LastKind is how the last transfer since start came: IXFR or AXFR.
+	LastKind string `json:"last_kind,omitempty"`
 	// LagSeconds is how long ago the copy was last confirmed current.
 	LagSeconds float64 `json:"lag_seconds"`
 	Error      string  `json:"error,omitempty"`

@@ -41,15 +41,15 @@ type follower struct {
 	addrs  []netip.Addr
 	poke   chan struct{}
 
-	mu        sync.Mutex
-	have      bool // a copy exists (stored or transferred)
-	st        state
-	saved     time.Time // LastCheck as stored
-	copy      names
-	err       error
-	expired   bool
-	skipped   int
-	transfers int
+	mu       sync.Mutex
+	have     bool // a copy exists (stored or transferred)
+	st       state
+	saved    time.Time // LastCheck as stored
+	copy     names
+	err      error
+	expired  bool
+	skipped  int
+	lastKind string // "IXFR" or "AXFR": how the last transfer came
 }
 
 func newFollower(a *Aggregator, region string, s Source) *follower {
@@ -209,7 +209,7 @@ func (f *follower) apply(t *transfer, primary string) error {
 	st, _ := json.Marshal(f.st)
 	f.copy.apply(changed)
 	f.have, f.expired = true, false
-	f.transfers++
+	f.lastKind = kind
 	for _, p := range problems {
 		f.a.log.Warn("aggregate: name skipped", "source", f.src.Zone, "problem", p)
 	}
@@ -279,7 +279,7 @@ func (f *follower) status() Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := Status{Region: f.region, Zone: f.src.Zone, Serial: f.st.Serial, LastTransfer: f.st.LastTransfer,
-		LastCheck: f.st.LastCheck, Names: len(f.copy), Skipped: f.skipped}
+		LastCheck: f.st.LastCheck, Names: len(f.copy), Skipped: f.skipped, LastKind: f.lastKind}
 	switch {
 	case f.expired:
 		s.State = "expired"
