@@ -398,4 +398,3 @@ func startFakeSource(t *testing.T, zone string) *fakeSource {
 	}
 	return f
 }
-
