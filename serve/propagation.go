@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
@@ -88,22 +87,6 @@ type PeerPropagation struct {
 	Polls   int     `json:"polls"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
-}
-
-// Summary is how cnsadm status and the terminal UI show a serial's
-// progress: "ACTIVE", or the state with how many peers serve it
-// ("PENDING 1/2").
-func (p *Propagation) Summary() string {
-	if p.State == StateActive || len(p.Peers) == 0 {
-		return p.State
-	}
-	have := 0
-	for _, pp := range p.Peers {
-		if pp.State == StateActive {
-			have++
-		}
-	}
-	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
 }
 
 // keptSerials is how many serials of a zone are remembered.
