@@ -1,0 +1,63 @@
+package feeds_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/records"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+)
+
+// A source batch lands whole with its stored copy, and a data center's
+// full inventory (a cns that aggregates its own zone and others') leaves
+// the aggregated names alone.
+func TestSourceBatchSurvivesInventory(t *testing.T) {
+	const zone = "region.example"
+	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	zc := db.ZoneConfig{Forward: map[string]db.Apex{zone: {MName: "ns." + zone + ".", RName: "h." + zone + ".",
+		Refresh: 30, Retry: 60, Expire: 86400, Minimum: 30, SOATTL: 30, NS: []string{"ns." + zone + "."}, NSTTL: 3600}}}
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: records.Config{Zones: []records.Zone{{Name: zone, Networks: []string{"*"}}}}, Zones: zc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pseudo = "0a0b0c0d-0000-8000-8000-000000000001"
+	if !feeds.ExternalUUID(pseudo) || feeds.ExternalUUID("0a0b0c0d-0000-4000-8000-000000000001") {
+		t.Fatal("ExternalUUID")
+	}
+	rr, _ := dns.NewRR("x." + zone + ". 30 IN A 10.0.0.1")
+	u.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: "r/a", State: []byte("s1"), Names: map[string][]byte{"x.a.": {1}}},
+		VMs: []db.VMChange{{UUID: pseudo, Records: []db.Record{{Zone: zone, RR: rr}}}}, Cause: "test"})
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func() int {
+		w, _ := db.ZoneWire(zone)
+		own, _ := db.ZoneWire("x." + zone)
+		rrs, _, err := store.Lookup(zone, w, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rrs.Count()
+	}
+	if lookup() != 1 {
+		t.Fatal("the source's record is not served")
+	}
+	if st, _ := store.Sources(); string(st["r/a"]) != "s1" {
+		t.Fatalf("stored state %q", st)
+	}
+	u.SetInventory(&sdc.Inventory{}, "full listing")
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if lookup() != 1 {
+		t.Fatal("a full inventory removed an aggregated name")
+	}
+}
