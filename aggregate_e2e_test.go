@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/feeds/aggregate"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
@@ -193,6 +197,7 @@ func TestAggregateRegion(t *testing.T) {
 		}
 		sources = append(sources, map[string]any{"zone": bad.zone, "primaries": []string{bad.addr}})
 		m["aggregate"] = map[string]any{aggRegion: map[string]any{"sources": sources}}
+		m["api_server"] = map[string]any{"listen": []string{"127.0.0.1:0"}}
 	})
 	tune := serviceTuning{Aggregate: func(o *aggregate.Options) {
 		o.MaxRefresh, o.MaxRetry, o.MaxExpire, o.Timeout = 200*time.Millisecond, 100*time.Millisecond, 3*time.Second, time.Second
@@ -225,6 +230,37 @@ func TestAggregateRegion(t *testing.T) {
 			if ns, ok := rr.(*dns.NS); ok && ns.Ns != "cns.us-west.example.com." {
 				t.Errorf("region NS %s", ns)
 			}
+		}
+	})
+
+	t.Run("operators see every source", func(t *testing.T) {
+		var st admin.Status
+		getJSON(t, agg.api+"/status", &st)
+		if len(st.Sources) != 4 {
+			t.Fatalf("status sources: %+v", st.Sources)
+		}
+		for _, x := range st.Sources[:3] {
+			if x.State != "ok" || x.Region != aggRegion || x.Names == 0 || x.LastKind != "AXFR" || x.LagSeconds < 0 {
+				t.Errorf("source %+v", x)
+			}
+		}
+		dc1 := st.Sources[0]
+		if want := soaSerial(t, dcs[0].p, dcs[0].zone); dc1.Zone != dcs[0].zone || !secondarytest.SerialGE(dc1.Serial, want) {
+			t.Errorf("DC 1 source %+v, DC 1 serves serial %d", dc1, want)
+		}
+		var out strings.Builder
+		if err := admin.WriteStatus(&out, &st, time.Now()); err != nil || !strings.Contains(out.String(), "SOURCE") || !strings.Contains(out.String(), dcs[2].zone) {
+			t.Errorf("cnsadm status:\n%s", out.String())
+		}
+		var feeds admin.Feeds
+		getJSON(t, agg.api+"/feeds", &feeds)
+		if len(feeds.Sources) != 4 || !slices.ContainsFunc(feeds.Feeds, func(f admin.FeedStatus) bool { return f.Name == "aggregate "+dcs[1].zone && f.Healthy }) {
+			t.Errorf("feeds: %+v", feeds)
+		}
+		metrics := getText(t, agg.api+"/metrics")
+		want := fmt.Sprintf(`cns_aggregate_source_state{region=%q,zone=%q,state="ok"} 1`, aggRegion, dcs[0].zone)
+		if !strings.Contains(metrics, want) || !strings.Contains(metrics, "cns_aggregate_source_serial{") {
+			t.Errorf("metrics lack %s:\n%s", want, metrics)
 		}
 	})
 
@@ -338,6 +374,27 @@ func TestAggregateRegion(t *testing.T) {
 			t.Fatalf("status %+v", st)
 		}
 	})
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(getText(t, url)), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getText(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, res.StatusCode, err)
+	}
+	return string(b)
 }
 
 func sourceStatus(r *running, zone string) aggregate.Status {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
@@ -46,4 +47,19 @@ func (s *service) notified(zone string, from netip.Addr, key string) bool {
 		return false
 	}
 	return s.agg.Notified(zone, from, key)
+}
+
+// aggregateSources is the aggregator's status as the API shows it.
+func (s *service) aggregateSources() []admin.AggregateSource {
+	var out []admin.AggregateSource
+	for _, x := range s.agg.Status() {
+		lag := x.LagSeconds
+		if x.LastCheck.IsZero() {
+			lag = -1
+		}
+		out = append(out, admin.AggregateSource{Region: x.Region, Zone: x.Zone, State: x.State, Serial: x.Serial,
+			LastTransfer: x.LastTransfer, LastKind: x.LastKind, LastCheck: x.LastCheck, LagSeconds: lag,
+			Names: x.Names, Skipped: x.Skipped, Error: x.Error})
+	}
+	return out
 }

@@ -131,6 +131,9 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		if s.agg, err = aggregate.New(ao); err != nil {
 			return nil, err
 		}
+		if s.api != nil {
+			s.api.Sources = s.aggregateSources
+		}
 	}
 	if cfg.Standalone() {
 		log.Info("standalone aggregator: no data center feed", "regions", len(cfg.Aggregate))
