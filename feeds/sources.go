@@ -9,8 +9,14 @@ import (
 // region zone, and the new stored copy of the source. Each source name is
 // a pseudo-VM (see ExternalUUID), so the candidate machinery of the store
 // merges the same name from several data centers and caps it like any
-// RRset. A batch is committed whole, in one change set, so the stored
-// copy and the region records never disagree.
+// RRset.
+//
+// A large batch (a source's first transfer) is committed in chunks of
+// pseudo-VMs like a large VM batch, and its stored copy rides with the
+// last chunk: until then the stored copy is the previous one, so a crash
+// in between makes the aggregator transfer the same changes again (they
+// are whole replacements of names, so applying them twice is harmless)
+// and the copy never claims a serial whose records are not all stored.
 type SourceBatch struct {
 	Source db.SourceUpdate
 	VMs    []db.VMChange
@@ -32,17 +38,42 @@ func (u *Updater) SetSource(b SourceBatch) {
 	u.wake()
 }
 
-// takeSources adds the queued source batches to cs and returns how many
-// it took. u.mu is held.
-func (u *Updater) takeSources(cs *db.ChangeSet) int {
+// sourceTake is what one change set took from the queued source batches:
+// n whole batches, then part VMs of the next one.
+type sourceTake struct{ n, part int }
+
+// takeSources adds queued source batches to cs, up to maxVMsPerCommit
+// pseudo-VMs beyond what cs holds (at least one batch or chunk). u.mu is
+// held.
+func (u *Updater) takeSources(cs *db.ChangeSet) sourceTake {
+	var tk sourceTake
 	for _, b := range u.sources {
+		room := maxVMsPerCommit - len(cs.VMs)
+		if len(b.VMs) > room {
+			if room <= 0 && (tk.n > 0 || len(cs.VMs) > 0) {
+				break
+			}
+			tk.part = max(room, 1)
+			cs.VMs = append(cs.VMs, b.VMs[:tk.part]...)
+			break
+		}
 		cs.Sources = append(cs.Sources, b.Source)
 		cs.VMs = append(cs.VMs, b.VMs...)
+		tk.n++
 	}
-	return len(u.sources)
+	return tk
 }
 
-// sourcesCommitted drops the first n batches, now stored. u.mu is held.
-func (u *Updater) sourcesCommitted(n int) {
-	u.sources = append(u.sources[:0], u.sources[n:]...)
+// sourcesCommitted drops what a stored change set took. u.mu is held.
+func (u *Updater) sourcesCommitted(tk sourceTake) {
+	if tk.part > 0 {
+		head := &u.sources[tk.n]
+		head.VMs = head.VMs[tk.part:]
+	}
+	rest := copy(u.sources, u.sources[tk.n:])
+	clear(u.sources[rest:]) // the committed batches' records go now
+	u.sources = u.sources[:rest]
 }
+
+// sourcesPending reports whether source batches wait. u.mu is held.
+func (u *Updater) sourcesPending() bool { return len(u.sources) > 0 }

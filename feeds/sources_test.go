@@ -1,6 +1,7 @@
 package feeds_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -59,5 +60,50 @@ func TestSourceBatchSurvivesInventory(t *testing.T) {
 	}
 	if lookup() != 1 {
 		t.Fatal("a full inventory removed an aggregated name")
+	}
+}
+
+// A source batch larger than one commit's share goes in chunks, and its
+// stored copy lands with the last one.
+func TestSourceBatchChunked(t *testing.T) {
+	const zone = "region.example"
+	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	zc := db.ZoneConfig{Forward: map[string]db.Apex{zone: {MName: "ns." + zone + ".", RName: "h." + zone + ".",
+		Refresh: 30, Retry: 60, Expire: 86400, Minimum: 30, SOATTL: 30, NS: []string{"ns." + zone + "."}, NSTTL: 3600}}}
+	u, err := feeds.NewUpdater(store, feeds.Options{Zones: zc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12000
+	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: "r/a", State: []byte("s1")}, Cause: "big"}
+	for i := range n {
+		rr, _ := dns.NewRR(fmt.Sprintf("n%d.%s. 30 IN A 10.0.%d.%d", i, zone, i>>8, i&255))
+		b.VMs = append(b.VMs, db.VMChange{UUID: fmt.Sprintf("0a0b0c0d-0000-8000-8000-%012d", i), Records: []db.Record{{Zone: zone, RR: rr}}})
+	}
+	u.SetSource(b)
+	commits := 0
+	for {
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		commits++
+		st, _ := store.Sources()
+		zi, _, _ := store.Zone(zone)
+		if st["r/a"] != nil {
+			if zi.Names < n {
+				t.Fatalf("copy stored with %d of %d names", zi.Names, n)
+			}
+			break
+		}
+		if commits > 5 {
+			t.Fatal("the copy never landed")
+		}
+	}
+	if commits != 3 {
+		t.Errorf("%d commits for %d pseudo-VMs, want 3", commits, n)
 	}
 }

@@ -620,7 +620,7 @@ func (u *Updater) Flush() error {
 	if u.endOfBurst() {
 		defer u.releaseMemory()
 	}
-	if len(u.dirty) > 0 {
+	if len(u.dirty) > 0 || u.sourcesPending() {
 		u.wake() // the rest of a chunked batch
 	} else {
 		clear(u.causes)

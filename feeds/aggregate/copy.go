@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -183,9 +182,14 @@ func pseudoUUID(source, owner string) string {
 }
 
 // pseudoMeta is what `cnsadm vm` shows of a pseudo-VM (the shape of
-// feeds.VMMeta, so the existing readers show it).
+// feeds.VMMeta, so the existing readers show it): the source name as its
+// alias, and where it comes from.
 func pseudoMeta(uuid, source, owner string) []byte {
-	b, _ := json.Marshal(map[string]any{"uuid": uuid, "alias": owner, "owner_uuid": "", "state": "aggregated",
-		"list_instance": true, "list_services": true, "reasons": []string{fmt.Sprintf("aggregated from %s", source)}})
+	b, _ := json.Marshal(struct {
+		UUID    string   `json:"uuid"`
+		Alias   string   `json:"alias"`
+		State   string   `json:"state"`
+		Reasons []string `json:"reasons"`
+	}{uuid, owner, "aggregated", []string{"aggregated from " + source}})
 	return b
 }
