@@ -71,6 +71,10 @@ func TestAggregateBenchmark(t *testing.T) {
 	build := time.Since(start)
 	rss, hwm := procMemory(agg.cmd.Process.Pid)
 	t.Logf("region first build: %v for 3 × %d VMs; aggregator RSS %d MiB, peak %d MiB", build.Round(time.Millisecond), vms, rss>>20, hwm>>20)
+	for i, dc := range dcs {
+		rss, hwm := procMemory(dc.p.cmd.Process.Pid)
+		t.Logf("for comparison, DC %d (%d VMs): RSS %d MiB, peak %d MiB", i+1, vms, rss>>20, hwm>>20)
+	}
 
 	var sec *secondarytest.Secondary
 	if secondarytest.Available(secondarytest.BIND) == nil {

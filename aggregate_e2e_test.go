@@ -55,7 +55,7 @@ func startAggDC(t *testing.T, n int, inv *sdc.Inventory, aggPort int, key bool) 
 		}
 	})
 	dc.p = startCNS(t, cfg)
-	dc.p.waitLog(20*time.Second, func(l logLine) bool { return l.str("msg") == "zone updated" })
+	dc.p.waitLog(5*time.Minute, func(l logLine) bool { return l.str("msg") == "committed" && l["pending"] == 0.0 && l["vms"] != 0.0 })
 	return dc
 }
 

@@ -2,6 +2,8 @@ package db
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -66,7 +68,10 @@ func putSources(tx *bolt.Tx, updates []SourceUpdate) error {
 			return err
 		}
 		names.FillPercent = fillPercent
-		for name, v := range u.Names {
+		// In key order: bbolt inserts into sorted pages, and random
+		// order would move every page's entries over and over.
+		for _, name := range slices.Sorted(maps.Keys(u.Names)) {
+			v := u.Names[name]
 			if v == nil {
 				err = names.Delete([]byte(name))
 			} else {

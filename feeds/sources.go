@@ -38,17 +38,23 @@ func (u *Updater) SetSource(b SourceBatch) {
 	u.wake()
 }
 
+// maxPseudoVMsPerCommit bounds the pseudo-VMs of one change set: a
+// pseudo-VM is one name, a VM four or five, so this is about the records
+// of maxVMsPerCommit VMs; fewer, larger commits spare a first transfer
+// most of its fsyncs.
+const maxPseudoVMsPerCommit = 4 * maxVMsPerCommit
+
 // sourceTake is what one change set took from the queued source batches:
 // n whole batches, then part VMs of the next one.
 type sourceTake struct{ n, part int }
 
-// takeSources adds queued source batches to cs, up to maxVMsPerCommit
-// pseudo-VMs beyond what cs holds (at least one batch or chunk). u.mu is
+// takeSources adds queued source batches to cs, up to
+// maxPseudoVMsPerCommit pseudo-VMs beyond what cs holds (at least one batch or chunk). u.mu is
 // held.
 func (u *Updater) takeSources(cs *db.ChangeSet) sourceTake {
 	var tk sourceTake
 	for _, b := range u.sources {
-		room := maxVMsPerCommit - len(cs.VMs)
+		room := maxPseudoVMsPerCommit - len(cs.VMs)
 		if len(b.VMs) > room {
 			if room <= 0 && (tk.n > 0 || len(cs.VMs) > 0) {
 				break

@@ -78,7 +78,7 @@ func TestSourceBatchChunked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 12000
+	const n = 45000 // 20000 pseudo-VMs per commit
 	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: "r/a", State: []byte("s1")}, Cause: "big"}
 	for i := range n {
 		rr, _ := dns.NewRR(fmt.Sprintf("n%d.%s. 30 IN A 10.0.%d.%d", i, zone, i>>8, i&255))

@@ -33,7 +33,7 @@ func (s *Server) respondNotify(q *query, b []byte) []byte {
 		key, mac = v.key, v.mac
 	}
 	if !hook(m.Question[0].Name, q.src.Addr(), key) {
-		s.log.Info("NOTIFY refused: not a followed zone and primary", "zone", m.Question[0].Name, "client", q.src.String())
+		s.log.Debug("NOTIFY refused: not a followed zone and primary", "zone", m.Question[0].Name, "client", q.src.String())
 		return s.errorReply(q, b, dns.RcodeRefused)
 	}
 	r := new(dns.Msg)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -252,6 +254,9 @@ func (f *follower) changes(changed map[string][]byte) (vms []db.VMChange, proble
 		}
 		vms = append(vms, vc)
 	}
+	// In UUID order, as the updater commits VMs: the store's pages fill
+	// in order.
+	slices.SortFunc(vms, func(a, b db.VMChange) int { return strings.Compare(a.UUID, b.UUID) })
 	return vms, problems
 }
 
