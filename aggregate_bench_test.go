@@ -64,11 +64,23 @@ func TestAggregateBenchmark(t *testing.T) {
 	}
 	start := time.Now()
 	agg := startCNS(t, cfg)
-	for _, dc := range dcs {
-		name := last(dc)
-		waitFor(t, "region name "+name, 10*time.Minute, func() bool { return len(lookup(agg.addr, name, dns.TypeA)) > 0 })
-	}
+	// Built: every source transferred, then a commit that left nothing
+	// pending (chunks go in pseudo-UUID order, not the inventory's).
+	transferred := 0
+	agg.waitLog(10*time.Minute, func(l logLine) bool {
+		if l.str("msg") == "aggregate: source transferred" {
+			transferred++
+		}
+		return transferred == 3
+	})
+	mark := agg.mark()
+	agg.waitLogFrom(mark, 10*time.Minute, func(l logLine) bool { return l.str("msg") == "committed" && l["pending"] == 0.0 })
 	build := time.Since(start)
+	for _, dc := range dcs {
+		if name := last(dc); len(lookup(agg.addr, name, dns.TypeA)) == 0 {
+			t.Fatalf("built, but %s does not answer", name)
+		}
+	}
 	rss, hwm := procMemory(agg.cmd.Process.Pid)
 	t.Logf("region first build: %v for 3 × %d VMs; aggregator RSS %d MiB, peak %d MiB", build.Round(time.Millisecond), vms, rss>>20, hwm>>20)
 	for i, dc := range dcs {

@@ -43,9 +43,6 @@ func aggregateOptions(cfg *config.Config, store *db.DB, u *feeds.Updater, log *s
 // notified is serve's NOTIFY hook: the aggregator's sources are the only
 // zones cns follows.
 func (s *service) notified(zone string, from netip.Addr, key string) bool {
-	if s.agg == nil {
-		return false
-	}
 	return s.agg.Notified(zone, from, key)
 }
 

@@ -40,7 +40,7 @@ type service struct {
 	dns     *serve.Server
 	updater *feeds.Updater
 	feed    interface{ Run(context.Context) error } // nil: a standalone aggregator
-	agg     *aggregate.Aggregator                   // nil: no aggregate key
+	agg     *aggregate.Aggregator                   // follows nothing without an aggregate key
 	api     *admin.Server
 	apiLns  []net.Listener
 
@@ -123,17 +123,17 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 	}
 
-	if len(cfg.Aggregate) > 0 {
-		ao := aggregateOptions(cfg, s.store, s.updater, log)
-		if tune.Aggregate != nil {
-			tune.Aggregate(&ao)
-		}
-		if s.agg, err = aggregate.New(ao); err != nil {
-			return nil, err
-		}
-		if s.api != nil {
-			s.api.Sources = s.aggregateSources
-		}
+	// Built even without aggregate: sources the db still holds from an
+	// earlier config are forgotten, their records leave.
+	ao := aggregateOptions(cfg, s.store, s.updater, log)
+	if tune.Aggregate != nil {
+		tune.Aggregate(&ao)
+	}
+	if s.agg, err = aggregate.New(ao); err != nil {
+		return nil, err
+	}
+	if s.api != nil && len(cfg.Aggregate) > 0 {
+		s.api.Sources = s.aggregateSources
 	}
 	if cfg.Standalone() {
 		log.Info("standalone aggregator: no data center feed", "regions", len(cfg.Aggregate))
@@ -218,9 +218,7 @@ func (s *service) start(ctx context.Context) {
 	if s.feed != nil {
 		s.wg.Go(func() { s.feed.Run(ctx) })
 	}
-	if s.agg != nil {
-		s.wg.Go(func() { s.agg.Run(ctx) })
-	}
+	s.wg.Go(func() { s.agg.Run(ctx) })
 }
 
 // stop waits, once ctx given to start has ended, for every part to stop

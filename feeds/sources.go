@@ -83,3 +83,12 @@ func (u *Updater) sourcesCommitted(tk sourceTake) {
 
 // sourcesPending reports whether source batches wait. u.mu is held.
 func (u *Updater) sourcesPending() bool { return len(u.sources) > 0 }
+
+// pending counts the VMs and pseudo-VMs waiting. u.mu is held.
+func (u *Updater) pending() int {
+	n := len(u.dirty)
+	for _, b := range u.sources {
+		n += len(b.VMs)
+	}
+	return n
+}

@@ -577,7 +577,7 @@ func (u *Updater) Flush() error {
 	u.burst += len(cs.VMs) + unchanged
 	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 && len(cs.Sources) == 0 {
 		clear(u.causes)
-		u.log.Info("committed", "vms", 0, "unchanged", unchanged, "zones", 0, "pending", len(u.dirty), "took", "0s")
+		u.log.Info("committed", "vms", 0, "unchanged", unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
 		release := u.endOfBurst()
 		u.mu.Unlock()
 		if release {
@@ -628,7 +628,7 @@ func (u *Updater) Flush() error {
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}
-	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", unchanged, "zones", len(res.Zones), "pending", len(u.dirty), "took", u.lastCommit.Duration.String())
+	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", u.lastCommit.Duration.String())
 	for _, z := range res.Zones {
 		if z.Removed {
 			u.log.Info("zone removed", "zone", z.Zone)
@@ -699,11 +699,12 @@ func (u *Updater) causeSummary() string {
 	return s
 }
 
-// Pending returns how many VMs wait for the next commit.
+// Pending returns how many VMs (and aggregated pseudo-VMs) wait for the
+// next commit.
 func (u *Updater) Pending() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return len(u.dirty)
+	return u.pending()
 }
 
 // LastCommit describes the last commit attempt.
@@ -802,7 +803,7 @@ const bigBurst = 10000
 // endOfBurst reports, once the dirty set is empty, whether the burst that
 // emptied it was big. Callers hold mu.
 func (u *Updater) endOfBurst() bool {
-	if len(u.dirty) > 0 {
+	if len(u.dirty) > 0 || u.sourcesPending() {
 		return false
 	}
 	big := u.burst >= bigBurst

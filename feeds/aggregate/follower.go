@@ -113,7 +113,7 @@ func (f *follower) run(ctx context.Context) {
 		if err != nil {
 			wait = f.timer(f.st.Retry, o.MaxRetry, time.Minute)
 			if f.have {
-				left := f.st.LastCheck.Add(f.timer(f.st.Expire, o.MaxExpire, 7*24*time.Hour)).Sub(time.Now())
+				left := time.Until(f.st.LastCheck.Add(f.timer(f.st.Expire, o.MaxExpire, 7*24*time.Hour)))
 				if left <= 0 {
 					f.expire(err)
 				} else {
