@@ -119,6 +119,8 @@ func TestAggregateBenchmark(t *testing.T) {
 	if sec != nil {
 		t.Logf("DC answers → BIND secondary of the region answers: %s", percentiles(toSec))
 	}
+	rss, hwm = procMemory(agg.cmd.Process.Pid)
+	t.Logf("aggregator after the changes: RSS %d MiB, peak %d MiB", rss>>20, hwm>>20)
 	slices.Sort(ixfrBytes)
 	t.Logf("region IXFR for a one-VM change: median %d bytes, max %d bytes", ixfrBytes[len(ixfrBytes)/2], ixfrBytes[len(ixfrBytes)-1])
 }
