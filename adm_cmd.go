@@ -66,6 +66,13 @@ func (a *AdmCmd) out(v any, text func(io.Writer) error) error {
 	return text(os.Stdout)
 }
 
+// columns is the terminal's width from $COLUMNS, 0 when unset or not a
+// number: the reference's layouts fit their tables and help to it.
+func columns() int {
+	n, _ := strconv.Atoi(strings.TrimSpace(os.Getenv("COLUMNS")))
+	return n
+}
+
 func ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 2*time.Minute)
 }
@@ -194,8 +201,7 @@ func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 	if err != nil {
 		return err
 	}
-	cols, _ := strconv.Atoi(os.Getenv("COLUMNS"))
-	return a.out(cfg, func(w io.Writer) error { return config.WriteConfig(w, cfg, cols) })
+	return a.out(cfg, func(w io.Writer) error { return admin.WriteConfig(w, cfg, columns(), nil) })
 }
 
 // AdmZonesCmd is cnsadm zones.
@@ -216,7 +222,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		if err != nil {
 			return err
 		}
-		return a.out(cfg["forward_zones"], func(w io.Writer) error { return config.WriteZones(w, cfg) })
+		return a.out(cfg["forward_zones"], func(w io.Writer) error { return admin.WriteZones(w, cfg, columns()) })
 	}
 	mods, err := parseModifiers(z.Modifiers)
 	if err != nil {
@@ -236,7 +242,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		fmt.Printf("zone %s deleted\n", z.Zone)
 		return nil
 	}
-	return a.out(zone, func(w io.Writer) error { return config.WriteZone(w, z.Zone, zone) })
+	return a.out(zone, func(w io.Writer) error { return admin.WriteZone(w, z.Zone, zone) })
 }
 
 // AdmHistoryCmd is cnsadm history.

@@ -34,10 +34,17 @@ var (
 	admGapRE    = regexp.MustCompile(`  +`)
 )
 
-func normalizeAdm(s string) string {
+// normalizeAdmValues replaces what changes from run to run (serials,
+// times) and keeps the layout to the space: for the verbs whose output
+// follows the reference's layout, where those values end their line.
+func normalizeAdmValues(s string) string {
 	s = admSerialRE.ReplaceAllString(s, "SERIAL")
 	s = admMsRE.ReplaceAllString(s, "N ms")
-	s = admAgoRE.ReplaceAllString(s, "N ago")
+	return admAgoRE.ReplaceAllString(s, "N ago")
+}
+
+func normalizeAdm(s string) string {
+	s = normalizeAdmValues(s)
 	// Column widths follow the values normalised away; compare the cells.
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
@@ -61,7 +68,10 @@ func admGolden(t *testing.T, name, got string) {
 }
 
 // cnsadm's read verbs against a running server, compared with goldens.
+// Those of vm, peers ADDR, zones, zones ZONE and config are written by
+// hand from the reference cnsadm's layout, and compared to the space.
 func TestCnsadmOutput(t *testing.T) {
+	t.Setenv("COLUMNS", "80")
 	p, api, cfg := startWithAPI(t)
 	// A transfer, so there is a peer to show.
 	tr := new(dns.Transfer)
@@ -74,22 +84,24 @@ func TestCnsadmOutput(t *testing.T) {
 	for range ch {
 	}
 	for _, tc := range []struct {
-		name string
-		args []string
+		name  string
+		args  []string
+		exact bool // the reference's layout, to the space
 	}{
-		{"status", []string{"status"}},
-		{"vm-listed", []string{"vm", "b752d788-c0e4-4307-8c56-353a4ea66c02"}},
-		{"vm-unlisted", []string{"vm", "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"}},
-		{"vm-stopped", []string{"vm", "b9974d54-9a8f-4f94-b667-d41ae9d26935"}},
-		{"peers", []string{"peers"}},
-		{"peer", []string{"peers", "127.0.0.1"}},
-		{"zones", []string{"zones"}},
-		{"zone", []string{"zones", demoZone}},
-		{"config", []string{"config"}},
-		{"history", []string{"history", demoZone}},
-		{"feeds", []string{"feeds"}},
-		{"services", []string{"services"}},
-		{"service", []string{"services", "6c96670e-4204-4bc0-bd64-b4c576c09876", "web"}},
+		{"status", []string{"status"}, false},
+		{"vm-listed", []string{"vm", "b752d788-c0e4-4307-8c56-353a4ea66c02"}, true},
+		{"vm-unlisted", []string{"vm", "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"}, true},
+		{"vm-stopped", []string{"vm", "b9974d54-9a8f-4f94-b667-d41ae9d26935"}, true},
+		{"peers", []string{"peers"}, false},
+		{"peer", []string{"peers", "127.0.0.1"}, true},
+		{"zones", []string{"zones"}, true},
+		{"zone", []string{"zones", demoZone}, true},
+		{"zone-reverse", []string{"zones", "reverse"}, true},
+		{"config", []string{"config"}, true},
+		{"history", []string{"history", demoZone}, false},
+		{"feeds", []string{"feeds"}, false},
+		{"services", []string{"services"}, false},
+		{"service", []string{"services", "6c96670e-4204-4bc0-bd64-b4c576c09876", "web"}, false},
 	} {
 		args := append([]string{"adm", "--api", api, "--config-file", cfg}, tc.args...)
 		out, stderr, code := runCNS(t, args...)
@@ -97,7 +109,11 @@ func TestCnsadmOutput(t *testing.T) {
 			t.Errorf("cnsadm %s: exit %d: %s", tc.name, code, stderr)
 			continue
 		}
-		admGolden(t, tc.name, normalizeAdm(out))
+		if tc.exact {
+			admGolden(t, tc.name, normalizeAdmValues(out))
+		} else {
+			admGolden(t, tc.name, normalizeAdm(out))
+		}
 	}
 
 	// --json prints the API's JSON.

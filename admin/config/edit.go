@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -428,85 +426,3 @@ func (e *Editor) Commit(ctx context.Context, cfg, changes map[string]any) error 
 
 // IsNothingToDo reports a zones -a without modifiers.
 func IsNothingToDo(err error) bool { return errors.Is(err, errNothingToDo) }
-
-// WriteConfig prints cnsadm config: the main settings (the keys the table
-// marks Shown), with a help column when the terminal is wide enough.
-func WriteConfig(w io.Writer, cfg map[string]any, columns int) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, key := range Keys {
-		if key.Cnsadm != Shown {
-			continue
-		}
-		k := key.Name
-		v := cfg[k]
-		var s string
-		switch x := v.(type) {
-		case nil:
-			s = "(unset)"
-		case []any:
-			parts := make([]string, len(x))
-			for i, it := range x {
-				parts[i] = fmt.Sprint(it)
-			}
-			s = strings.Join(parts, ", ")
-		default:
-			s = fmt.Sprint(x)
-		}
-		if columns >= 100 {
-			fmt.Fprintf(tw, "%s:\t%s\t%s\n", k, s, key.Help)
-		} else {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, s)
-		}
-	}
-	return tw.Flush()
-}
-
-// WriteZones prints cnsadm zones: ZONE NETWORKS PEERS HIDDEN PRIMARY, the
-// reverse settings as (ip-reverse-lookup).
-func WriteZones(w io.Writer, cfg map[string]any) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ZONE\tNETWORKS\tPEERS\tHIDDEN PRIMARY")
-	zones, _ := cfg["forward_zones"].(map[string]any)
-	for _, name := range slices.Sorted(maps.Keys(zones)) {
-		z, _ := zones[name].(map[string]any)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", name, networksText(z["networks"]), listText(z["peers"]), z["hidden_primary"] == true)
-	}
-	rev, _ := cfg["reverse_zones"].(map[string]any)
-	fmt.Fprintf(tw, "(ip-reverse-lookup)\t\t%s\t%v\n", listText(rev["peers"]), rev["hidden_primary"] == true)
-	return tw.Flush()
-}
-
-// WriteZone prints one zone's settings.
-func WriteZone(w io.Writer, name string, z map[string]any) error {
-	fmt.Fprintf(w, "zone:           %s\n", name)
-	if name != "reverse" && name != "ip-reverse-lookup" {
-		fmt.Fprintf(w, "networks:       %s\n", listText(z["networks"]))
-	}
-	fmt.Fprintf(w, "peers:          %s\n", listText(z["peers"]))
-	fmt.Fprintf(w, "hidden_primary: %v\n", z["hidden_primary"] == true)
-	if an := listText(z["also_notify"]); an != "" {
-		fmt.Fprintf(w, "also_notify:    %s\n", an)
-	}
-	return nil
-}
-
-func listText(v any) string {
-	list, _ := v.([]any)
-	parts := make([]string, len(list))
-	for i, it := range list {
-		parts[i] = fmt.Sprint(it)
-	}
-	return strings.Join(parts, ", ")
-}
-
-// networksText is "*", "(N UUIDs)" or empty, as the reference shows it.
-func networksText(v any) string {
-	list, _ := v.([]any)
-	if slices.Contains(list, any("*")) {
-		return "*"
-	}
-	if len(list) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("(%d UUIDs)", len(list))
-}

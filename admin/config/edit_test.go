@@ -9,31 +9,6 @@ import (
 	"testing"
 )
 
-// cnsadm config prints the table's Shown keys in the table's order, with
-// their help when the terminal is wide.
-func TestWriteConfig(t *testing.T) {
-	cfg := map[string]any{"my_name": "ns.example.com", "hostmaster": "h@example.com", "use_alias": true,
-		"allow_transfer": []any{"10.0.0.1", "10.1.0.0/16"}}
-	var b strings.Builder
-	if err := WriteConfig(&b, cfg, 120); err != nil {
-		t.Fatal(err)
-	}
-	want := `my_name:         ns.example.com         this server's name: SOA MNAME and first NS
-hostmaster:      h@example.com          zone contact (SOA RNAME), user@domain
-use_login:       (unset)                add names with the owner's login
-use_alias:       true                   add names with the VM's alias
-allow_transfer:  10.0.0.1, 10.1.0.0/16  addresses and prefixes allowed to transfer zones (and loopback, always)
-`
-	if b.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
-	}
-	b.Reset()
-	WriteConfig(&b, cfg, 80)
-	if strings.Contains(b.String(), "SOA MNAME") || !strings.HasPrefix(b.String(), "my_name:         ns.example.com\n") {
-		t.Errorf("narrow terminal: %q", b.String())
-	}
-}
-
 // A modifier's value takes the key's kind from the table, for a key the
 // file does not have yet too; zone keys have theirs.
 func TestModifierKinds(t *testing.T) {
