@@ -321,8 +321,12 @@ func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, e
 	}
 	changes := map[string]any{}
 	for _, m := range mods {
-		if k, _ := Lookup(m.Key); strings.Contains(m.Key, ".") || k.Cnsadm == ZonesOnly {
+		k, known := Lookup(m.Key)
+		switch {
+		case strings.Contains(m.Key, ".") || known && k.Cnsadm == ZonesOnly:
 			return nil, fmt.Errorf("%s: edit zones with cnsadm zones", m.Key)
+		case !known || k.Cnsadm == Unedited:
+			return nil, fmt.Errorf("%s: not a key cnsadm config edits; it edits %s (and zones with cnsadm zones)", m.Key, strings.Join(Editable(), ", "))
 		}
 		if err := m.Apply(cfg); err != nil {
 			return nil, err
@@ -388,6 +392,9 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 			newName = strings.ToLower(strings.TrimSuffix(m.Value, "."))
 			continue
 		}
+		if !zoneKeyEditable(m.Key, reverse) {
+			return nil, fmt.Errorf("%s: not a zone setting; cnsadm zones edits %s", m.Key, strings.Join(zoneKeyNames(reverse), ", "))
+		}
 		if err := m.Apply(z); err != nil {
 			return nil, err
 		}
@@ -400,6 +407,27 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 	zones[newName] = z
 	cfg["forward_zones"] = zones
 	return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
+}
+
+// zoneKeyEditable reports whether key is a setting of a forward zone (or,
+// with reverse, of the reverse zones).
+func zoneKeyEditable(key string, reverse bool) bool {
+	return slices.Contains(zoneKeyNames(reverse), key)
+}
+
+// zoneKeyNames is the settings cnsadm zones edits, zone=NEW included for
+// forward zones.
+func zoneKeyNames(reverse bool) []string {
+	var names []string
+	for _, zk := range ZoneKeys {
+		if zk.Reverse || !reverse {
+			names = append(names, zk.Name)
+		}
+	}
+	if !reverse {
+		names = append(names, "zone")
+	}
+	return names
 }
 
 // Commit validates the whole new configuration cfg, saves the changed
