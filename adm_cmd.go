@@ -16,6 +16,31 @@ import (
 	"github.com/tritondatacenter/cns/admin/config"
 )
 
+// cnsadm's exit codes are the reference's, which scripts test.
+const (
+	admExitUsage      = 1 // a usage error, or talking to cns or SAPI failed
+	admExitValidation = 2 // the configuration, current or new, does not validate
+)
+
+// admExitCode is cnsadm's exit status for an error its verb returned.
+func admExitCode(err error) int {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return admExitValidation
+	}
+	return admExitUsage
+}
+
+// isAdm reports whether the command line runs cnsadm (cns adm ...).
+func isAdm(args []string) bool {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a == "adm"
+		}
+	}
+	return false
+}
+
 // AdmCmd is cnsadm: the operator's tool, talking to a running cns through
 // its API (and, for config and zones, to where the configuration lives).
 type AdmCmd struct {

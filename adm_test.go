@@ -154,16 +154,22 @@ func TestCnsadmEditsConfig(t *testing.T) {
 	}
 	before, _ := os.ReadFile(cfg)
 
-	// Invalid edits are refused and leave the file alone.
-	for _, args := range [][]string{
-		{"config", "hostmaster=nobody"},
-		{"config", "use_login=perhaps"},
-		{"zones", demoZone, "networks=public"},
-		{"zones", "-a", "bad zone!", "networks=*"},
-		{"config", "allow_transfer-=10.9.9.9"},
+	// Invalid edits are refused and leave the file alone: exit 2 when the
+	// new configuration does not validate, 1 for a bad argument, as the
+	// reference's.
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"config", "hostmaster=nobody"}, 2},
+		{[]string{"config", "use_login=perhaps"}, 1},
+		{[]string{"zones", demoZone, "networks=public"}, 2},
+		{[]string{"zones", "-a", "bad zone!", "networks=*"}, 2},
+		{[]string{"config", "allow_transfer-=10.9.9.9"}, 1},
+		{[]string{"config", "foo=bar"}, 1},
 	} {
-		if _, stderr, code := adm(args...); code == 0 || stderr == "" {
-			t.Errorf("cnsadm %v accepted (exit %d)", args, code)
+		if _, stderr, code := adm(tc.args...); code != tc.code || stderr == "" {
+			t.Errorf("cnsadm %v: exit %d, want %d: %s", tc.args, code, tc.code, stderr)
 		}
 	}
 	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
@@ -202,6 +208,43 @@ func TestCnsadmEditsConfig(t *testing.T) {
 	}
 	if _, stderr, code := adm("zones", "-d", "extra.example.com"); code != 0 {
 		t.Fatalf("zones -d: %s", stderr)
+	}
+}
+
+// cnsadm exits as the reference's does: 1 for a usage error or when it
+// cannot talk to cns, 2 when the configuration does not validate; an
+// unknown key names the keys cnsadm config edits.
+func TestCnsadmExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "", nil)
+	invalid := filepath.Join(dir, "invalid.json")
+	os.WriteFile(invalid, []byte(`{"my_name": "cns.example.com", "forward_zones": {}}`), 0o600)
+	down := "http://127.0.0.1:1" // nothing listens there
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no verb", []string{"adm"}, 1, ""},
+		{"unknown verb", []string{"adm", "frobnicate"}, 1, ""},
+		{"missing argument", []string{"adm", "vm"}, 1, ""},
+		{"unknown flag", []string{"adm", "status", "--frob"}, 1, ""},
+		{"bad modifier", []string{"adm", "--config-file", cfg, "config", "not a modifier"}, 1, "is not a modifier"},
+		{"unknown key", []string{"adm", "--config-file", cfg, "config", "foo=bar"}, 1, "it edits my_name, hostmaster, use_login, use_alias, allow_transfer,"},
+		{"no server", []string{"adm", "--api", down, "status"}, 1, "connection refused"},
+		{"new config invalid", []string{"adm", "--api", down, "--config-file", cfg, "config", "hostmaster=nobody"}, 2, "hostmaster"},
+		{"current config invalid", []string{"adm", "--api", down, "--config-file", invalid, "config", "use_login=true"}, 2, "hostmaster"},
+		{"help", []string{"adm", "--help"}, 0, ""},
+	} {
+		_, stderr, code := runCNS(t, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("%s: exit %d, want %d; stderr: %s", tc.name, code, tc.code, stderr)
+		}
+	}
+	// cns serve keeps SMF's code for a bad config.
+	if _, _, code := runCNS(t, "serve", "--check", "--config", invalid); code != 96 {
+		t.Errorf("serve --check of an invalid config: exit %d, want 96", code)
 	}
 }
 
