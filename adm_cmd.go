@@ -61,6 +61,16 @@ type AdmCmd struct {
 	Backup   AdmBackupCmd   `cmd:"" help:"Write a consistent copy of the running server's db."`
 	Upgrade  AdmUpgradeCmd  `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
 	TUI      AdmTUICmd      `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live."`
+	Man      AdmManCmd      `cmd:"" hidden:"" help:"Print this manual page, cnsadm(1), in roff."`
+}
+
+// Help is cnsadm's description (cnsadm --help, and cnsadm(1)).
+func (AdmCmd) Help() string {
+	return `cnsadm is the operator's tool of cns: it reads a running server's state through its REST API, and changes the configuration the server reads. It is the cns binary installed (or linked) as cnsadm, or run as cns adm.
+
+It talks to the API at --api, else at the first api_server.listen address of --config-file, else at port 80 of 127.0.0.1, as the reference's cnsadm does. The commands the reference has (status, vm, peers, config, zones, upgrade) print its lines first, in its layout, which scripts parse, and cns's own lines after them; --json prints the API's JSON instead, for machines.
+
+config and zones validate the whole new configuration with the server's own parser before writing anything. In an SDC zone (when mdata-get sapi-url answers, or CNS_SAPI_URL is set) they change the cns service's SAPI metadata and config-agent renders the file; elsewhere they rewrite the file and ask the server to reload it.`
 }
 
 // client builds the API client: --api, else the config file's
@@ -209,6 +219,14 @@ type AdmConfigCmd struct {
 	Modifiers []string `arg:"" optional:"" help:"key=value, key+=value (lists), key-=value (lists)."`
 }
 
+func (AdmConfigCmd) Help() string {
+	return `With no modifiers, print the main settings, a list one item per line and [] when empty, with a help column when $COLUMNS is wide enough.
+
+A modifier key=value sets a key, key+=value adds to a list and key-=value removes from one. Booleans are true, yes, on, false, no or off; lists are comma-separated; objects are JSON. Loopback (127.0.0.1 and ::1) may always transfer: it cannot be removed from allow_transfer.
+
+The keys config edits: ` + strings.Join(config.Editable(), ", ") + `. Any other key is refused; zones are edited with cnsadm zones.`
+}
+
 func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 	mods, err := parseModifiers(cc.Modifiers)
 	if err != nil {
@@ -235,6 +253,14 @@ type AdmZonesCmd struct {
 	Delete    bool     `short:"d" help:"Delete the zone."`
 	Zone      string   `arg:"" optional:"" help:"Zone name, or \"reverse\" for the reverse zones' settings."`
 	Modifiers []string `arg:"" optional:"" help:"networks=..., peers=..., hidden_primary=..., also_notify=..., zone=NEWNAME."`
+}
+
+func (AdmZonesCmd) Help() string {
+	var keys []string
+	for _, k := range config.ZoneKeys {
+		keys = append(keys, k.Name)
+	}
+	return `With no zone, the table ZONE, NETWORKS, PEERS, HIDDEN PRIMARY, the reverse zones' settings as the row (ip-reverse-lookup), fitted to $COLUMNS. With a zone, its settings; with modifiers (as for config), they change: ` + strings.Join(keys, ", ") + `, and zone=NEW renames the zone. The reverse zones' settings are the zone reverse (or ip-reverse-lookup), without networks.`
 }
 
 func (z AdmZonesCmd) Run(a *AdmCmd) error {
