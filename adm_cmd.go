@@ -220,7 +220,7 @@ type AdmConfigCmd struct {
 }
 
 func (AdmConfigCmd) Help() string {
-	return `With no modifiers, print the main settings, a list one item per line and [] when empty, with a help column when $COLUMNS is wide enough.
+	return `With no modifiers, print the main settings, a list one item per line and [] when empty, with a help column when $COLUMNS is wide enough. In an SDC zone, a key whose SAPI metadata config-agent has not yet rendered into the file is marked *.
 
 A modifier key=value sets a key, key+=value adds to a list and key-=value removes from one. Booleans are true, yes, on, false, no or off; lists are comma-separated; objects are JSON. Loopback (127.0.0.1 and ::1) may always transfer: it cannot be removed from allow_transfer.
 
@@ -244,7 +244,13 @@ func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 	if err != nil {
 		return err
 	}
-	return a.out(cfg, func(w io.Writer) error { return admin.WriteConfig(w, cfg, columns(), nil) })
+	var waiting map[string]bool
+	if sapi, ok := e.Store.(config.SAPIStore); ok {
+		if waiting, err = sapi.Waiting(); err != nil {
+			return err
+		}
+	}
+	return a.out(cfg, func(w io.Writer) error { return admin.WriteConfig(w, cfg, columns(), waiting) })
 }
 
 // AdmZonesCmd is cnsadm zones.

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -140,6 +141,50 @@ func (s SAPIStore) Load() (map[string]any, error) {
 		m[k] = v
 	}
 	return m, nil
+}
+
+// Waiting is the keys of the rendered file whose SAPI metadata differs
+// from it: changes config-agent has yet to apply, which cnsadm config
+// marks "*" as the reference does. Loopback in allow_transfer is left out
+// of the comparison: templates add it.
+func (s SAPIStore) Waiting() (map[string]bool, error) {
+	file, err := s.Base.Load()
+	if err != nil {
+		return nil, nil // nothing rendered yet: nothing to compare
+	}
+	_, meta, err := s.service()
+	if err != nil {
+		return nil, err
+	}
+	waiting := map[string]bool{}
+	for k, v := range file {
+		m, ok := meta[k]
+		if !ok {
+			continue
+		}
+		if k == "allow_transfer" {
+			v, m = withoutLoopback(v), withoutLoopback(m)
+		}
+		if !reflect.DeepEqual(v, m) {
+			waiting[k] = true
+		}
+	}
+	return waiting, nil
+}
+
+// withoutLoopback is a JSON list without its loopback entries.
+func withoutLoopback(v any) any {
+	list, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	out := []any{}
+	for _, it := range list {
+		if s, ok := it.(string); !ok || !isLoopback(s) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // Save writes the changes as service metadata: PUT /services/<uuid>
