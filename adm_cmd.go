@@ -403,7 +403,7 @@ func (AdmUpgradeCmd) Run(a *AdmCmd) error {
 	}
 	changes := config.Upgrade(cfg)
 	if len(changes) == 0 {
-		fmt.Println("no schema upgrades required")
+		fmt.Fprintln(os.Stderr, "no schema upgrades required") // on stderr, as the reference's
 		return nil
 	}
 	fmt.Println("upgrading configuration past CNS-46...")

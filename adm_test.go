@@ -242,6 +242,7 @@ func TestCnsadmExitCodes(t *testing.T) {
 		{"new config invalid", []string{"adm", "--api", down, "--config-file", cfg, "config", "hostmaster=nobody"}, 2, "hostmaster"},
 		{"current config invalid", []string{"adm", "--api", down, "--config-file", invalid, "config", "use_login=true"}, 2, "hostmaster"},
 		{"help", []string{"adm", "--help"}, 0, ""},
+		{"nothing to upgrade", []string{"adm", "--api", down, "--config-file", cfg, "upgrade"}, 0, "no schema upgrades required"},
 	} {
 		_, stderr, code := runCNS(t, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.stderr) {
