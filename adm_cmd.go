@@ -44,7 +44,7 @@ func isAdm(args []string) bool {
 // AdmCmd is cnsadm: the operator's tool, talking to a running cns through
 // its API (and, for config and zones, to where the configuration lives).
 type AdmCmd struct {
-	API        string `name:"api" env:"CNS_API" help:"API of the cns to talk to (default: api_server.listen in --config-file)."`
+	API        string `name:"api" env:"CNS_API" help:"API of the cns to talk to (default: the first api_server.listen address in --config-file, else 127.0.0.1:80)."`
 	Token      string `name:"token" env:"CNS_API_TOKEN" help:"Bearer token for the API."`
 	ConfigFile string `name:"config-file" env:"CNS_CONFIG" default:"/opt/triton/cns/etc/config.json" help:"The server's config file."`
 	JSON       bool   `name:"json" help:"Print the API's JSON instead of tables."`
