@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh: the zone set-up steps setup.sh and configure.sh share. Sourced,
 # not run.
 #
@@ -9,11 +10,13 @@
 # the same way: a message on stderr and exit 1. Like util.sh, every
 # function works with or without errexit, nounset and pipefail.
 
-CNS_ROOT=/opt/triton/cns
-CNS_DATA=/data
+# The paths are the zone's; the tests point them into a scratch directory
+# and put stand-ins for the illumos commands first in PATH.
+CNS_ROOT=${CNS_ROOT:-/opt/triton/cns}
+CNS_DATA=${CNS_DATA:-/data}
 CNS_DB_DIR=$CNS_DATA/cns
 CNS_FMRI=svc:/triton/application/cns:default
-CONFIG_AGENT=/opt/smartdc/config-agent
+CONFIG_AGENT=${CONFIG_AGENT:-/opt/smartdc/config-agent}
 
 fatal() {
 	printf '%s: ERROR: %s\n' "$(basename "$0")" "$*" >&2
@@ -23,7 +26,7 @@ fatal() {
 # _sdc_mdata_get: a metadata value, which must be non-empty.
 cns_mdata_get() {
 	local value
-	if ! value=$(/usr/sbin/mdata-get "$1"); then
+	if ! value=$(mdata-get "$1"); then
 		fatal "could not read \"$1\" from the metadata agent"
 	fi
 	[[ -n $value ]] || fatal "empty metadata value for \"$1\""
@@ -35,7 +38,7 @@ cns_mdata_get() {
 # reprovision of the zone. A zone without one keeps /data on its root.
 cns_mount_data() {
 	local dataset mountpoint
-	dataset=zones/$(/usr/bin/zonename)/data
+	dataset=zones/$(zonename)/data
 	mkdir -p "$CNS_DATA" || fatal "could not create $CNS_DATA"
 	if zfs list "$dataset" >/dev/null 2>&1; then
 		mountpoint=$(zfs get -H -o value mountpoint "$dataset")
