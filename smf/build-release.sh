@@ -12,6 +12,8 @@
 #   root/opt/triton/cns/sapi_manifests/cns/{manifest.json,template}
 #   root/opt/smartdc/boot/{setup.sh,configure.sh} -> the boot scripts above,
 #                                          where the zone's user-script runs them
+#   root/opt/local/bin/cnsadm              -> /opt/triton/cns/bin/cnsadm, in root's
+#                                          PATH where the reference put its cnsadm
 #   site/                                  empty, as the image build expects
 #
 # Scripts and the binary are mode 0755, everything else 0644, directories
@@ -40,7 +42,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root=$stage/root/opt/triton/cns
 install -d -m 0755 "$root/bin" "$root/smf/manifests" "$root/smf/method" "$root/boot" \
-	"$root/etc" "$root/sapi_manifests/cns" "$stage/root/opt/smartdc/boot" "$stage/site"
+	"$root/etc" "$root/sapi_manifests/cns" "$stage/root/opt/smartdc/boot" "$stage/root/opt/local/bin" \
+	"$stage/site"
 
 (cd "$top" && CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
 	-ldflags "-X main.version=$version -X main.commit=$commit" -o "$root/bin/cns" .)
@@ -55,6 +58,7 @@ install -m 0644 "$top/smf/sapi_manifests/cns/manifest.json" "$top/smf/sapi_manif
 	"$root/sapi_manifests/cns/"
 ln -s /opt/triton/cns/boot/setup.sh "$stage/root/opt/smartdc/boot/setup.sh"
 ln -s /opt/triton/cns/boot/configure.sh "$stage/root/opt/smartdc/boot/configure.sh"
+ln -s /opt/triton/cns/bin/cnsadm "$stage/root/opt/local/bin/cnsadm"
 
 tarball=$out/cns-pkg-$version.tar.gz
 tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" \

@@ -78,6 +78,9 @@ func TestReleaseTarball(t *testing.T) {
 	want := map[string]string{
 		"root/":                                                "d755",
 		"root/opt/":                                            "d755",
+		"root/opt/local/":                                      "d755",
+		"root/opt/local/bin/":                                  "d755",
+		"root/opt/local/bin/cnsadm":                            "-> /opt/triton/cns/bin/cnsadm",
 		"root/opt/smartdc/":                                    "d755",
 		"root/opt/smartdc/boot/":                               "d755",
 		"root/opt/smartdc/boot/configure.sh":                   "-> /opt/triton/cns/boot/configure.sh",
