@@ -121,7 +121,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	}
 
 	if cfg.InventoryFile != "" {
-		s.feed = &file.Feed{Path: cfg.InventoryFile, Updater: s.updater, Logger: log}
+		s.feed = &file.Feed{Path: cfg.InventoryFile, Sink: s.updater, Logger: log}
 	} else if s.feed, err = newSDCFeed(cfg, s.updater, log, tune.SDC); err != nil {
 		return nil, err
 	}
