@@ -127,16 +127,9 @@ func axfrFrom(t *testing.T, addr, zone string) []dns.RR {
 	t.Helper()
 	m := new(dns.Msg)
 	m.SetAxfr(dns.Fqdn(zone))
-	ch, err := (&dns.Transfer{DialTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second}).In(m, addr)
+	rrs, err := transferIn(addr, m)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var rrs []dns.RR
-	for env := range ch {
-		if env.Error != nil {
-			t.Fatal(env.Error)
-		}
-		rrs = append(rrs, env.RR...)
 	}
 	if n := len(rrs); n >= 2 && rrs[n-1].Header().Rrtype == dns.TypeSOA {
 		rrs = rrs[:n-1]
