@@ -58,14 +58,11 @@ func (d apiDNS) Metrics() admin.DNSMetrics {
 	m := admin.DNSMetrics{AnswersByType: qs.ByType, AnswersByRcode: qs.ByRcode, Dropped: qs.Dropped,
 		ForwardHits: fs.Hits, ForwardMisses: fs.Misses, ForwardFailures: fs.Failures, ForwardCached: fs.Cached,
 		RRLLimited: d.srv.RRLLimited(), AXFR: ts.AXFR, IXFR: ts.IXFR, UpToDate: ts.UpToDate, Refused: ts.Refused,
-		PropagationBounds: serve.PropagationBounds, Propagation: map[string]admin.Histogram{}}
+		Propagation: d.srv.PropagationHistograms()}
 	for _, n := range d.srv.NotifyStatus() {
 		if n.Pending {
 			m.NotifyPending++
 		}
-	}
-	for peer, h := range d.srv.PropagationHistograms() {
-		m.Propagation[peer] = admin.Histogram{Counts: h.Counts, Count: h.Count, Sum: h.Sum}
 	}
 	return m
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -36,7 +36,7 @@ func TestAggregateBenchmark(t *testing.T) {
 	secPort := freeUDPPort(t)
 	var dcs []*aggDC
 	for i := 1; i <= 3; i++ {
-		inv := sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: uint64(i)})
+		inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: uint64(i)})
 		moveIPs(inv, byte(i))
 		start := time.Now()
 		dcs = append(dcs, startAggDC(t, i, inv, aggPort, false))

@@ -18,8 +18,8 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/feeds/aggregate"
-	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -32,7 +32,7 @@ const (
 // aggDC is one data center's cns for the aggregation test.
 type aggDC struct {
 	zone string
-	inv  *sdc.Inventory
+	inv  *dc.Inventory
 	path string // its inventory file
 	p    *proc
 }
@@ -40,7 +40,7 @@ type aggDC struct {
 // startAggDC runs a data center's cns on its own inventory and suffix,
 // NOTIFYing the aggregator; with key, transfers from loopback must be
 // signed.
-func startAggDC(t *testing.T, n int, inv *sdc.Inventory, aggPort int, key bool) *aggDC {
+func startAggDC(t *testing.T, n int, inv *dc.Inventory, aggPort int, key bool) *aggDC {
 	dir := t.TempDir()
 	dc := &aggDC{zone: fmt.Sprintf("us-west-%d.cns.example.com", n), inv: inv, path: filepath.Join(dir, "inv.json")}
 	writeInventory(t, dc.path, inv)
@@ -60,7 +60,7 @@ func startAggDC(t *testing.T, n int, inv *sdc.Inventory, aggPort int, key bool) 
 }
 
 // moveIPs gives a data center the same VMs on other addresses.
-func moveIPs(inv *sdc.Inventory, second byte) {
+func moveIPs(inv *dc.Inventory, second byte) {
 	for i := range inv.VMs {
 		for j := range inv.VMs[i].NICs {
 			nic := &inv.VMs[i].NICs[j]
@@ -154,10 +154,10 @@ func freeUDPPort(t *testing.T) int {
 // Knot secondaries of the region zone (RFD 172).
 func TestAggregateRegion(t *testing.T) {
 	aggPort := freeUDPPort(t)
-	inv1 := sdctest.Generate(sdctest.GenerateOptions{VMs: 20, Seed: 1})
-	inv2 := sdctest.Generate(sdctest.GenerateOptions{VMs: 20, Seed: 1})
+	inv1 := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, Seed: 1})
+	inv2 := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, Seed: 1})
 	moveIPs(inv2, 2) // the same services, members in a second DC
-	inv3 := sdctest.Generate(sdctest.GenerateOptions{VMs: 20, Seed: 3})
+	inv3 := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, Seed: 3})
 	moveIPs(inv3, 3)
 	dcs := []*aggDC{startAggDC(t, 1, inv1, aggPort, true), startAggDC(t, 2, inv2, aggPort, false), startAggDC(t, 3, inv3, aggPort, false)}
 

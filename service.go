@@ -138,7 +138,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	if cfg.Standalone() {
 		log.Info("standalone aggregator: no data center feed", "regions", len(cfg.Aggregate))
 	} else if cfg.InventoryFile != "" {
-		s.feed = &file.Feed{Path: cfg.InventoryFile, Updater: s.updater, Logger: log}
+		s.feed = &file.Feed{Path: cfg.InventoryFile, Sink: s.updater, Logger: log}
 	} else if s.feed, err = newSDCFeed(cfg, s.updater, log, tune.SDC); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package admin
 import (
 	"net/netip"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/metrics"
 )
 
 // DNS is what the API reads from the running DNS server. Package main
@@ -55,15 +57,6 @@ type DNSMetrics struct {
 	// their zone's serial.
 	NotifyPending int
 	// Propagation holds, per peer (NOTIFY address), the commit-to-serving
-	// times, cumulative per PropagationBounds (seconds).
-	PropagationBounds []float64
-	Propagation       map[string]Histogram
-}
-
-// Histogram is a Prometheus histogram: cumulative counts per bound, the
-// count and the sum.
-type Histogram struct {
-	Counts []uint64
-	Count  uint64
-	Sum    float64
+	// times (seconds).
+	Propagation map[string]metrics.Histogram
 }

@@ -58,7 +58,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 		m.help("cns_propagation_seconds", "histogram", "Time from commit to each secondary serving the serial (SOA polls).")
 		for _, peer := range sortedKeys(hists) {
 			h := hists[peer]
-			for i, le := range dm.PropagationBounds {
+			for i, le := range h.Bounds {
 				m.sample("cns_propagation_seconds_bucket", float64(h.Counts[i]), "peer", peer, "le", fmt.Sprint(le))
 			}
 			m.sample("cns_propagation_seconds_bucket", float64(h.Count), "peer", peer, "le", "+Inf")

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/file"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
@@ -58,7 +58,7 @@ func startStoredDemo(t testing.TB) *storedDemo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := file.Load("../testdata/inventory.json")
+	inv, err := dc.LoadInventory("../testdata/inventory.json")
 	if err != nil {
 		t.Fatal(err)
 	}

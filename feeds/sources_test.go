@@ -9,8 +9,8 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // A source batch lands whole with its stored copy, and a data center's
@@ -54,7 +54,7 @@ func TestSourceBatchSurvivesInventory(t *testing.T) {
 	if st, _ := store.Sources(); string(st["r/a"]) != "s1" {
 		t.Fatalf("stored state %q", st)
 	}
-	u.SetInventory(&sdc.Inventory{}, "full listing")
+	u.SetInventory(&dc.Inventory{}, "full listing")
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}

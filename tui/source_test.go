@@ -14,7 +14,7 @@ import (
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/file"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
@@ -39,7 +39,7 @@ func demoDB(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := file.Load("../testdata/inventory.json")
+	inv, err := dc.LoadInventory("../testdata/inventory.json")
 	if err != nil {
 		t.Fatal(err)
 	}
