@@ -19,8 +19,25 @@ import (
 // and the copy never claims a serial whose records are not all stored.
 type SourceBatch struct {
 	Source db.SourceUpdate
-	VMs    []db.VMChange
-	Cause  string
+	// N pseudo-VM changes, in UUID order: VM(i) builds the i-th when its
+	// chunk is committed, so a first transfer's region records are never
+	// all held at once. VM runs in the updater, after SetSource: it must
+	// read only what no longer changes.
+	N     int
+	VM    func(i int) db.VMChange
+	Cause string
+}
+
+// SourceVMs is a SourceBatch's N and VM for changes already built.
+func SourceVMs(vms []db.VMChange) (int, func(int) db.VMChange) {
+	return len(vms), func(i int) db.VMChange { return vms[i] }
+}
+
+// queuedSource is a batch waiting, with how many of its pseudo-VMs are
+// committed.
+type queuedSource struct {
+	SourceBatch
+	done int
 }
 
 // ExternalUUID reports whether uuid names a pseudo-VM of an aggregated
@@ -33,7 +50,7 @@ func ExternalUUID(uuid string) bool { return len(uuid) == 36 && uuid[14] == '8' 
 func (u *Updater) SetSource(b SourceBatch) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.sources = append(u.sources, b)
+	u.sources = append(u.sources, queuedSource{SourceBatch: b})
 	u.causes[b.Cause]++
 	u.wake()
 }
@@ -53,18 +70,23 @@ type sourceTake struct{ n, part int }
 // held.
 func (u *Updater) takeSources(cs *db.ChangeSet) sourceTake {
 	var tk sourceTake
-	for _, b := range u.sources {
-		room := maxPseudoVMsPerCommit - len(cs.VMs)
-		if len(b.VMs) > room {
+	for i := range u.sources {
+		q := &u.sources[i]
+		left, room := q.N-q.done, maxPseudoVMsPerCommit-len(cs.VMs)
+		if left > room {
 			if room <= 0 && (tk.n > 0 || len(cs.VMs) > 0) {
 				break
 			}
 			tk.part = max(room, 1)
-			cs.VMs = append(cs.VMs, b.VMs[:tk.part]...)
+			for j := q.done; j < q.done+tk.part; j++ {
+				cs.VMs = append(cs.VMs, q.VM(j))
+			}
 			break
 		}
-		cs.Sources = append(cs.Sources, b.Source)
-		cs.VMs = append(cs.VMs, b.VMs...)
+		cs.Sources = append(cs.Sources, q.Source)
+		for j := q.done; j < q.N; j++ {
+			cs.VMs = append(cs.VMs, q.VM(j))
+		}
 		tk.n++
 	}
 	return tk
@@ -73,8 +95,7 @@ func (u *Updater) takeSources(cs *db.ChangeSet) sourceTake {
 // sourcesCommitted drops what a stored change set took. u.mu is held.
 func (u *Updater) sourcesCommitted(tk sourceTake) {
 	if tk.part > 0 {
-		head := &u.sources[tk.n]
-		head.VMs = head.VMs[tk.part:]
+		u.sources[tk.n].done += tk.part
 	}
 	rest := copy(u.sources, u.sources[tk.n:])
 	clear(u.sources[rest:]) // the committed batches' records go now
@@ -87,8 +108,8 @@ func (u *Updater) sourcesPending() bool { return len(u.sources) > 0 }
 // pending counts the VMs and pseudo-VMs waiting. u.mu is held.
 func (u *Updater) pending() int {
 	n := len(u.dirty)
-	for _, b := range u.sources {
-		n += len(b.VMs)
+	for _, q := range u.sources {
+		n += q.N - q.done
 	}
 	return n
 }

@@ -34,8 +34,10 @@ func TestSourceBatchSurvivesInventory(t *testing.T) {
 		t.Fatal("ExternalUUID")
 	}
 	rr, _ := dns.NewRR("x." + zone + ". 30 IN A 10.0.0.1")
-	u.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: "r/a", State: []byte("s1"), Names: map[string][]byte{"x.a.": {1}}},
-		VMs: []db.VMChange{{UUID: pseudo, Records: []db.Record{{Zone: zone, RR: rr}}}}, Cause: "test"})
+	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: "r/a", State: []byte("s1"), Names: map[string][]byte{"x.a.": {1}}},
+		Cause: "test"}
+	b.N, b.VM = feeds.SourceVMs([]db.VMChange{{UUID: pseudo, Records: []db.Record{{Zone: zone, RR: rr}}}})
+	u.SetSource(b)
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +81,12 @@ func TestSourceBatchChunked(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 45000 // 20000 pseudo-VMs per commit
-	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: "r/a", State: []byte("s1")}, Cause: "big"}
-	for i := range n {
+	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: "r/a", State: []byte("s1")}, Cause: "big", N: n}
+	built := 0
+	b.VM = func(i int) db.VMChange { // built when its chunk goes
+		built++
 		rr, _ := dns.NewRR(fmt.Sprintf("n%d.%s. 30 IN A 10.0.%d.%d", i, zone, i>>8, i&255))
-		b.VMs = append(b.VMs, db.VMChange{UUID: fmt.Sprintf("0a0b0c0d-0000-8000-8000-%012d", i), Records: []db.Record{{Zone: zone, RR: rr}}})
+		return db.VMChange{UUID: fmt.Sprintf("0a0b0c0d-0000-8000-8000-%012d", i), Records: []db.Record{{Zone: zone, RR: rr}}}
 	}
 	u.SetSource(b)
 	commits := 0
@@ -91,6 +95,9 @@ func TestSourceBatchChunked(t *testing.T) {
 			t.Fatal(err)
 		}
 		commits++
+		if built != min(commits*20000, n) {
+			t.Fatalf("after %d commits %d pseudo-VMs built", commits, built)
+		}
 		st, _ := store.Sources()
 		zi, _, _ := store.Zone(zone)
 		if st["r/a"] != nil {

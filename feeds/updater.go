@@ -80,7 +80,7 @@ type Updater struct {
 	burst      int               // VMs computed since the dirty set was last empty
 	feeds      map[string]FeedStatus
 	health     *serviceHealth // self-removal hysteresis (selfremoval.go)
-	sources    []SourceBatch  // aggregated sources' changes (sources.go)
+	sources    []queuedSource // aggregated sources' changes (sources.go)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the

@@ -113,8 +113,9 @@ func (a *Aggregator) forget(key string) error {
 		return err
 	}
 	a.log.Info("aggregated source no longer configured; its records leave", "source", key, "names", len(vms))
-	a.opts.Sink.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: key, Forget: true}, VMs: vms,
-		Cause: "aggregate: source " + key + " removed"})
+	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: key, Forget: true}, Cause: "aggregate: source " + key + " removed"}
+	b.N, b.VM = feeds.SourceVMs(sortVMs(vms))
+	a.opts.Sink.SetSource(b)
 	return nil
 }
 

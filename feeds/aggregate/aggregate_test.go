@@ -26,7 +26,7 @@ const soa3 = "a.example. 30 IN SOA ns.a.example. h.a.example. 3 30 60 600 30"
 
 // A transfer is accepted only whole and well formed (RFC 1995, RFC 5936).
 func TestParseTransfer(t *testing.T) {
-	c := &client{zone: "a.example.", maxRRs: 100}
+	c := &client{zone: "a.example.", maxRRs: 9}
 	for _, tc := range []struct {
 		name   string
 		rrs    []string
@@ -43,6 +43,11 @@ func TestParseTransfer(t *testing.T) {
 		{"no SOA first", []string{"x.a.example. 30 IN A 10.0.0.1", soa2}, 0, false, "does not start with the zone's SOA", false, 0},
 		{"no SOA last", []string{soa2, "x.a.example. 30 IN A 10.0.0.1"}, 0, false, "does not end", false, 0},
 		{"outside the zone", []string{soa2, "x.b.example. 30 IN A 10.0.0.1", soa2}, 0, false, "outside the zone", false, 0},
+		{"SOA in the middle", []string{soa2, soa1, "x.a.example. 30 IN A 10.0.0.1", soa2}, 0, false, "SOA in its middle", false, 0},
+		{"records after the end", []string{soa2, "x.a.example. 30 IN A 10.0.0.1", soa2, "y.a.example. 30 IN A 10.0.0.1"}, 0, false, "after the closing SOA", false, 0},
+		{"too large", []string{soa2, "a.a.example. 30 IN A 10.0.0.1", "b.a.example. 30 IN A 10.0.0.1", "c.a.example. 30 IN A 10.0.0.1",
+			"d.a.example. 30 IN A 10.0.0.1", "e.a.example. 30 IN A 10.0.0.1", "f.a.example. 30 IN A 10.0.0.1", "g.a.example. 30 IN A 10.0.0.1",
+			"h.a.example. 30 IN A 10.0.0.1", soa2}, 0, false, "larger than 9 records", false, 0},
 		{"ixfr from another serial", []string{soa3, soa2, soa3, "y.a.example. 30 IN A 10.0.0.3", soa3}, 1, true, "does not start at serial 1", false, 0},
 		{"ixfr not reaching the source", []string{soa3, soa1, soa2, soa3}, 1, true, "ends at serial 2", false, 0},
 	} {
@@ -64,16 +69,27 @@ func TestParseTransfer(t *testing.T) {
 	}
 }
 
+func zoneOf(t *testing.T, lines ...string) names {
+	t.Helper()
+	z := names{}
+	for _, rr := range rrs(t, lines...) {
+		if err := z.add(rr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return z
+}
+
 // IXFR differences change only the names they touch; a full transfer
 // reports the names that went away.
 func TestApplyTransfers(t *testing.T) {
 	c := names{}
-	changed, err := c.applyFull(rrs(t, "x.a.example. 30 IN A 10.0.0.1", "x.a.example. 30 IN A 10.0.0.2", "y.a.example. 30 IN A 10.0.0.3"))
-	if err != nil || len(changed) != 2 {
-		t.Fatalf("full: %v %v", changed, err)
+	changed := c.applyFull(zoneOf(t, "x.a.example. 30 IN A 10.0.0.1", "x.a.example. 30 IN A 10.0.0.2", "y.a.example. 30 IN A 10.0.0.3"))
+	if len(changed) != 2 {
+		t.Fatalf("full: %v", changed)
 	}
 	c.apply(changed)
-	changed, err = c.applyDiffs([]diff{{from: 1, to: 2,
+	changed, err := c.applyDiffs([]diff{{from: 1, to: 2,
 		del: rrs(t, "x.a.example. 30 IN A 10.0.0.1", "y.a.example. 30 IN A 10.0.0.3"),
 		add: rrs(t, "z.a.example. 30 IN A 10.0.0.4")}})
 	if err != nil {
@@ -86,7 +102,7 @@ func TestApplyTransfers(t *testing.T) {
 		t.Fatal("applyDiffs changed the copy before apply")
 	}
 	c.apply(changed)
-	got, _ := c.applyFull(rrs(t, "x.a.example. 30 IN A 10.0.0.2", "z.a.example. 30 IN A 10.0.0.4"))
+	got := c.applyFull(zoneOf(t, "x.a.example. 30 IN A 10.0.0.2", "z.a.example. 30 IN A 10.0.0.4"))
 	if len(got) != 0 {
 		t.Fatalf("the copy after the diff differs from the zone: %v", got)
 	}

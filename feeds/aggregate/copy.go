@@ -18,13 +18,7 @@ import (
 type names map[string][]byte
 
 // applyFull returns the names a full transfer changes (nil: removed).
-func (c names) applyFull(rrs []dns.RR) (map[string][]byte, error) {
-	next := names{}
-	for _, rr := range rrs {
-		if err := next.add(rr); err != nil {
-			return nil, err
-		}
-	}
+func (c names) applyFull(next names) map[string][]byte {
 	changed := map[string][]byte{}
 	for n, v := range next {
 		if !bytes.Equal(c[n], v) {
@@ -36,7 +30,7 @@ func (c names) applyFull(rrs []dns.RR) (map[string][]byte, error) {
 			changed[n] = nil
 		}
 	}
-	return changed, nil
+	return changed
 }
 
 // applyDiffs returns the names a sequence of IXFR differences changes,

@@ -196,7 +196,7 @@ func (f *follower) apply(t *transfer, primary string) error {
 	kind := "IXFR"
 	if t.full {
 		kind = "AXFR"
-		changed, err = f.copy.applyFull(t.rrs)
+		changed = f.copy.applyFull(t.zone)
 	} else {
 		changed, err = f.copy.applyDiffs(t.diffs)
 	}
@@ -204,7 +204,7 @@ func (f *follower) apply(t *transfer, primary string) error {
 		f.a.log.Warn("aggregate: transfer rejected; the last good copy stays", "source", f.src.Zone, "err", err)
 		return err
 	}
-	vms, problems := f.changes(changed)
+	n, build, problems := f.changes(changed)
 	now := time.Now()
 	f.st = state{Serial: t.soa.Serial, Refresh: t.soa.Refresh, Retry: t.soa.Retry, Expire: t.soa.Expire, LastTransfer: now, LastCheck: now}
 	f.saved = now
@@ -215,49 +215,60 @@ func (f *follower) apply(t *transfer, primary string) error {
 	for _, p := range problems {
 		f.a.log.Warn("aggregate: name skipped", "source", f.src.Zone, "problem", p)
 	}
-	f.a.opts.Sink.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: f.key, State: st, Names: changed}, VMs: vms,
+	f.a.opts.Sink.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: f.key, State: st, Names: changed}, N: n, VM: build,
 		Cause: fmt.Sprintf("aggregate: %s %s to serial %d", f.src.Zone, kind, t.soa.Serial)})
 	f.a.log.Info("aggregate: source transferred", "source", f.src.Zone, "region", f.region, "primary", primary, "kind", kind,
 		"serial", t.soa.Serial, "records", t.n, "names_changed", len(changed))
 	return nil
 }
 
-// changes are the pseudo-VM changes of the changed names.
-func (f *follower) changes(changed map[string][]byte) (vms []db.VMChange, problems []string) {
-	vms = make([]db.VMChange, 0, len(changed))
+// nameChange is one changed source name on its way to the region.
+type nameChange struct {
+	uuid, name string
+	v          []byte // the name's records now (nil: gone); never modified
+}
+
+// changes are the pseudo-VM changes of the changed names, in UUID order
+// (the store's pages fill in order), built by the updater chunk by chunk
+// from the names' encoded records. A name too long under the region is
+// skipped here and counted. f.mu is held.
+func (f *follower) changes(changed map[string][]byte) (n int, build func(int) db.VMChange, problems []string) {
+	list := make([]nameChange, 0, len(changed))
 	for name, v := range changed {
-		uuid := pseudoUUID(f.key, name)
-		wasSkipped := f.copy[name] != nil && !f.fits(name)
-		if v == nil {
-			if wasSkipped {
-				f.skipped--
-			}
-			vms = append(vms, db.VMChange{UUID: uuid, Delete: true})
-			continue
+		fits := f.fits(name)
+		wasSkipped := f.copy[name] != nil && !fits
+		switch {
+		case v == nil && wasSkipped:
+			f.skipped--
+		case v != nil && !fits && !wasSkipped:
+			f.skipped++
 		}
-		recs, ok, err := f.rn.records(name, v)
-		if err != nil || !ok {
-			if !wasSkipped {
-				f.skipped++
-			}
-			problems = append(problems, fmt.Sprintf("%s: longer than 255 octets under %s, or unreadable (%v)", name, f.region, err))
-			vms = append(vms, db.VMChange{UUID: uuid, Delete: true})
-			continue
+		if v != nil && !fits {
+			problems = append(problems, fmt.Sprintf("%s: longer than 255 octets under %s", name, f.region))
+			v = nil
 		}
-		if len(recs) == 0 {
-			vms = append(vms, db.VMChange{UUID: uuid, Delete: true})
-			continue
-		}
-		vc := db.VMChange{UUID: uuid, Meta: pseudoMeta(uuid, f.key, name), Records: make([]db.Record, 0, len(recs))}
-		for _, rr := range recs {
-			vc.Records = append(vc.Records, db.Record{Zone: f.region, RR: rr})
-		}
-		vms = append(vms, vc)
+		list = append(list, nameChange{uuid: pseudoUUID(f.key, name), name: name, v: v})
 	}
-	// In UUID order, as the updater commits VMs: the store's pages fill
-	// in order.
-	slices.SortFunc(vms, func(a, b db.VMChange) int { return strings.Compare(a.UUID, b.UUID) })
-	return vms, problems
+	slices.SortFunc(list, func(a, b nameChange) int { return strings.Compare(a.uuid, b.uuid) })
+	rn, region, key, log := f.rn, f.region, f.key, f.a.log
+	return len(list), func(i int) db.VMChange {
+		c := list[i]
+		if c.v == nil {
+			return db.VMChange{UUID: c.uuid, Delete: true}
+		}
+		recs, ok, err := rn.records(c.name, c.v)
+		if err != nil || !ok {
+			log.Warn("aggregate: name skipped", "source", key, "name", c.name, "problem", "a name in its records is longer than 255 octets under the region, or they are unreadable", "err", err)
+		}
+		if len(recs) == 0 || !ok {
+			return db.VMChange{UUID: c.uuid, Delete: true}
+		}
+		vc := db.VMChange{UUID: c.uuid, Meta: pseudoMeta(c.uuid, key, c.name), Records: make([]db.Record, 0, len(recs))}
+		for _, rr := range recs {
+			vc.Records = append(vc.Records, db.Record{Zone: region, RR: rr})
+		}
+		return vc
+	}, problems
 }
 
 func (f *follower) fits(name string) bool {
@@ -274,8 +285,9 @@ func (f *follower) expire(cause error) {
 	}
 	f.a.log.Warn("aggregate: source expired; its records leave the region", "source", f.src.Zone, "region", f.region,
 		"names", len(f.copy), "last_check", f.st.LastCheck, "err", cause)
-	f.a.opts.Sink.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: f.key, Forget: true}, VMs: vms,
-		Cause: fmt.Sprintf("aggregate: %s expired", f.src.Zone)})
+	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: f.key, Forget: true}, Cause: fmt.Sprintf("aggregate: %s expired", f.src.Zone)}
+	b.N, b.VM = feeds.SourceVMs(sortVMs(vms))
+	f.a.opts.Sink.SetSource(b)
 	f.copy, f.have, f.expired, f.skipped = names{}, false, true, 0
 	f.st = state{}
 }
@@ -302,4 +314,10 @@ func (f *follower) status() Status {
 		s.LagSeconds = time.Since(f.st.LastCheck).Seconds()
 	}
 	return s
+}
+
+// sortVMs puts changes in UUID order, the order the store's pages fill.
+func sortVMs(vms []db.VMChange) []db.VMChange {
+	slices.SortFunc(vms, func(a, b db.VMChange) int { return strings.Compare(a.UUID, b.UUID) })
+	return vms
 }

@@ -27,8 +27,9 @@ func TestForgetUnconfiguredSource(t *testing.T) {
 	}
 	const key = zone + "/a.example"
 	rr, _ := dns.NewRR("x." + zone + ". 30 IN A 10.0.0.1")
-	u.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: key, State: []byte(`{"serial":1}`), Names: map[string][]byte{"x.a.example.": {}}},
-		VMs: []db.VMChange{{UUID: pseudoUUID(key, "x.a.example."), Records: []db.Record{{Zone: zone, RR: rr}}}}})
+	b := feeds.SourceBatch{Source: db.SourceUpdate{Source: key, State: []byte(`{"serial":1}`), Names: map[string][]byte{"x.a.example.": {}}}}
+	b.N, b.VM = feeds.SourceVMs([]db.VMChange{{UUID: pseudoUUID(key, "x.a.example."), Records: []db.Record{{Zone: zone, RR: rr}}}})
+	u.SetSource(b)
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}

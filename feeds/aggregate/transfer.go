@@ -14,9 +14,9 @@ import (
 type transfer struct {
 	soa   *dns.SOA // the source's current SOA
 	full  bool
-	rrs   []dns.RR // full: every record but the SOA
-	diffs []diff   // incremental, oldest first
-	n     int      // records received
+	zone  names  // full: every record but the SOA, encoded as it came
+	diffs []diff // incremental, oldest first
+	n     int    // records received
 }
 
 // diff is one IXFR difference sequence (RFC 1995 §4).
@@ -89,66 +89,113 @@ func (c *client) fetch(primary string, serial uint32, have bool) (*transfer, err
 	if err != nil {
 		return nil, err
 	}
-	var rrs []dns.RR
+	col := &collector{c: c, serial: serial, ixfr: have, zone: names{}}
 	var failed error
 	for env := range ch {
 		if env.Error != nil && failed == nil {
 			failed = env.Error
 		}
-		if failed == nil {
-			rrs = append(rrs, env.RR...)
-			if len(rrs) > c.maxRRs {
-				failed = fmt.Errorf("transfer larger than %d records", c.maxRRs)
+		for _, rr := range env.RR {
+			if failed == nil {
+				failed = col.add(rr)
 			}
 		}
 	}
 	if failed != nil {
 		return nil, failed
 	}
-	return c.parse(rrs, serial, have)
+	return col.finish()
 }
 
-// parse checks a transfer's records and splits them (RFC 1995 §4, RFC
-// 5936 §2.2): anything malformed rejects the whole transfer.
+// parse checks a transfer's records (see collector).
 func (c *client) parse(rrs []dns.RR, serial uint32, ixfr bool) (*transfer, error) {
-	if len(rrs) == 0 {
-		return nil, errors.New("empty transfer")
-	}
-	first, ok := rrs[0].(*dns.SOA)
-	if !ok || !strings.EqualFold(first.Hdr.Name, c.zone) {
-		return nil, errors.New("transfer does not start with the zone's SOA")
-	}
+	col := &collector{c: c, serial: serial, ixfr: ixfr, zone: names{}}
 	for _, rr := range rrs {
-		if rr.Header().Class != dns.ClassINET {
-			return nil, fmt.Errorf("record %s: class %s", rr.Header().Name, dns.ClassToString[rr.Header().Class])
-		}
-		if !dns.IsSubDomain(c.zone, rr.Header().Name) {
-			return nil, fmt.Errorf("record %s is outside the zone", rr.Header().Name)
+		if err := col.add(rr); err != nil {
+			return nil, err
 		}
 	}
-	t := &transfer{soa: first, n: len(rrs)}
-	if len(rrs) == 1 {
-		if ixfr && !newer(first.Serial, serial) {
+	return col.finish()
+}
+
+// collector checks a transfer's records as they arrive (RFC 1995 §4, RFC
+// 5936 §2.2) and keeps a full transfer encoded, not as a million
+// dns.RRs: anything malformed rejects the whole transfer.
+type collector struct {
+	c           *client
+	serial      uint32 // the serial an IXFR asked from
+	ixfr        bool
+	first       *dns.SOA
+	n           int
+	incremental bool     // an IXFR answered with difference sequences
+	rrs         []dns.RR // incremental: every record after the first
+	ended       bool     // full: the closing SOA came
+	zone        names    // full: the records
+}
+
+func (a *collector) add(rr dns.RR) error {
+	a.n++
+	if a.n > a.c.maxRRs {
+		return fmt.Errorf("transfer larger than %d records", a.c.maxRRs)
+	}
+	h := rr.Header()
+	if h.Class != dns.ClassINET {
+		return fmt.Errorf("record %s: class %s", h.Name, dns.ClassToString[h.Class])
+	}
+	if !dns.IsSubDomain(a.c.zone, h.Name) {
+		return fmt.Errorf("record %s is outside the zone", h.Name)
+	}
+	soa, isSOA := rr.(*dns.SOA)
+	if a.n == 1 {
+		if !isSOA || !strings.EqualFold(h.Name, a.c.zone) {
+			return errors.New("transfer does not start with the zone's SOA")
+		}
+		a.first = soa
+		return nil
+	}
+	if a.n == 2 && a.ixfr && isSOA && soa.Serial != a.first.Serial {
+		a.incremental = true
+	}
+	if a.incremental {
+		a.rrs = append(a.rrs, rr)
+		return nil
+	}
+	if a.ended {
+		return errors.New("records after the closing SOA")
+	}
+	if isSOA {
+		if soa.Serial != a.first.Serial || !strings.EqualFold(h.Name, a.c.zone) {
+			return errors.New("full transfer has a SOA in its middle")
+		}
+		a.ended = true
+		return nil
+	}
+	return a.zone.add(rr)
+}
+
+func (a *collector) finish() (*transfer, error) {
+	switch a.n {
+	case 0:
+		return nil, errors.New("empty transfer")
+	case 1:
+		if a.ixfr && !newer(a.first.Serial, a.serial) {
 			return nil, errUpToDate
 		}
 		return nil, errors.New("transfer has only its SOA")
 	}
-	last, ok := rrs[len(rrs)-1].(*dns.SOA)
-	if !ok || last.Serial != first.Serial {
+	t := &transfer{soa: a.first, n: a.n}
+	if !a.incremental {
+		if !a.ended {
+			return nil, errors.New("transfer does not end with the zone's SOA")
+		}
+		t.full, t.zone = true, a.zone
+		return t, nil
+	}
+	last, ok := a.rrs[len(a.rrs)-1].(*dns.SOA)
+	if !ok || last.Serial != a.first.Serial {
 		return nil, errors.New("transfer does not end with the zone's SOA")
 	}
-	if second, ok := rrs[1].(*dns.SOA); ixfr && ok && len(rrs) > 2 && second.Serial != first.Serial {
-		return t, t.parseDiffs(rrs[1:len(rrs)-1], serial)
-	}
-	// AXFR (or an IXFR answered with the whole zone).
-	t.full = true
-	for _, rr := range rrs[1 : len(rrs)-1] {
-		if rr.Header().Rrtype == dns.TypeSOA {
-			return nil, errors.New("full transfer has a SOA in its middle")
-		}
-		t.rrs = append(t.rrs, rr)
-	}
-	return t, nil
+	return t, t.parseDiffs(a.rrs[:len(a.rrs)-1], a.serial)
 }
 
 // parseDiffs reads SOA(old) deletions SOA(new) additions ... and checks
