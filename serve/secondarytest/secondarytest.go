@@ -101,6 +101,14 @@ type Config struct {
 	// secondary: Primary, Zones, Catalog and Key are then ignored. Knot
 	// and NSD only. Differential tests load what cns exports this way.
 	ZoneFiles map[string]string
+	// Address is the loopback IPv4 address the server listens on and
+	// sends from (default 127.0.0.1): cns tells peers apart by address.
+	// BIND listens only on addresses an interface has (127.0.0.1 on a
+	// stock lo); Knot and NSD bind any 127/8 address.
+	Address string
+	// Signing, when set, makes a BIND or Knot secondary sign the zones it
+	// transfers with DNSSEC (see signing.go).
+	Signing *Signing
 	// StockRates keeps the server's own rate limits instead of the fast
 	// ones this package sets. For BIND that is serial-query-rate 20/s,
 	// whose rate limiter ticks every 500 ms: the SOA query a NOTIFY
@@ -229,6 +237,12 @@ func Start(t testing.TB, cfg Config) *Secondary {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 20 * time.Second
 	}
+	if cfg.Address == "" {
+		cfg.Address = "127.0.0.1"
+	}
+	if cfg.Signing != nil && cfg.Kind == NSD {
+		t.Fatalf("secondarytest: NSD does not sign zones")
+	}
 	if len(cfg.ZoneFiles) > 0 {
 		if cfg.Kind == BIND {
 			t.Fatalf("secondarytest: ZoneFiles is for Knot and NSD")
@@ -305,7 +319,7 @@ func (s *Secondary) start(dir string) error {
 	lf.Close() // the child holds its own descriptor
 	done := make(chan struct{})
 	s.mu.Lock()
-	s.cmd, s.done, s.addr, s.log, s.stopped, s.waitErr = cmd, done, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), logPath, false, nil
+	s.cmd, s.done, s.addr, s.log, s.stopped, s.waitErr = cmd, done, net.JoinHostPort(s.cfg.Address, strconv.Itoa(port)), logPath, false, nil
 	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -429,7 +443,7 @@ func portFree(port int) bool {
 // Kind returns the kind of server.
 func (s *Secondary) Kind() Kind { return s.cfg.Kind }
 
-// Addr returns the 127.0.0.1:PORT the secondary answers on (UDP and TCP)
+// Addr returns the ADDRESS:PORT the secondary answers on (UDP and TCP)
 // and listens for NOTIFY on.
 func (s *Secondary) Addr() string {
 	s.mu.Lock()
