@@ -336,7 +336,7 @@ func (s *Secondary) start(dir string) error {
 		// held by someone else once the server is gone says it too.
 		taken = taken || !portFree(port)
 		if taken {
-			return fmt.Errorf("%w: %v", errPortTaken, err)
+			return fmt.Errorf("%w: %v\n%s log:\n%s", errPortTaken, err, s.cfg.Kind, tail(s.Log(), 20))
 		}
 		return fmt.Errorf("%v\n%s log:\n%s", err, s.cfg.Kind, tail(s.Log(), 40))
 	}
@@ -403,14 +403,19 @@ func FreePort() (int, error) { return freePort() }
 
 // freePort returns a port that was free on 127.0.0.1 for both UDP and TCP
 // a moment ago. The server may still lose a race for it; Start retries.
-func freePort() (int, error) {
+func freePort() (int, error) { return freePortOn("127.0.0.1") }
+
+// FreePortOn is FreePort for another loopback address (Config.Address).
+func FreePortOn(host string) (int, error) { return freePortOn(host) }
+
+func freePortOn(host string) (int, error) {
 	for i := 0; i < 50; i++ {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		l, err := net.Listen("tcp4", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return 0, err
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		u, err := net.ListenPacket("udp4", net.JoinHostPort(host, strconv.Itoa(port)))
 		l.Close()
 		if err != nil {
 			continue
@@ -421,7 +426,7 @@ func freePort() (int, error) {
 		}
 		return port, nil
 	}
-	return 0, errors.New("no free port on 127.0.0.1")
+	return 0, fmt.Errorf("no free port on %s", host)
 }
 
 // portFree reports whether port can be bound on 127.0.0.1, UDP and TCP.

@@ -189,3 +189,21 @@ func (s *Secondary) WaitVerified(dir, zone string, timeout time.Duration) ([]dns
 		time.Sleep(100 * time.Millisecond) // polling observable state
 	}
 }
+
+// Resign makes a Knot secondary sign zone again now (knotc zone-sign), as
+// its signature refresh or a key rollover would: Knot keeps the primary's
+// serial when it signs a transfer, and increments it when it signs on its
+// own. BIND (rndc is off) is not supported.
+func (s *Secondary) Resign(zone string) error {
+	if s.cfg.Kind != Knot {
+		return fmt.Errorf("secondarytest: Resign is for Knot")
+	}
+	s.mu.Lock()
+	sock := filepath.Join(filepath.Dir(s.log), "knot.sock")
+	s.mu.Unlock()
+	out, err := exec.Command("/usr/sbin/knotc", "-s", sock, "zone-sign", dns.Fqdn(zone)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("knotc zone-sign %s: %v\n%s", zone, err, out)
+	}
+	return nil
+}
