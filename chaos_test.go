@@ -8,63 +8,63 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // chaosFault is one way the simulated data center misbehaves.
 type chaosFault struct {
 	name   string
-	inject func(sim *sdctest.Sim, rng *rand.Rand)
+	inject func(sim *sdcsim.Sim, rng *rand.Rand)
 }
 
 var chaosFaults = []chaosFault{
-	{"vmapi 5xx", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFault(sdctest.AnyRoute, sdctest.Fault{Status: []int{500, 502, 503}[rng.IntN(3)]})
+	{"vmapi 5xx", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFault(sdcsim.AnyRoute, sdcsim.Fault{Status: []int{500, 502, 503}[rng.IntN(3)]})
 	}},
-	{"vmapi 5xx on a fraction of requests", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Status: 503, Fraction: 0.5})
-		sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Status: 500, Fraction: 0.5})
+	{"vmapi 5xx on a fraction of requests", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Status: 503, Fraction: 0.5})
+		sim.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Status: 500, Fraction: 0.5})
 	}},
-	{"vmapi timeouts", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Hang: true})
-		sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Hang: true})
+	{"vmapi timeouts", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Hang: true})
+		sim.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Hang: true})
 	}},
-	{"vmapi slow", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFault(sdctest.AnyRoute, sdctest.Fault{Latency: time.Duration(200+rng.IntN(800)) * time.Millisecond})
+	{"vmapi slow", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFault(sdcsim.AnyRoute, sdcsim.Fault{Latency: time.Duration(200+rng.IntN(800)) * time.Millisecond})
 	}},
-	{"vmapi malformed JSON", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Malformed: true})
-		sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Malformed: true})
+	{"vmapi malformed JSON", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Malformed: true})
+		sim.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Malformed: true})
 	}},
-	{"changefeed closed", func(sim *sdctest.Sim, rng *rand.Rand) { sim.DropFeeds(sdctest.DropClose) }},
-	{"changefeed reset", func(sim *sdctest.Sim, rng *rand.Rand) { sim.DropFeeds(sdctest.DropReset) }},
-	{"changefeed half-open", func(sim *sdctest.Sim, rng *rand.Rand) { sim.DropFeeds(sdctest.DropHalfOpen) }},
-	{"changefeed refused", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFeedFaults(sdctest.FeedFaults{RefuseUpgrade: 503})
-		sim.DropFeeds(sdctest.DropClose)
+	{"changefeed closed", func(sim *sdcsim.Sim, rng *rand.Rand) { sim.DropFeeds(sdcsim.DropClose) }},
+	{"changefeed reset", func(sim *sdcsim.Sim, rng *rand.Rand) { sim.DropFeeds(sdcsim.DropReset) }},
+	{"changefeed half-open", func(sim *sdcsim.Sim, rng *rand.Rand) { sim.DropFeeds(sdcsim.DropHalfOpen) }},
+	{"changefeed refused", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFeedFaults(sdcsim.FeedFaults{RefuseUpgrade: 503})
+		sim.DropFeeds(sdcsim.DropClose)
 	}},
-	{"changefeed garbage frame", func(sim *sdctest.Sim, rng *rand.Rand) {
+	{"changefeed garbage frame", func(sim *sdcsim.Sim, rng *rand.Rand) {
 		sim.SendFeedFrame([]string{`{"changeKind": garbage`, `[]`, `{"changedResourceId": 7}`, "\x00\xff"}[rng.IntN(4)])
 	}},
-	{"changefeed loses items", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFeedFaults(sdctest.FeedFaults{DropItems: 1 << 20})
+	{"changefeed loses items", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFeedFaults(sdcsim.FeedFaults{DropItems: 1 << 20})
 	}},
-	{"ufds down", func(sim *sdctest.Sim, rng *rand.Rand) { sim.SetLDAPDown(true) }},
-	{"ufds busy", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFault(sdctest.RouteLDAPSearch, sdctest.Fault{LDAPResult: 51})
+	{"ufds down", func(sim *sdcsim.Sim, rng *rand.Rand) { sim.SetLDAPDown(true) }},
+	{"ufds busy", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFault(sdcsim.RouteLDAPSearch, sdcsim.Fault{LDAPResult: 51})
 	}},
-	{"cnapi and napi 500", func(sim *sdctest.Sim, rng *rand.Rand) {
-		sim.SetFault(sdctest.RouteListServers, sdctest.Fault{Status: 500})
-		sim.SetFault(sdctest.RouteListNetworks, sdctest.Fault{Status: 500})
-		sim.SetFault(sdctest.RouteListNetworkPools, sdctest.Fault{Malformed: true})
+	{"cnapi and napi 500", func(sim *sdcsim.Sim, rng *rand.Rand) {
+		sim.SetFault(sdcsim.RouteListServers, sdcsim.Fault{Status: 500})
+		sim.SetFault(sdcsim.RouteListNetworks, sdcsim.Fault{Status: 500})
+		sim.SetFault(sdcsim.RouteListNetworkPools, sdcsim.Fault{Malformed: true})
 	}},
 }
 
 // clearChaos undoes every fault.
-func clearChaos(sim *sdctest.Sim) {
+func clearChaos(sim *sdcsim.Sim) {
 	sim.ClearFaults()
 	sim.ReleaseHangs()
-	sim.SetFeedFaults(sdctest.FeedFaults{})
+	sim.SetFeedFaults(sdcsim.FeedFaults{})
 	sim.SetLDAPDown(false)
 }
 
@@ -78,7 +78,7 @@ func TestSDCChaos(t *testing.T) {
 	if longRun() {
 		rounds = 40
 	}
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	fc := testFeedConfig(t, sim)
 	// Items lost while connected are only found by the periodic listing.
 	fc.FullPollInterval = 3 * time.Second

@@ -2,21 +2,19 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // DBCmd inspects a db file without changing it. The file is opened
@@ -228,38 +226,25 @@ func (v DBVMCmd) Run(c *DBCmd) error {
 	})
 }
 
-// DBPeersCmd prints the stored peer state.
+// DBPeersCmd prints the stored peer state, as the read model (and the
+// API) shows it: with each zone's drift against the stored serial.
 type DBPeersCmd struct{}
 
 func (DBPeersCmd) Run(c *DBCmd) error {
-	store, err := c.open()
+	model, err := openDBModel(c.Path)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	raw, err := store.Peers()
+	defer model.Close()
+	peers, err := model.Peers(context.Background())
 	if err != nil {
 		return err
 	}
-	var peers []serve.Peer
-	for addr, b := range raw {
-		var p serve.Peer
-		if err := json.Unmarshal(b, &p); err != nil {
-			return fmt.Errorf("peer %s: %w", addr, err)
-		}
-		peers = append(peers, p)
-	}
-	sort.Slice(peers, func(i, j int) bool { return peers[i].Address < peers[j].Address })
 	return c.print(peers, func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "PEER\tZONE\tSERIAL\tLAST TRANSFER\tAXFR\tIXFR\tVERSION")
 		for _, p := range peers {
-			zones := make([]string, 0, len(p.Zones))
-			for z := range p.Zones {
-				zones = append(zones, z)
-			}
-			sort.Strings(zones)
-			for _, z := range zones {
+			for _, z := range slices.Sorted(maps.Keys(p.Zones)) {
 				pz := p.Zones[z]
 				last := ""
 				if !pz.LastTransfer.IsZero() {
@@ -330,23 +315,16 @@ func (b DBBackupCmd) Run(c *DBCmd) error {
 type DBServicesCmd struct{}
 
 func (DBServicesCmd) Run(c *DBCmd) error {
-	store, err := c.open()
+	model, err := openDBModel(c.Path)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	raw, err := store.Hysteresis()
-	if err != nil {
-		return err
-	}
+	defer model.Close()
 	now := time.Now()
-	var views []hysteresis.View
-	for _, key := range slices.Sorted(maps.Keys(raw)) {
-		s, err := hysteresis.Decode(raw[key])
-		if err != nil {
-			return fmt.Errorf("service %s: %w", key, err)
-		}
-		views = append(views, hysteresis.Policy{}.View(s, now))
+	model.Now = func() time.Time { return now }
+	views, err := model.Services(context.Background())
+	if err != nil {
+		return err
 	}
 	return c.print(views, func(w io.Writer) error { return admin.WriteServices(w, views, now) })
 }

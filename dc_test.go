@@ -18,9 +18,8 @@ import (
 
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
-	"github.com/tritondatacenter/cns/feeds/file"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // computedDC computes with records.Compute what the embedded default data
@@ -34,18 +33,18 @@ type rrKey struct {
 	qtype uint16
 }
 
-func computedDC(t *testing.T) (map[rrKey][]string, []records.Result, *sdc.Inventory) {
+func computedDC(t *testing.T) (map[rrKey][]string, []records.Result, *dc.Inventory) {
 	t.Helper()
 	cfg, err := config.Load("testdata/cns.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := file.Load("testdata/inventory.json")
+	inv, err := dc.LoadInventory("testdata/inventory.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc := cfg.RecordsConfig()
-	w := &records.World{Networks: map[string]*sdc.Network{}, Pools: map[string][]string{}}
+	w := &records.World{Networks: map[string]*dc.Network{}, Pools: map[string][]string{}}
 	for i := range inv.Networks {
 		w.Networks[inv.Networks[i].UUID] = &inv.Networks[i]
 	}
@@ -54,11 +53,11 @@ func computedDC(t *testing.T) (map[rrKey][]string, []records.Result, *sdc.Invent
 			w.Pools[n] = append(w.Pools[n], p.UUID)
 		}
 	}
-	users := map[string]*sdc.User{}
+	users := map[string]*dc.User{}
 	for i := range inv.Users {
 		users[inv.Users[i].UUID] = &inv.Users[i]
 	}
-	servers := map[string]*sdc.Server{}
+	servers := map[string]*dc.Server{}
 	for i := range inv.Servers {
 		servers[inv.Servers[i].UUID] = &inv.Servers[i]
 	}
@@ -74,7 +73,7 @@ func computedDC(t *testing.T) (map[rrKey][]string, []records.Result, *sdc.Invent
 		vm := &inv.VMs[i]
 		down := false
 		if s := servers[vm.ServerUUID]; s != nil {
-			down = sdc.ServerState(s, time.Now()) == sdc.CNDown
+			down = dc.ServerState(s, time.Now()) == dc.CNDown
 		}
 		res := records.Compute(&rc, w, records.Input{VM: vm, Owner: users[vm.OwnerUUID], CNDown: down})
 		results = append(results, res)

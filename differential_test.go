@@ -16,7 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -126,7 +126,16 @@ func ask(addr string, q diffQuery) []byte {
 	if q.tcp {
 		netw = "tcp"
 	}
-	c, err := net.DialTimeout(netw, addr, time.Second)
+	// From 127.0.0.2: 127.0.0.1 and ::1 may always transfer from cns (as
+	// from the reference), so a client that is not allowed must come from
+	// another loopback address.
+	d := net.Dialer{Timeout: time.Second}
+	if q.tcp {
+		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	} else {
+		d.LocalAddr = &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	}
+	c, err := d.Dial(netw, addr)
 	if err != nil {
 		return nil
 	}
@@ -410,7 +419,7 @@ func TestDifferentialDNS(t *testing.T) {
 		{"testdata DC", 1 << 30, func(string) string { return "testdata/inventory.json" }},
 		{fmt.Sprintf("generated %d VMs", vms), names, func(dir string) string {
 			path := filepath.Join(dir, "gen.json")
-			writeInventory(t, path, sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 42}))
+			writeInventory(t, path, sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 42}))
 			return path
 		}},
 	} {

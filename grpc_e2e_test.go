@@ -23,7 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // gRPC service discovery end to end: the real cns binary serves a data
@@ -170,14 +170,14 @@ func listenAll(t *testing.T, addrs ...string) (int, []net.Listener) {
 	return 0, nil
 }
 
-func grpcVM(uuid, alias, ip, services, config, modified string) sdc.VM {
+func grpcVM(uuid, alias, ip, services, config, modified string) dc.VM {
 	meta := map[string]any{}
 	if config != "" {
 		meta["triton.cns.grpc_config"] = config
 	}
-	return sdc.VM{UUID: uuid, Alias: &alias, OwnerUUID: grpcOwner, ServerUUID: grpcCN, State: "running", Brand: "joyent",
+	return dc.VM{UUID: uuid, Alias: &alias, OwnerUUID: grpcOwner, ServerUUID: grpcCN, State: "running", Brand: "joyent",
 		LastModified: modified,
-		NICs:         []sdc.NIC{{Interface: "net0", IP: ip, IPs: []string{ip + "/8"}, NetworkUUID: grpcNet, NICTag: "external", Primary: true}},
+		NICs:         []dc.NIC{{Interface: "net0", IP: ip, IPs: []string{ip + "/8"}, NetworkUUID: grpcNet, NICTag: "external", Primary: true}},
 		Tags:         map[string]any{"triton.cns.services": services}, CustomerMetadata: meta}
 }
 
@@ -207,11 +207,11 @@ func startGRPCDC(t *testing.T) *grpcDC {
 	serveGRPC(t, lbl[0], func(s *grpc.Server) { lbpb.RegisterLoadBalancerServer(s, lb) })
 
 	svc := fmt.Sprintf("greeter:%d", port)
-	inv := sdc.Inventory{
-		Users:    []sdc.User{{UUID: grpcOwner, Login: grpcLogin, TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}},
-		Servers:  []sdc.Server{{UUID: grpcCN, Hostname: "cn1", Setup: true, Status: "running"}},
-		Networks: []sdc.Network{{UUID: grpcNet, Name: "loopback", Subnet: "127.0.0.0/8"}},
-		VMs: []sdc.VM{
+	inv := dc.Inventory{
+		Users:    []dc.User{{UUID: grpcOwner, Login: grpcLogin, TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}},
+		Servers:  []dc.Server{{UUID: grpcCN, Hostname: "cn1", Setup: true, Status: "running"}},
+		Networks: []dc.Network{{UUID: grpcNet, Name: "loopback", Subnet: "127.0.0.0/8"}},
+		VMs: []dc.VM{
 			grpcVM("a1111111-0000-4000-8000-000000000001", "g1", "127.0.0.11", svc, greeterConfigOld, "2025-06-01T10:00:00.000Z"),
 			grpcVM("a1111111-0000-4000-8000-000000000002", "g2", "127.0.0.12", svc, greeterConfigNew, "2025-06-01T11:00:00.000Z"),
 			grpcVM("a1111111-0000-4000-8000-000000000003", "g3", "127.0.0.13", svc, greeterConfigNew, "2025-06-01T12:00:00.000Z"),

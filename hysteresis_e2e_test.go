@@ -12,7 +12,7 @@ import (
 
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // Self-removal hysteresis seen from outside: members of a service mark
@@ -64,7 +64,7 @@ func (c *sdcCNS) idle() {
 // 600 s after it went down. The updater's clock is driven by the test;
 // Tick is what the Run loop's timer calls at each next check.
 func TestSDCHysteresisPace(t *testing.T) {
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	start := time.Now().UTC().Truncate(time.Second)
 	clock := &testClock{t: start}
 	c := startSDCCNSWith(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim), feeds.Options{Now: clock.Now})

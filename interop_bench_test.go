@@ -17,8 +17,8 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
@@ -42,7 +42,7 @@ type benchCNS struct {
 // benchConfig is testdata/cns.json with the replication keys: TSIG bound
 // to 127.0.0.1, one also_notify target per secondary port, and inv as the
 // inventory file. It returns the config's path.
-func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int, inv *sdc.Inventory) string {
+func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int, inv *dc.Inventory) string {
 	data, err := json.Marshal(inv)
 	if err != nil {
 		b.Fatal(err)
@@ -92,7 +92,7 @@ func startBenchCNS(b *testing.B, cfgPath string, n int) *benchCNS {
 
 // commit adds vm and commits; it returns the forward zone's new serial
 // and the moment the commit hook saw it.
-func (c *benchCNS) commit(b *testing.B, vm *sdc.VM) (uint32, time.Time) {
+func (c *benchCNS) commit(b *testing.B, vm *dc.VM) (uint32, time.Time) {
 	c.updater.SetVM(vm, "benchmark")
 	if err := c.updater.Flush(); err != nil {
 		b.Fatal(err)
@@ -210,7 +210,7 @@ func (h *xfrLog) len() int {
 // benchVM is the n-th VM a benchmark adds: a fresh name, and the next
 // address the generator would have given (so it lands in a reverse zone
 // that exists: the secondaries have every zone from the start).
-func benchVM(inv *sdc.Inventory, n int) *sdc.VM {
+func benchVM(inv *dc.Inventory, n int) *dc.VM {
 	i := len(inv.VMs) + 256 + n
 	ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 	vm := interopVM(inv, 500000+n, inv.Users[0].UUID, fmt.Sprintf("bench%d", n), ip, "")
@@ -302,7 +302,7 @@ func BenchmarkInteropPropagation(b *testing.B) {
 	}
 	for _, vms := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("vms=%dk", vms/1000), func(b *testing.B) {
-			inv := sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 1})
+			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
 			cnsPort, _ := secondarytest.FreePort()
 			var notify []string
 			for i := range variants {
@@ -378,7 +378,7 @@ func BenchmarkInteropIXFRBytes(b *testing.B) {
 	kinds := benchKinds(b)
 	for _, vms := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("vms=%dk", vms/1000), func(b *testing.B) {
-			inv := sdctest.Generate(sdctest.GenerateOptions{VMs: vms, Seed: 1})
+			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
 			for i := 0; i < b.N; i++ {
 				dir := b.TempDir()
 				cnsPort, _ := secondarytest.FreePort()

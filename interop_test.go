@@ -15,8 +15,8 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -40,7 +40,7 @@ type interopRig struct {
 	dir     string
 	cfgPath string
 	invPath string
-	inv     *sdc.Inventory
+	inv     *dc.Inventory
 	cnsPort int
 	cns     *proc
 	secs    []*secondarytest.Secondary
@@ -74,7 +74,7 @@ func interopKinds(t *testing.T) []secondarytest.Kind {
 // newInteropRig writes a config for cns with one also_notify target per
 // secondary port, starts cns, learns its zones from its catalog, and
 // starts the secondaries on those ports slaving every zone.
-func newInteropRig(t *testing.T, kinds []secondarytest.Kind, inv *sdc.Inventory, useCatalog bool, edit func(map[string]any)) *interopRig {
+func newInteropRig(t *testing.T, kinds []secondarytest.Kind, inv *dc.Inventory, useCatalog bool, edit func(map[string]any)) *interopRig {
 	t.Helper()
 	r := &interopRig{t: t, dir: t.TempDir(), inv: inv, catalog: "catalog.interop.test", useCatalog: useCatalog, ourPorts: map[string]bool{}}
 	var err error
@@ -215,7 +215,7 @@ func (r *interopRig) serials() map[string]uint32 {
 }
 
 // apply writes the inventory as edited and waits for cns to commit it.
-func (r *interopRig) apply(edit func(inv *sdc.Inventory)) {
+func (r *interopRig) apply(edit func(inv *dc.Inventory)) {
 	r.t.Helper()
 	mark := r.cns.mark()
 	edit(r.inv)
@@ -317,7 +317,7 @@ func (r *interopRig) transfersSince(mark int) []logLine {
 // step applies one change and checks that every secondary follows, and
 // (when incremental) that every transfer it took was an IXFR, as cns and
 // each secondary tell it.
-func (r *interopRig) step(name string, incremental bool, edit func(inv *sdc.Inventory)) {
+func (r *interopRig) step(name string, incremental bool, edit func(inv *dc.Inventory)) {
 	r.t.Helper()
 	before := r.serials()
 	seen := make([]int, len(r.secs))
@@ -425,17 +425,17 @@ func tailLines(s string, n int) string {
 // interopInventory is a small generated data center (one /24 of IPv4
 // addresses, so one IPv4 reverse zone) with room for the VMs the steps
 // add.
-func interopInventory() *sdc.Inventory {
-	return sdctest.Generate(sdctest.GenerateOptions{VMs: 120, Seed: 42})
+func interopInventory() *dc.Inventory {
+	return sdcsim.Generate(sdcsim.GenerateOptions{VMs: 120, Seed: 42})
 }
 
 // interopVM is a new running VM of owner on the external network.
-func interopVM(inv *sdc.Inventory, n int, owner, alias, ip string, services string) sdc.VM {
+func interopVM(inv *dc.Inventory, n int, owner, alias, ip string, services string) dc.VM {
 	vlan := 0
-	vm := sdc.VM{UUID: fmt.Sprintf("1a7e0000-0000-4000-8000-%012d", n), Alias: &alias, OwnerUUID: owner,
+	vm := dc.VM{UUID: fmt.Sprintf("1a7e0000-0000-4000-8000-%012d", n), Alias: &alias, OwnerUUID: owner,
 		ServerUUID: inv.Servers[0].UUID, State: "running", Brand: "joyent",
-		NICs: []sdc.NIC{{Interface: "net0", MAC: fmt.Sprintf("90:b8:d0:ee:%02x:%02x", n>>8&255, n&255), VLANID: &vlan, NICTag: "external",
-			IP: ip, IPs: []string{ip + "/8"}, Netmask: "255.0.0.0", NetworkUUID: sdctest.ExternalNetwork, Primary: true}},
+		NICs: []dc.NIC{{Interface: "net0", MAC: fmt.Sprintf("90:b8:d0:ee:%02x:%02x", n>>8&255, n&255), VLANID: &vlan, NICTag: "external",
+			IP: ip, IPs: []string{ip + "/8"}, Netmask: "255.0.0.0", NetworkUUID: sdcsim.ExternalNetwork, Primary: true}},
 		Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
 	if services != "" {
 		vm.Tags["triton.cns.services"] = services
@@ -443,9 +443,9 @@ func interopVM(inv *sdc.Inventory, n int, owner, alias, ip string, services stri
 	return vm
 }
 
-func removeVMs(inv *sdc.Inventory, pred func(*sdc.VM) bool) int {
+func removeVMs(inv *dc.Inventory, pred func(*dc.VM) bool) int {
 	n := len(inv.VMs)
-	inv.VMs = slices.DeleteFunc(inv.VMs, func(vm sdc.VM) bool { return pred(&vm) })
+	inv.VMs = slices.DeleteFunc(inv.VMs, func(vm dc.VM) bool { return pred(&vm) })
 	return n - len(inv.VMs)
 }
 
@@ -461,21 +461,21 @@ func TestInteropSecondaries(t *testing.T) {
 	r.converge("initial transfer")
 	owner := inv.Users[0].UUID
 
-	r.step("add 5 VMs", true, func(inv *sdc.Inventory) {
+	r.step("add 5 VMs", true, func(inv *dc.Inventory) {
 		for i := range 5 {
 			inv.VMs = append(inv.VMs, interopVM(inv, i, owner, fmt.Sprintf("added%d", i), fmt.Sprintf("10.0.1.%d", 200+i), ""))
 		}
 	})
-	r.step("remove 3 VMs", true, func(inv *sdc.Inventory) {
+	r.step("remove 3 VMs", true, func(inv *dc.Inventory) {
 		gone := map[string]bool{inv.VMs[3].UUID: true, inv.VMs[4].UUID: true, inv.VMs[5].UUID: true}
-		removeVMs(inv, func(vm *sdc.VM) bool { return gone[vm.UUID] })
+		removeVMs(inv, func(vm *dc.VM) bool { return gone[vm.UUID] })
 	})
-	r.step("a VM moves IP", true, func(inv *sdc.Inventory) {
+	r.step("a VM moves IP", true, func(inv *dc.Inventory) {
 		vm := &inv.VMs[len(inv.VMs)-1] // added4, 10.0.1.204
 		vm.NICs[0].IP = "10.0.1.250"
 		vm.NICs[0].IPs = []string{"10.0.1.250/8"}
 	})
-	r.step("a service scaled to 50 members", true, func(inv *sdc.Inventory) {
+	r.step("a service scaled to 50 members", true, func(inv *dc.Inventory) {
 		for i := range 50 {
 			inv.VMs = append(inv.VMs, interopVM(inv, 100+i, owner, fmt.Sprintf("scaled%d", i), fmt.Sprintf("10.0.1.%d", 130+i), "scaled:8080"))
 		}
@@ -484,8 +484,8 @@ func TestInteropSecondaries(t *testing.T) {
 	if resp, err := r.secs[0].Query(svc, dns.TypeA); err != nil || len(resp.Answer) != 50 {
 		t.Errorf("%s A at %s: %d records (%v), want 50", svc, r.secs[0].Kind(), len(resp.Answer), err)
 	}
-	r.step("the service scaled down to 3", true, func(inv *sdc.Inventory) {
-		removeVMs(inv, func(vm *sdc.VM) bool {
+	r.step("the service scaled down to 3", true, func(inv *dc.Inventory) {
+		removeVMs(inv, func(vm *dc.VM) bool {
 			return vm.Tags["triton.cns.services"] == "scaled:8080" && vm.AliasString() >= "scaled3"
 		})
 	})
@@ -510,7 +510,7 @@ func TestInteropSecondaries(t *testing.T) {
 	if restartKinds["IXFR"] == 0 {
 		t.Errorf("no IXFR after the restart")
 	}
-	r.step("a change after the restart", true, func(inv *sdc.Inventory) {
+	r.step("a change after the restart", true, func(inv *dc.Inventory) {
 		inv.VMs = append(inv.VMs, interopVM(inv, 201, owner, "after-restart", "10.0.1.231", ""))
 	})
 
@@ -524,7 +524,7 @@ func TestInteropSecondaries(t *testing.T) {
 	}
 	mark = r.cns.mark()
 	for i := range 6 {
-		r.apply(func(inv *sdc.Inventory) {
+		r.apply(func(inv *dc.Inventory) {
 			inv.VMs = append(inv.VMs, interopVM(inv, 300+i, owner, fmt.Sprintf("paused%d", i), fmt.Sprintf("10.0.1.%d", 240+i), ""))
 		})
 	}
@@ -570,17 +570,17 @@ func TestInteropCatalog(t *testing.T) {
 	r.converge("initial transfer from the catalog")
 	owner := inv.Users[0].UUID
 	const newZone = "9.0.10.in-addr.arpa"
-	r.step("a VM in a new /24", true, func(inv *sdc.Inventory) {
+	r.step("a VM in a new /24", true, func(inv *dc.Inventory) {
 		inv.VMs = append(inv.VMs, interopVM(inv, 1, owner, "elsewhere", "10.0.9.5", ""))
 	})
 	if !slices.Contains(r.zones, newZone) {
 		t.Fatalf("cns's catalog lists %v; want %s in it", r.zones, newZone)
 	}
-	r.step("a change in the new zone", true, func(inv *sdc.Inventory) {
+	r.step("a change in the new zone", true, func(inv *dc.Inventory) {
 		inv.VMs = append(inv.VMs, interopVM(inv, 2, owner, "elsewhere2", "10.0.9.6", ""))
 	})
-	r.step("the new /24 emptied", true, func(inv *sdc.Inventory) {
-		removeVMs(inv, func(vm *sdc.VM) bool { return strings.HasPrefix(vm.NICs[0].IP, "10.0.9.") })
+	r.step("the new /24 emptied", true, func(inv *dc.Inventory) {
+		removeVMs(inv, func(vm *dc.VM) bool { return strings.HasPrefix(vm.NICs[0].IP, "10.0.9.") })
 	})
 	if slices.Contains(r.zones, newZone) {
 		t.Errorf("cns still lists %s in its catalog once the zone is empty", newZone)

@@ -20,8 +20,8 @@ import (
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 const demoZone = "us-west-1.cns.example.com"
@@ -97,7 +97,7 @@ func TestKill9DuringChanges(t *testing.T) {
 	// The generated external network is the one testdata/cns.json lists
 	// for the public zone.
 	const zone = demoZone
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 3000, Seed: 7})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 3000, Seed: 7})
 	invPath := filepath.Join(dir, "gen.json")
 	writeInventory(t, invPath, inv)
 	cfg := testConfig(t, dir, "", func(c map[string]any) { c["inventory_file"] = invPath })
@@ -369,7 +369,7 @@ func sample(list []uint32, n int) []uint32 {
 
 // inventoryTruth computes, with a fresh store, what cns must publish for
 // inv under the config at cfgPath: every zone's records, apex excluded.
-func inventoryTruth(t testing.TB, cfgPath string, inv *sdc.Inventory) map[string][]string {
+func inventoryTruth(t testing.TB, cfgPath string, inv *dc.Inventory) map[string][]string {
 	t.Helper()
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
@@ -415,7 +415,7 @@ func toContent(list []string) zoneContent {
 }
 
 // mutate moves n random VMs to fresh addresses of generation gen.
-func mutate(inv *sdc.Inventory, rng *rand.Rand, gen, n int) {
+func mutate(inv *dc.Inventory, rng *rand.Rand, gen, n int) {
 	for range n {
 		i := rng.IntN(len(inv.VMs))
 		ip := fmt.Sprintf("10.%d.%d.%d", 100+gen%100, i>>8&255, i&255)
@@ -426,7 +426,7 @@ func mutate(inv *sdc.Inventory, rng *rand.Rand, gen, n int) {
 
 // writeInventory replaces the file atomically, as an operator's tooling
 // would, so the feed never reads half a file.
-func writeInventory(t *testing.T, path string, inv *sdc.Inventory) {
+func writeInventory(t *testing.T, path string, inv *dc.Inventory) {
 	data, err := json.Marshal(inv)
 	if err != nil {
 		panic(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,9 +22,8 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/admin"
-	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // Reliability tests of the binary (issue 12, RELIABILITY.md): a full
@@ -35,13 +33,13 @@ import (
 // the test when mounting is not permitted.
 // grownInventory is inv with gen's VMs, users, servers and networks added
 // (gen is a generated data center of new VMs).
-func grownInventory(inv, gen sdc.Inventory) sdc.Inventory {
+func grownInventory(inv, gen dc.Inventory) dc.Inventory {
 	grown := inv
-	grown.VMs = append(append([]sdc.VM(nil), inv.VMs...), gen.VMs...)
-	grown.Users = append(append([]sdc.User(nil), inv.Users...), gen.Users...)
-	grown.Servers = append(append([]sdc.Server(nil), inv.Servers...), gen.Servers...)
-	grown.Networks = append(append([]sdc.Network(nil), inv.Networks...), gen.Networks...)
-	grown.NetworkPools = append(append([]sdc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
+	grown.VMs = append(append([]dc.VM(nil), inv.VMs...), gen.VMs...)
+	grown.Users = append(append([]dc.User(nil), inv.Users...), gen.Users...)
+	grown.Servers = append(append([]dc.Server(nil), inv.Servers...), gen.Servers...)
+	grown.Networks = append(append([]dc.Network(nil), inv.Networks...), gen.Networks...)
+	grown.NetworkPools = append(append([]dc.NetworkPool(nil), inv.NetworkPools...), gen.NetworkPools...)
 	dedupNetworks(&grown)
 	return grown
 }
@@ -90,35 +88,6 @@ func fillFS(t *testing.T, dir string) string {
 	return path
 }
 
-// apiGet fetches an API path and decodes it into v.
-func apiGet(t *testing.T, base, path string, v any) {
-	t.Helper()
-	res, err := http.Get(base + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-}
-
-func feedHealthy(t *testing.T, base, name string) (healthy bool, reason string) {
-	t.Helper()
-	var fs admin.Feeds
-	apiGet(t, base, "/feeds", &fs)
-	for _, f := range fs.Feeds {
-		if f.Name == name {
-			return f.Healthy, f.Reason
-		}
-	}
-	return true, ""
-}
-
 // The db on a full filesystem: commits fail with a clear error, the API
 // reports the store degraded, DNS keeps answering what was stored, and
 // writes resume once there is room again.
@@ -141,7 +110,7 @@ func TestDiskFull(t *testing.T) {
 	filler := fillFS(t, fsDir)
 
 	// 2000 new VMs: far more than the free pages of the db file.
-	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 2000, Seed: 11})
+	gen := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 2000, Seed: 11})
 	grown := grownInventory(inv, *gen)
 	newVM := gen.VMs[0]
 	newName := newVM.UUID + ".inst." + newVM.OwnerUUID + "." + demoZone
@@ -205,12 +174,12 @@ func TestDiskFull(t *testing.T) {
 
 // dedupNetworks keeps one network, pool, server and user per UUID
 // (generated data centers share their UUIDs with the demo one).
-func dedupNetworks(inv *sdc.Inventory) {
+func dedupNetworks(inv *dc.Inventory) {
 	seen := map[string]bool{}
-	inv.Networks = firstByUUID(seen, inv.Networks, func(n sdc.Network) string { return n.UUID })
-	inv.NetworkPools = firstByUUID(seen, inv.NetworkPools, func(p sdc.NetworkPool) string { return p.UUID })
-	inv.Servers = firstByUUID(seen, inv.Servers, func(s sdc.Server) string { return s.UUID })
-	inv.Users = firstByUUID(seen, inv.Users, func(u sdc.User) string { return u.UUID })
+	inv.Networks = firstByUUID(seen, inv.Networks, func(n dc.Network) string { return n.UUID })
+	inv.NetworkPools = firstByUUID(seen, inv.NetworkPools, func(p dc.NetworkPool) string { return p.UUID })
+	inv.Servers = firstByUUID(seen, inv.Servers, func(s dc.Server) string { return s.UUID })
+	inv.Users = firstByUUID(seen, inv.Users, func(u dc.User) string { return u.UUID })
 }
 
 // firstByUUID keeps the first of items with each UUID not yet in seen.
@@ -668,7 +637,7 @@ func TestSecrets(t *testing.T) {
 		name, simPassword string
 	}{{"good password", ufdsPassword}, {"wrong UFDS password", "another-password"}} {
 		t.Run(run.name, func(t *testing.T) {
-			sim := startSim(t, sdctest.Options{RootPassword: run.simPassword})
+			sim := startSim(t, sdcsim.Options{RootPassword: run.simPassword})
 			dir := t.TempDir()
 			cfg := testConfig(t, dir, "", func(c map[string]any) {
 				delete(c, "inventory_file")
@@ -793,7 +762,7 @@ func TestDiskReadOnlyAtStart(t *testing.T) {
 	}
 
 	// A VM that appears while the db cannot take it.
-	gen := sdctest.Generate(sdctest.GenerateOptions{VMs: 1, Seed: 12})
+	gen := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1, Seed: 12})
 	grown := grownInventory(inv, *gen)
 	writeInventory(t, invPath, &grown)
 	newName := gen.VMs[0].UUID + ".inst." + gen.VMs[0].OwnerUUID + "." + demoZone

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // Benchmarks of the SDC feed against the simulator. Run them one at a
@@ -34,7 +34,7 @@ import (
 func BenchmarkSDCInitialSync(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("vms=%dk", n/1000), func(b *testing.B) {
-			inv := sdctest.Generate(sdctest.GenerateOptions{VMs: n, Seed: 1})
+			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: n, Seed: 1})
 			dir := b.TempDir()
 			invPath := filepath.Join(dir, "dc.json")
 			data, err := json.Marshal(inv)
@@ -181,8 +181,8 @@ func BenchmarkSDCEventLatency(b *testing.B) {
 		{"vms=100k/GET", 100_000, false, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			inv := sdctest.Generate(sdctest.GenerateOptions{VMs: tc.vms, Seed: 1})
-			sim, err := sdctest.New(*inv, sdctest.Options{ResourceObject: tc.resObject, PlainLDAPInConfig: true})
+			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: tc.vms, Seed: 1})
+			sim, err := sdcsim.New(*inv, sdcsim.Options{ResourceObject: tc.resObject, PlainLDAPInConfig: true})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -19,8 +19,9 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // The SDC end-to-end tests run cns in-process (db, updater, SDC feed, DNS
@@ -46,9 +47,9 @@ type sdcSetup struct {
 
 // startSim starts the simulator on the testdata data center; the test fails
 // if anything cns sent would have made a real service exit.
-func startSim(t testing.TB, opts sdctest.Options) *sdctest.Sim {
+func startSim(t testing.TB, opts sdcsim.Options) *sdcsim.Sim {
 	t.Helper()
-	sim, err := sdctest.New(loadDefaultDC(t), opts)
+	sim, err := sdcsim.New(loadDefaultDC(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func startSim(t testing.TB, opts sdctest.Options) *sdctest.Sim {
 // testFeedConfig points a feed at sim with intervals short enough for
 // tests. The full listing is rare: changes must arrive through the
 // changefeed, CNAPI, NAPI and UFDS paths, not a periodic re-list.
-func testFeedConfig(t testing.TB, sim *sdctest.Sim) sdcSetup {
+func testFeedConfig(t testing.TB, sim *sdcsim.Sim) sdcSetup {
 	t.Helper()
 	keys := map[string]json.RawMessage{}
 	for k, v := range sim.Config() {
@@ -201,7 +202,7 @@ func dumpZones(t testing.TB, store *db.DB) map[string][]string {
 // truth computes, with a fresh store and updater, what cns must publish
 // for the simulator's current world: its VMs (the destroyed ones too),
 // the compute nodes' cmon VMs, owners, networks and pools.
-func truth(t testing.TB, sim *sdctest.Sim) map[string][]string {
+func truth(t testing.TB, sim *sdcsim.Sim) map[string][]string {
 	t.Helper()
 	inv := sim.Inventory()
 	admin := ""
@@ -215,7 +216,7 @@ func truth(t testing.TB, sim *sdctest.Sim) map[string][]string {
 }
 
 // converged waits until cns publishes exactly the simulator's truth.
-func (c *sdcCNS) converged(sim *sdctest.Sim, timeout time.Duration) time.Duration {
+func (c *sdcCNS) converged(sim *sdcsim.Sim, timeout time.Duration) time.Duration {
 	c.t.Helper()
 	var want, got map[string][]string
 	start := time.Now()
@@ -249,13 +250,13 @@ func (c *sdcCNS) converged(sim *sdctest.Sim, timeout time.Duration) time.Duratio
 	return 0
 }
 
-func loadDefaultDC(t testing.TB) sdc.Inventory {
+func loadDefaultDC(t testing.TB) dc.Inventory {
 	t.Helper()
-	inv, err := sdctest.LoadFile("testdata/inventory.json")
+	inv, err := dc.LoadInventory("testdata/inventory.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return inv
+	return *inv
 }
 
 // IDs of the default data center (testdata/inventory.json).
@@ -274,7 +275,7 @@ const (
 // The first full listing publishes exactly what the inventory file feed
 // publishes for the same data center, plus the compute nodes' cmon names.
 func TestSDCInitialSync(t *testing.T) {
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
 	c.converged(sim, 5*time.Second)
@@ -301,10 +302,10 @@ func TestSDCInitialSync(t *testing.T) {
 	}
 }
 
-func newTestVM(uuid, owner, server, alias, ip, network string) sdc.VM {
+func newTestVM(uuid, owner, server, alias, ip, network string) dc.VM {
 	vlan := 0
-	return sdc.VM{UUID: uuid, Alias: &alias, OwnerUUID: owner, ServerUUID: server, State: "running", Brand: "joyent",
-		NICs: []sdc.NIC{{Interface: "net0", MAC: "90:b8:d0:aa:bb:01", VLANID: &vlan, NICTag: "external",
+	return dc.VM{UUID: uuid, Alias: &alias, OwnerUUID: owner, ServerUUID: server, State: "running", Brand: "joyent",
+		NICs: []dc.NIC{{Interface: "net0", MAC: "90:b8:d0:aa:bb:01", VLANID: &vlan, NICTag: "external",
 			IP: ip, IPs: []string{ip + "/25"}, NetworkUUID: network, Primary: true}},
 		Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
 }
@@ -313,7 +314,7 @@ func newTestVM(uuid, owner, server, alias, ip, network string) sdc.VM {
 // the SDC APIs give it (changefeed, CNAPI poll, NAPI poll, UFDS
 // changelog), each timed.
 func TestSDCChangesReachDNS(t *testing.T) {
-	sim := startSim(t, sdctest.Options{ResourceObject: true})
+	sim := startSim(t, sdcsim.Options{ResourceObject: true})
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
 
@@ -374,27 +375,27 @@ func TestSDCChangesReachDNS(t *testing.T) {
 				return !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") && c.hasA(inst("web0", "alice", cnsZone), "198.51.100.30")
 			}},
 		{"CN up", func() error {
-			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.Status, s.LastHeartbeat = "running", hour(0) })
+			return sim.ModifyServer(dcCN01, func(s *dc.Server) { s.Status, s.LastHeartbeat = "running", hour(0) })
 		}, func() bool { return c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") }},
 		{"CN rebooted: its instances leave services", func() error {
-			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = *hour(0) })
+			return sim.ModifyServer(dcCN01, func(s *dc.Server) { s.LastBoot = *hour(0) })
 		}, func() bool {
 			return !c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") && c.hasA("web.svc.alice."+cnsZone, "198.51.100.31")
 		}},
 		{"CN settled after its reboot", func() error {
-			return sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = *hour(-3 * time.Minute) })
+			return sim.ModifyServer(dcCN01, func(s *dc.Server) { s.LastBoot = *hour(-3 * time.Minute) })
 		}, func() bool { return c.hasA("web.svc.alice."+cnsZone, "198.51.100.30") }},
 		{"pool loses a network", func() error {
-			return sim.PutNetworkPool(sdc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal}})
+			return sim.PutNetworkPool(dc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal}})
 		}, func() bool {
 			return c.nxdomain(inst("mail", "alice", cnsZone)) && c.hasA(inst("mail", "alice", intZone), "198.51.100.150")
 		}},
 		{"pool regains it", func() error {
-			return sim.PutNetworkPool(sdc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal, dcExt2}})
+			return sim.PutNetworkPool(dc.NetworkPool{UUID: dcPool, Name: "external-pool", Networks: []string{dcExternal, dcExt2}})
 		}, func() bool { return c.hasA(inst("mail", "alice", cnsZone), "198.51.100.150") }},
 		{"CN added: its cmon name", func() error {
 			hb := hour(0)
-			return sim.PutServer(sdc.Server{UUID: "c0ffee00-0000-4000-8000-000000000001", Hostname: "cn09", Setup: true,
+			return sim.PutServer(dc.Server{UUID: "c0ffee00-0000-4000-8000-000000000001", Hostname: "cn09", Setup: true,
 				Status: "running", LastHeartbeat: hb, LastBoot: "2025-01-01T00:00:00.000Z"})
 		}, func() bool {
 			_, ans := c.answer("c0ffee00-0000-4000-8000-000000000001.cmon."+cnsZone, dns.TypeCNAME)
@@ -421,14 +422,14 @@ func TestSDCChangesReachDNS(t *testing.T) {
 // stops, starts and destroys them. It never touches the VMs of the
 // initial inventory, which tests sample to prove that no zone is emptied.
 type churner struct {
-	sim  *sdctest.Sim
+	sim  *sdcsim.Sim
 	n    int
 	live []string
 	stop chan struct{}
 	done chan struct{}
 }
 
-func startChurn(sim *sdctest.Sim, base int) *churner {
+func startChurn(sim *sdcsim.Sim, base int) *churner {
 	ch := &churner{sim: sim, n: base, stop: make(chan struct{}), done: make(chan struct{})}
 	go ch.run()
 	return ch
@@ -550,7 +551,7 @@ func (s *sampler) halt() (int, []string) {
 // had, reports the feed degraded, and converges to the simulator's world
 // once the fault is gone.
 func TestSDCFaultsDuringChurn(t *testing.T) {
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	fc := testFeedConfig(t, sim)
 	// Items lost while connected are only found by the periodic listing.
 	fc.FullPollInterval = 3 * time.Second
@@ -581,38 +582,38 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 		recover func()
 	}{
 		{"vmapi 503 and changefeed refused", sdc.HealthVMAPI, func() {
-			sim.SetFault(sdctest.AnyRoute, sdctest.Fault{Status: 503})
-			sim.SetFeedFaults(sdctest.FeedFaults{RefuseUpgrade: 503})
-			sim.DropFeeds(sdctest.DropClose)
-		}, func() { sim.ClearFaults(); sim.SetFeedFaults(sdctest.FeedFaults{}) }},
+			sim.SetFault(sdcsim.AnyRoute, sdcsim.Fault{Status: 503})
+			sim.SetFeedFaults(sdcsim.FeedFaults{RefuseUpgrade: 503})
+			sim.DropFeeds(sdcsim.DropClose)
+		}, func() { sim.ClearFaults(); sim.SetFeedFaults(sdcsim.FeedFaults{}) }},
 		{"vmapi timeouts", sdc.HealthVMAPI, func() {
-			sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Hang: true})
-			sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Hang: true})
-			sim.DropFeeds(sdctest.DropReset)
+			sim.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Hang: true})
+			sim.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Hang: true})
+			sim.DropFeeds(sdcsim.DropReset)
 		}, func() { sim.ClearFaults(); sim.ReleaseHangs() }},
 		{"vmapi malformed JSON", sdc.HealthVMAPI, func() {
-			sim.SetFault(sdctest.RouteGetVM, sdctest.Fault{Malformed: true})
-			sim.SetFault(sdctest.RouteListVMs, sdctest.Fault{Malformed: true})
+			sim.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Malformed: true})
+			sim.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Malformed: true})
 			sim.SendFeedFrame(`{"changeKind": garbage`)
 		}, func() { sim.ClearFaults() }},
 		{"changefeed half-open", sdc.HealthChangefeed, func() {
-			sim.DropFeeds(sdctest.DropHalfOpen)
+			sim.DropFeeds(sdcsim.DropHalfOpen)
 		}, func() {}},
 		{"changefeed loses items while connected", sdc.HealthChangefeed, func() {
-			sim.SetFeedFaults(sdctest.FeedFaults{DropItems: 1 << 20})
-			sim.DropFeeds(sdctest.DropReset)
-		}, func() { sim.SetFeedFaults(sdctest.FeedFaults{}) }},
+			sim.SetFeedFaults(sdcsim.FeedFaults{DropItems: 1 << 20})
+			sim.DropFeeds(sdcsim.DropReset)
+		}, func() { sim.SetFeedFaults(sdcsim.FeedFaults{}) }},
 		{"ufds down", sdc.HealthUFDS, func() {
 			sim.SetLDAPDown(true)
 			sim.SetUserFlag(dcBob, "approved_for_provisioning", "true") // a changelog entry to read
 			// A new account's first VM: its owner cannot be looked up yet.
-			sim.AddUser(sdc.User{UUID: "ee000000-0000-4000-8000-000000000001", Login: "erin", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"})
+			sim.AddUser(dc.User{UUID: "ee000000-0000-4000-8000-000000000001", Login: "erin", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"})
 			sim.CreateVM(newTestVM("ee000000-0000-4000-8000-0000000000e1", "ee000000-0000-4000-8000-000000000001", dcCN01, "erin0", "198.51.100.124", dcExternal))
 		}, func() { sim.SetLDAPDown(false) }},
 		{"cnapi and napi 500", sdc.HealthCNAPI, func() {
-			sim.SetFault(sdctest.RouteListServers, sdctest.Fault{Status: 500})
-			sim.SetFault(sdctest.RouteListNetworks, sdctest.Fault{Status: 500})
-			sim.SetFault(sdctest.RouteListNetworkPools, sdctest.Fault{Malformed: true})
+			sim.SetFault(sdcsim.RouteListServers, sdcsim.Fault{Status: 500})
+			sim.SetFault(sdcsim.RouteListNetworks, sdcsim.Fault{Status: 500})
+			sim.SetFault(sdcsim.RouteListNetworkPools, sdcsim.Fault{Malformed: true})
 		}, func() { sim.ClearFaults() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -640,7 +641,7 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 // A restart of cns during churn converges, and loses no change: neither
 // those made while it was down nor those in flight when it stopped.
 func TestSDCRestartDuringChurn(t *testing.T) {
-	sim := startSim(t, sdctest.Options{DuplicateFanout: true})
+	sim := startSim(t, sdcsim.Options{DuplicateFanout: true})
 	dbPath := filepath.Join(t.TempDir(), "cns.db")
 	c := startSDCCNS(t, dbPath, testFeedConfig(t, sim))
 	c.synced(20 * time.Second)
@@ -763,7 +764,7 @@ func (p *proc) hasA(name, ip string) bool {
 // VMs coming back on the freshly booted CN stay out of services until it
 // has settled, and their instance names stay.
 func TestSDCRebootBurst(t *testing.T) {
-	sim := startSim(t, sdctest.Options{})
+	sim := startSim(t, sdcsim.Options{})
 	fc := testFeedConfig(t, sim)
 	fc.CNAPIInterval = time.Hour
 	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), fc)
@@ -774,9 +775,9 @@ func TestSDCRebootBurst(t *testing.T) {
 
 	start := time.Now()
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	sim.ModifyServer(dcCN01, func(s *sdc.Server) { s.LastBoot = now })
+	sim.ModifyServer(dcCN01, func(s *dc.Server) { s.LastBoot = now })
 	setState := func(state string) {
-		if _, err := sim.ModifyVMsOnServer(dcCN01, func(vm *sdc.VM) { vm.State = state }); err != nil {
+		if _, err := sim.ModifyVMsOnServer(dcCN01, func(vm *dc.VM) { vm.State = state }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -116,12 +116,12 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		return nil, err
 	}
 	if len(s.apiLns) > 0 {
-		s.api = &admin.Server{Store: s.store, DNS: s.dns, Updater: s.updater, Version: versionString(),
+		s.api = &admin.Server{Store: s.store, DNS: apiDNS{s.dns}, Updater: s.updater, Version: versionString(),
 			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 	}
 
 	if cfg.InventoryFile != "" {
-		s.feed = &file.Feed{Path: cfg.InventoryFile, Updater: s.updater, Logger: log}
+		s.feed = &file.Feed{Path: cfg.InventoryFile, Sink: s.updater, Logger: log}
 	} else if s.feed, err = newSDCFeed(cfg, s.updater, log, tune.SDC); err != nil {
 		return nil, err
 	}

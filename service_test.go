@@ -14,7 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // The SMF manifest is well-formed, depends on what cns needs, runs the
@@ -208,7 +208,7 @@ func TestReloadAndLogFormat(t *testing.T) {
 // seconds and leaves a consistent db.
 func TestShutdownDuringCommit(t *testing.T) {
 	dir := t.TempDir()
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 20000, Seed: 3})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20000, Seed: 3})
 	invPath := filepath.Join(dir, "gen.json")
 	writeInventory(t, invPath, inv)
 	cfg := testConfig(t, dir, "", func(c map[string]any) { c["inventory_file"] = invPath })

@@ -8,7 +8,7 @@ import (
 	"syscall"
 
 	"github.com/tritondatacenter/cns/admin/config"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // SimCmd runs the SDC simulator as a process: `cns sim --inventory FILE`
@@ -27,5 +27,5 @@ func (c *SimCmd) Run() error {
 	log := slog.New(newBunyanHandler(os.Stderr, "cns-sim", level))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return sdctest.Run(ctx, c.Inventory, os.Stdout, log)
+	return sdcsim.Run(ctx, c.Inventory, os.Stdout, log)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/tui"
 )
 
@@ -33,14 +34,14 @@ func (c AdmTUICmd) Run(a *AdmCmd) error { return runTUI(a, c.DB, c.Refresh) }
 func runTUI(a *AdmCmd, dbPath string, refresh time.Duration) error {
 	var src tui.Source
 	if dbPath != "" {
-		s, err := tui.OpenDB(dbPath)
+		s, err := openDBModel(dbPath)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
 		src = s
 	} else {
-		src = tui.APISource{Client: a.client()}
+		src = admin.APIModel{Client: a.client()}
 	}
 	return tui.Run(context.Background(), src, tui.Options{Refresh: refresh})
 }

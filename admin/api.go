@@ -4,13 +4,16 @@
 package admin
 
 import (
+	"fmt"
+	"net/netip"
 	"time"
-
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // The JSON shapes of the API. Reference endpoints keep the reference's
-// field names; new fields are only ever added.
+// field names; new fields are only ever added. They are admin's own:
+// package main converts the DNS server's types into them in one place
+// (admin_source.go) and readmodel.go converts the feeds', so a change
+// inside serve or feeds cannot change the API unnoticed.
 
 // Error is the restify-style error body: {"code": ..., "message": ...}.
 type Error struct {
@@ -97,7 +100,7 @@ type Zone struct {
 	Journal    Journal    `json:"journal"`
 	Peers      []ZonePeer `json:"peers"`
 	// Propagation is how far the newest serial has spread to the peers.
-	Propagation *serve.Propagation `json:"propagation,omitempty"`
+	Propagation *Propagation `json:"propagation,omitempty"`
 }
 
 // Journal is a zone's IXFR history.
@@ -179,7 +182,7 @@ type Commit struct {
 
 // Wait is GET /wait: the serial's propagation, and whether it is ACTIVE.
 type Wait struct {
-	serve.Propagation
+	Propagation
 	Done bool `json:"done"`
 }
 
@@ -191,7 +194,7 @@ type Status struct {
 	Changed map[string]time.Time `json:"changed"`
 	Peers   []Peer               `json:"peers"`
 	// Propagation of each zone's newest serial, by zone.
-	Propagation map[string]serve.Propagation `json:"propagation"`
+	Propagation map[string]Propagation `json:"propagation"`
 }
 
 // VMSearch is GET /vms?q=&limit=: the stored VMs matching a query.
@@ -212,4 +215,103 @@ type VMSummary struct {
 	ListInstance bool     `json:"list_instance"`
 	ListServices bool     `json:"list_services"`
 	Reasons      []string `json:"reasons"`
+}
+
+// Propagation states of a serial, and of one peer for a serial.
+const (
+	StatePending = "PENDING"
+	StateActive  = "ACTIVE"
+	StateError   = "ERROR"
+)
+
+// Propagation is how far one serial of a zone has spread to the zone's
+// secondaries.
+type Propagation struct {
+	Zone      string            `json:"zone"`
+	Serial    uint32            `json:"serial"`
+	State     string            `json:"state"`
+	Committed time.Time         `json:"committed"`
+	Peers     []PeerPropagation `json:"peers"`
+}
+
+// PeerPropagation is one secondary's progress with a serial.
+type PeerPropagation struct {
+	Address string  `json:"address"`
+	Serial  uint32  `json:"serial"` // last serial seen
+	State   string  `json:"state"`
+	Seconds float64 `json:"seconds"` // commit to serving; -1 while pending
+	Polls   int     `json:"polls"`
+	// Target is where the peer is polled (its NOTIFY address).
+	Target netip.AddrPort `json:"target"`
+}
+
+// Summary is how cnsadm status and the terminal UI show a serial's
+// progress: "ACTIVE", or the state with how many peers serve it
+// ("PENDING 1/2").
+func (p *Propagation) Summary() string {
+	if p.State == StateActive || len(p.Peers) == 0 {
+		return p.State
+	}
+	have := 0
+	for _, pp := range p.Peers {
+		if pp.State == StateActive {
+			have++
+		}
+	}
+	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
+}
+
+// Member statuses of a service's self-removal hysteresis.
+const (
+	MemberUp      = "up"      // listed; its status is up
+	MemberPending = "pending" // asked to leave; still listed until its turn
+	MemberLeft    = "left"    // left by self-removal: not listed
+)
+
+// Service is one entry of GET /services and GET /services/:owner/:name:
+// a service's self-removal hysteresis.
+type Service struct {
+	Owner   string `json:"owner_uuid"`
+	Service string `json:"service"`
+	// Listed counts the members in the service's names (up or pending).
+	Listed int `json:"listed"`
+	// N is the window's n; Budget is max(floor(N/3), 1) and BudgetLeft
+	// what the window's self-removals left of it.
+	N          int `json:"n"`
+	Budget     int `json:"budget"`
+	BudgetLeft int `json:"budget_left"`
+	// WindowFreesAt is when the oldest self-removal of the window stops
+	// counting (zero when there is none).
+	WindowFreesAt time.Time       `json:"window_frees_at,omitzero"`
+	NextCheck     time.Time       `json:"next_check,omitzero"`
+	Members       []ServiceMember `json:"members"`
+	Departures    []Departure     `json:"departures"`
+	History       []Decision      `json:"history"`
+}
+
+// ServiceMember is one VM of a service.
+type ServiceMember struct {
+	VM     string `json:"vm"`
+	Status string `json:"status"` // MemberUp, MemberPending or MemberLeft
+	// DownSince is when a pending or departed member's status went down.
+	DownSince time.Time `json:"down_since,omitzero"`
+	// MayLeaveAt is, for a pending member, when it will leave if nothing
+	// else changes (zero: not foreseeable).
+	MayLeaveAt time.Time `json:"may_leave_at,omitzero"`
+	// LeftAt is when a departed member left the service's names.
+	LeftAt time.Time `json:"left_at,omitzero"`
+}
+
+// Departure is one self-removal, which spends the window's budget.
+type Departure struct {
+	VM string    `json:"vm"`
+	At time.Time `json:"at"`
+}
+
+// Decision is one entry of a service's history.
+type Decision struct {
+	Time   time.Time `json:"time"`
+	VM     string    `json:"vm"`
+	Action string    `json:"action"`
+	Reason string    `json:"reason,omitempty"`
 }

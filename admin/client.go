@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
 )
 
 // Client talks to a cns API. cnsadm and the TUI use it.
@@ -263,8 +261,8 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 
 // Services lists the services' hysteresis state (pendingOnly: only those
 // with members waiting to leave).
-func (c *Client) Services(ctx context.Context, pendingOnly bool) ([]hysteresis.View, error) {
-	var v []hysteresis.View
+func (c *Client) Services(ctx context.Context, pendingOnly bool) ([]Service, error) {
+	var v []Service
 	path := "/services"
 	if pendingOnly {
 		path += "?pending=true"
@@ -274,8 +272,8 @@ func (c *Client) Services(ctx context.Context, pendingOnly bool) ([]hysteresis.V
 }
 
 // Service returns one service's hysteresis state.
-func (c *Client) Service(ctx context.Context, owner, name string) (*hysteresis.View, error) {
-	var v hysteresis.View
+func (c *Client) Service(ctx context.Context, owner, name string) (*Service, error) {
+	var v Service
 	_, err := c.do(ctx, "GET", "/services/"+url.PathEscape(owner)+"/"+url.PathEscape(name), nil, &v)
 	return &v, err
 }

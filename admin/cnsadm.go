@@ -8,9 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // What cnsadm prints. The reference verbs keep the reference's layout so
@@ -238,7 +235,7 @@ func WriteWait(w io.Writer, res *Wait) error {
 }
 
 // writePropagationPeers prints each peer's progress with a serial.
-func writePropagationPeers(w io.Writer, peers []serve.PeerPropagation) error {
+func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tSERIAL\tSTATE\tSECONDS")
 	for _, p := range peers {
@@ -256,13 +253,13 @@ func writePropagationPeers(w io.Writer, peers []serve.PeerPropagation) error {
 }
 
 // WriteServices prints cnsadm services: one line per service.
-func WriteServices(w io.Writer, views []hysteresis.View, now time.Time) error {
+func WriteServices(w io.Writer, views []Service, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "OWNER\tSERVICE\tLISTED\tPENDING\tBUDGET LEFT\tNEXT CHECK")
 	for _, v := range views {
 		pending := 0
 		for _, m := range v.Members {
-			if m.Status == hysteresis.Pending {
+			if m.Status == MemberPending {
 				pending++
 			}
 		}
@@ -277,7 +274,7 @@ func WriteServices(w io.Writer, views []hysteresis.View, now time.Time) error {
 
 // WriteService prints one service: its members, who is pending and when
 // each may leave, the window's budget, and recent decisions.
-func WriteService(w io.Writer, v *hysteresis.View, now time.Time) error {
+func WriteService(w io.Writer, v *Service, now time.Time) error {
 	fmt.Fprintf(w, "service:     %s (owner %s)\n", v.Service, v.Owner)
 	fmt.Fprintf(w, "listed:      %d of %d (n)\n", v.Listed, v.N)
 	fmt.Fprintf(w, "budget:      %d of %d left in this window", v.BudgetLeft, v.Budget)

@@ -36,7 +36,7 @@ func (p *panicLog) WithGroup(string) slog.Handler      { return p }
 // JSON document with a 2xx or 4xx status (or the reference's 500 for an
 // unknown owner), and no handler panics.
 func FuzzAPIBodies(f *testing.F) {
-	d := startDemo(f)
+	d := startStoredDemo(f)
 	for _, s := range []string{
 		`{"owner_uuid":"` + aliceUUID + `","networks":["c66bd90b-6e21-4a55-a4b5-18f6010c6b14","b3659b7a-cf1f-4d3f-a77f-899e12cb2706"]}`,
 		`{"owner_uuid":`, `{"networks":[]}`, `{"owner_uuid":"x","nets":[]}`, `{"owner_uuid":"x","networks":["public"]}`,
@@ -48,7 +48,7 @@ func FuzzAPIBodies(f *testing.F) {
 	f.Add("", "name=cloudapi&limit=2&after=x")
 	f.Add("", "since=4294967295")
 	log := &panicLog{}
-	h := (&Server{Store: d.store, DNS: d.dns, Updater: d.upd, Version: "cns fuzz", Log: slog.New(log)}).Handler()
+	h := d.server(slog.New(log)).Handler()
 	paths := []string{"/vms", "/zones/" + publicZone + "/records", "/zones/" + publicZone + "/history", "/zones", "/feeds", "/status", "/services"}
 	f.Fuzz(func(t *testing.T, body, query string) {
 		do := func(method, target string, body string) {

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // getMetrics writes Prometheus text format. It is written by hand: the
@@ -21,43 +19,8 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 	m.gauge("cns_build_info", "cns version.", 1, "version", s.Version)
 	m.gauge("cns_uptime_seconds", "Seconds since the DNS listeners came up.", s.DNS.Uptime().Seconds())
 
-	qs := s.DNS.QueryStats()
-	m.help("cns_dns_answers_total", "counter", "DNS answers by transport and query type.")
-	for _, proto := range sortedKeys(qs.ByType) {
-		for _, t := range sortedKeys(qs.ByType[proto]) {
-			m.sample("cns_dns_answers_total", float64(qs.ByType[proto][t]), "proto", proto, "qtype", t)
-		}
-	}
-	m.help("cns_dns_rcodes_total", "counter", "DNS answers by transport and rcode.")
-	for _, proto := range sortedKeys(qs.ByRcode) {
-		for _, rc := range sortedKeys(qs.ByRcode[proto]) {
-			m.sample("cns_dns_rcodes_total", float64(qs.ByRcode[proto][rc]), "proto", proto, "rcode", rc)
-		}
-	}
-	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(qs.Dropped))
-	if fs := s.DNS.ForwardStats(); fs.Hits+fs.Misses > 0 {
-		m.help("cns_forward_queries_total", "counter", "Forwarded queries by cache outcome.")
-		m.sample("cns_forward_queries_total", float64(fs.Hits), "cache", "hit")
-		m.sample("cns_forward_queries_total", float64(fs.Misses), "cache", "miss")
-		m.counter("cns_forward_failures_total", "Forwarded queries no upstream answered.", float64(fs.Failures))
-		m.gauge("cns_forward_cache_entries", "Answers in the forwarding cache.", float64(fs.Cached))
-	}
-	m.counter("cns_rrl_limited_total", "UDP answers response rate limiting dropped or truncated.", float64(s.DNS.RRLLimited()))
-
-	ts := s.DNS.TransferStats()
-	m.help("cns_transfers_total", "counter", "Zone transfers served, by outcome.")
-	m.sample("cns_transfers_total", float64(ts.AXFR), "kind", "axfr")
-	m.sample("cns_transfers_total", float64(ts.IXFR), "kind", "ixfr")
-	m.sample("cns_transfers_total", float64(ts.UpToDate), "kind", "up_to_date")
-	m.sample("cns_transfers_total", float64(ts.Refused), "kind", "refused")
-
-	pending := 0
-	for _, n := range s.DNS.NotifyStatus() {
-		if n.Pending {
-			pending++
-		}
-	}
-	m.gauge("cns_notify_pending", "NOTIFY targets that have not answered for the zone's serial.", float64(pending))
+	dm := s.DNS.Metrics()
+	writeDNSMetrics(m, dm)
 
 	m.help("cns_zone_serial", "gauge", "Serial served per zone.")
 	for _, z := range s.DNS.Zones() {
@@ -93,18 +56,17 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 	m.help("cns_peer_drift_seconds", "gauge", "Seconds since the first change each secondary lacks (-1: unknown).")
 	for _, p := range peers {
 		for _, z := range sortedKeys(p.Zones) {
-			cur, _ := s.DNS.ZoneSerial(z)
-			ds, dt := s.drift(z, p.Zones[z].Serial, cur)
+			ds, dt := drift(s.Store, z, p.Zones[z].Serial, s.zoneSerial(z), time.Now())
 			m.sample("cns_peer_drift_serials", float64(ds), "peer", p.Address, "zone", z)
 			m.sample("cns_peer_drift_seconds", dt, "peer", p.Address, "zone", z)
 		}
 	}
 
-	if hists := s.DNS.PropagationHistograms(); len(hists) > 0 {
+	if hists := dm.Propagation; len(hists) > 0 {
 		m.help("cns_propagation_seconds", "histogram", "Time from commit to each secondary serving the serial (SOA polls).")
 		for _, peer := range sortedKeys(hists) {
 			h := hists[peer]
-			for i, le := range serve.PropagationBounds {
+			for i, le := range h.Bounds {
 				m.sample("cns_propagation_seconds_bucket", float64(h.Counts[i]), "peer", peer, "le", fmt.Sprint(le))
 			}
 			m.sample("cns_propagation_seconds_bucket", float64(h.Count), "peer", peer, "le", "+Inf")
@@ -113,27 +75,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if s.Updater != nil {
-		h := s.Updater.CommitHistogram()
-		m.help("cns_commit_duration_seconds", "histogram", "Time to commit one change set.")
-		for i, le := range h.Bounds {
-			m.sample("cns_commit_duration_seconds_bucket", float64(h.Counts[i]), "le", fmt.Sprint(le))
-		}
-		m.sample("cns_commit_duration_seconds_bucket", float64(h.Count), "le", "+Inf")
-		m.sample("cns_commit_duration_seconds_sum", h.Sum)
-		m.sample("cns_commit_duration_seconds_count", float64(h.Count))
-		m.gauge("cns_pending_vms", "VMs waiting for the next commit.", float64(s.Updater.Pending()))
-		m.help("cns_feed_healthy", "gauge", "1 when the feed's last attempt succeeded.")
-		for _, f := range s.Updater.Feeds() {
-			m.sample("cns_feed_healthy", b2f(f.Healthy), "feed", f.Name)
-		}
-		m.help("cns_feed_lag_seconds", "gauge", "Seconds since each feed last delivered good data.")
-		for _, f := range s.Updater.Feeds() {
-			lag := -1.0
-			if !f.LastOK.IsZero() {
-				lag = time.Since(f.LastOK).Seconds()
-			}
-			m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
-		}
+		s.writeFeedMetrics(m)
 	}
 	return m.w.Flush()
 }
@@ -192,3 +134,61 @@ func (m *metricWriter) counter(name, help string, v float64) {
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func escapeLabel(s string) string { return labelEscaper.Replace(strings.ToValidUTF8(s, "?")) }
+
+// writeFeedMetrics writes the updater's figures: commits and feeds.
+func (s *Server) writeFeedMetrics(m *metricWriter) {
+	h := s.Updater.CommitHistogram()
+	m.help("cns_commit_duration_seconds", "histogram", "Time to commit one change set.")
+	for i, le := range h.Bounds {
+		m.sample("cns_commit_duration_seconds_bucket", float64(h.Counts[i]), "le", fmt.Sprint(le))
+	}
+	m.sample("cns_commit_duration_seconds_bucket", float64(h.Count), "le", "+Inf")
+	m.sample("cns_commit_duration_seconds_sum", h.Sum)
+	m.sample("cns_commit_duration_seconds_count", float64(h.Count))
+	m.gauge("cns_pending_vms", "VMs waiting for the next commit.", float64(s.Updater.Pending()))
+	m.help("cns_feed_healthy", "gauge", "1 when the feed's last attempt succeeded.")
+	for _, f := range s.Updater.Feeds() {
+		m.sample("cns_feed_healthy", b2f(f.Healthy), "feed", f.Name)
+	}
+	m.help("cns_feed_lag_seconds", "gauge", "Seconds since each feed last delivered good data.")
+	for _, f := range s.Updater.Feeds() {
+		lag := -1.0
+		if !f.LastOK.IsZero() {
+			lag = time.Since(f.LastOK).Seconds()
+		}
+		m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
+	}
+}
+
+// writeDNSMetrics writes the DNS server's counters.
+func writeDNSMetrics(m *metricWriter, dm DNSMetrics) {
+	m.help("cns_dns_answers_total", "counter", "DNS answers by transport and query type.")
+	for _, proto := range sortedKeys(dm.AnswersByType) {
+		for _, t := range sortedKeys(dm.AnswersByType[proto]) {
+			m.sample("cns_dns_answers_total", float64(dm.AnswersByType[proto][t]), "proto", proto, "qtype", t)
+		}
+	}
+	m.help("cns_dns_rcodes_total", "counter", "DNS answers by transport and rcode.")
+	for _, proto := range sortedKeys(dm.AnswersByRcode) {
+		for _, rc := range sortedKeys(dm.AnswersByRcode[proto]) {
+			m.sample("cns_dns_rcodes_total", float64(dm.AnswersByRcode[proto][rc]), "proto", proto, "rcode", rc)
+		}
+	}
+	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(dm.Dropped))
+	if dm.ForwardHits+dm.ForwardMisses > 0 {
+		m.help("cns_forward_queries_total", "counter", "Forwarded queries by cache outcome.")
+		m.sample("cns_forward_queries_total", float64(dm.ForwardHits), "cache", "hit")
+		m.sample("cns_forward_queries_total", float64(dm.ForwardMisses), "cache", "miss")
+		m.counter("cns_forward_failures_total", "Forwarded queries no upstream answered.", float64(dm.ForwardFailures))
+		m.gauge("cns_forward_cache_entries", "Answers in the forwarding cache.", float64(dm.ForwardCached))
+	}
+	m.counter("cns_rrl_limited_total", "UDP answers response rate limiting dropped or truncated.", float64(dm.RRLLimited))
+
+	m.help("cns_transfers_total", "counter", "Zone transfers served, by outcome.")
+	m.sample("cns_transfers_total", float64(dm.AXFR), "kind", "axfr")
+	m.sample("cns_transfers_total", float64(dm.IXFR), "kind", "ixfr")
+	m.sample("cns_transfers_total", float64(dm.UpToDate), "kind", "up_to_date")
+	m.sample("cns_transfers_total", float64(dm.Refused), "kind", "refused")
+
+	m.gauge("cns_notify_pending", "NOTIFY targets that have not answered for the zone's serial.", float64(dm.NotifyPending))
+}

@@ -12,23 +12,18 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // Server is the REST API of a running cns.
 type Server struct {
 	Store   *db.DB
-	DNS     *serve.Server
+	DNS     DNS
 	Updater *feeds.Updater // nil: no feed (read-only endpoints still work)
 	Version string
 	// Token, when set, lets remote callers use the mutating endpoints
@@ -46,56 +41,91 @@ type Server struct {
 // maxBody bounds request bodies: the API takes small JSON objects only.
 const maxBody = 64 << 10
 
-// Handler returns the API's routes.
-func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	read := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.Handle(pattern, s.wrap(h, false))
+// access says who may call a route.
+type access int
+
+const (
+	public   access = iota // anyone: /ping only
+	reading                // loopback, or the read token when one is set
+	mutating               // loopback, or the API token
+)
+
+// route is one entry of the API's route table.
+type route struct {
+	pattern string
+	access  access
+	handler http.Handler
+}
+
+// routes is the API's route table: Handler serves exactly these, and the
+// security test walks them, so a route cannot escape its check.
+func (s *Server) routes() []route {
+	var rt []route
+	add := func(a access, pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		rt = append(rt, route{pattern, a, s.wrap(h, a == mutating)})
 	}
-	write := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.Handle(pattern, s.wrap(h, true))
-	}
-	mux.HandleFunc("GET /ping", s.ping)
-	read("GET /vm/{uuid}", s.getVM)
-	read("GET /vms", s.getVMs)
-	read("GET /peers", s.getPeers)
-	read("GET /peer/{addr}", s.getPeer)
-	write("DELETE /peer/{addr}", s.deletePeer)
-	read("GET /zones", s.getZones)
-	read("GET /zones/{zone}", s.getZone)
-	read("GET /zones/{zone}/records", s.getRecords)
-	read("GET /zones/{zone}/history", s.getHistory)
-	read("GET /allowed-peers", s.getAllowedPeers)
-	read("POST /suffixes-for-vm", s.postSuffixes)
-	read("GET /feeds", s.getFeeds)
-	read("GET /services", s.getServices)
-	read("GET /services/{owner}/{name}", s.getService)
-	read("GET /wait", s.getWait)
-	read("GET /status", s.getStatus)
-	read("GET /metrics", s.getMetrics)
-	write("GET /db/backup", s.getBackup)
-	write("POST /config/reload", s.postReload)
+	rt = append(rt, route{"GET /ping", public, http.HandlerFunc(s.ping)})
+	add(reading, "GET /vm/{uuid}", s.getVM)
+	add(reading, "GET /vms", s.getVMs)
+	add(reading, "GET /peers", s.getPeers)
+	add(reading, "GET /peer/{addr}", s.getPeer)
+	add(mutating, "DELETE /peer/{addr}", s.deletePeer)
+	add(reading, "GET /zones", s.getZones)
+	add(reading, "GET /zones/{zone}", s.getZone)
+	add(reading, "GET /zones/{zone}/records", s.getRecords)
+	add(reading, "GET /zones/{zone}/history", s.getHistory)
+	add(reading, "GET /allowed-peers", s.getAllowedPeers)
+	add(reading, "POST /suffixes-for-vm", s.postSuffixes)
+	add(reading, "GET /feeds", s.getFeeds)
+	add(reading, "GET /services", s.getServices)
+	add(reading, "GET /services/{owner}/{name}", s.getService)
+	add(reading, "GET /wait", s.getWait)
+	add(reading, "GET /status", s.getStatus)
+	add(reading, "GET /metrics", s.getMetrics)
+	add(mutating, "GET /db/backup", s.getBackup)
+	add(mutating, "POST /config/reload", s.postReload)
 	// Profiles for diagnosing a live server (loopback or token only).
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile", "/debug/pprof/symbol", "/debug/pprof/trace"} {
 		h := pprofHandler(path)
-		write("GET "+path, func(w http.ResponseWriter, r *http.Request) error { h.ServeHTTP(w, r); return nil })
+		add(mutating, "GET "+path, func(w http.ResponseWriter, r *http.Request) error { h.ServeHTTP(w, r); return nil })
 	}
-	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+	add(reading, "/", func(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusNotFound, Code: "ResourceNotFound", Message: r.URL.Path + " does not exist"}
-	}, false))
+	})
+	return rt
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range s.routes() {
+		mux.Handle(r.pattern, r.handler)
+	}
 	return mux
 }
 
-// Serve runs the API on ln until ctx ends.
+// Serve runs the API on ln until ctx ends, and returns once the shutdown
+// (at most 2 s for requests in flight) is over: nothing it started
+// outlives it.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	served := make(chan struct{})   // hs.Serve returned
+	shutdown := make(chan struct{}) // the shutdown goroutine is done
 	go func() {
-		<-ctx.Done()
+		defer close(shutdown)
+		select {
+		case <-ctx.Done():
+		case <-served:
+			return // the listener failed: nothing to shut down
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		hs.Shutdown(sctx)
 	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := hs.Serve(ln)
+	close(served)
+	<-shutdown
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -201,31 +231,6 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, VMJSON(vm))
 }
 
-// VMJSON renders a stored VM.
-func VMJSON(vm db.VM) VM {
-	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
-	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
-		out.LastVisit = m.Updated.UnixMilli()
-		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
-		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
-		out.Reasons = append(out.Reasons, m.Reasons...)
-		out.Services, out.Problems = m.Services, m.Problems
-	}
-	for _, rec := range vm.Records {
-		for _, rr := range rec.RRs {
-			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
-			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID {
-				name := strings.TrimSuffix(rec.Owner, ".")
-				if !slices.Contains(out.Names, name) {
-					out.Names = append(out.Names, name)
-				}
-			}
-		}
-	}
-	slices.Sort(out.Names)
-	return out
-}
-
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) error {
 	out := []PeerSummary{}
 	for _, p := range s.DNS.Peers() {
@@ -261,39 +266,14 @@ func (s *Server) getPeer(w http.ResponseWriter, r *http.Request) error {
 }
 
 // peerJSON renders a peer with its drift per zone.
-func (s *Server) peerJSON(p serve.Peer) Peer {
-	out := Peer{Address: p.Address, Serials: map[string]uint32{}, Version: p.Version, NotifyFailures: p.NotifyFailures,
-		UsingNotify: p.NotifyFailures < 5, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"], Counters: map[string]uint64{},
-		Zones: map[string]PeerZone{}}
-	if out.Version == "" {
-		out.Version = "unknown"
-	}
-	for _, c := range []string{"soa", "axfr", "ixfr", "goodxfer"} {
-		out.Counters[c] = p.Counters[c]
-	}
-	for z, pz := range p.Zones {
-		out.Serials[z] = pz.Serial
-		cur, _ := s.DNS.ZoneSerial(z)
-		ds, dt := s.drift(z, pz.Serial, cur)
-		out.Zones[z] = PeerZone{Serial: pz.Serial, ZoneSerial: cur, DriftSerials: ds, DriftSeconds: dt,
-			LastTransfer: pz.LastTransfer, LastKind: pz.LastKind, AXFR: pz.AXFR, IXFR: pz.IXFR,
-			NotifySerial: pz.NotifySerial, NotifySent: pz.NotifySent, NotifyAcked: pz.NotifyAcked, LastSOAQuery: pz.LastSOAQuery}
-	}
-	return out
+func (s *Server) peerJSON(p Peer) Peer {
+	return peerView(s.Store, p, s.zoneSerial, time.Now())
 }
 
-// drift says how far behind a peer at serial `have` is: in commits, and in
-// seconds since the first change it lacks (-1 when the journal no longer
-// tells).
-func (s *Server) drift(zone string, have, cur uint32) (int64, float64) {
-	if have == cur || cur == 0 {
-		return 0, 0
-	}
-	entries, ok, err := s.Store.Journal(zone, have)
-	if err != nil || !ok || len(entries) == 0 {
-		return int64(int32(cur - have)), -1
-	}
-	return int64(len(entries)), time.Since(entries[0].Time).Seconds()
+// zoneSerial is the serial zone is served with (0: not served).
+func (s *Server) zoneSerial(zone string) uint32 {
+	cur, _ := s.DNS.ZoneSerial(zone)
+	return cur
 }
 
 func (s *Server) deletePeer(w http.ResponseWriter, r *http.Request) error {
@@ -309,210 +289,8 @@ func (s *Server) deletePeer(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getZones(w http.ResponseWriter, r *http.Request) error {
-	out := []ZoneSummary{}
-	for _, z := range s.DNS.Zones() {
-		out = append(out, ZoneSummary{Name: z.Name, Serial: z.Serial})
-	}
-	return writeJSON(w, http.StatusOK, out)
-}
-
-// zoneName reads the {zone} path value.
-func zoneName(r *http.Request) string {
-	return strings.ToLower(strings.TrimSuffix(r.PathValue("zone"), "."))
-}
-
-func (s *Server) getZone(w http.ResponseWriter, r *http.Request) error {
-	name := zoneName(r)
-	zi, ok, err := s.Store.Zone(name)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return notFound("zone " + name + " not found")
-	}
-	out := Zone{Name: zi.Name, Serial: zi.Serial, Reverse: zi.Reverse, Names: zi.Names, Records: zi.Records,
-		LastChange: zi.LastChange, Journal: Journal{From: zi.JournalFrom, Entries: zi.JournalEntries, Bytes: zi.JournalBytes}, Peers: []ZonePeer{}}
-	if cur, ok := s.DNS.ZoneSerial(name); ok {
-		out.Serial = cur
-	}
-	out.Peers = s.zonePeers(name, out.Serial)
-	if p, ok := s.DNS.Propagation(name, 0); ok {
-		out.Propagation = &p
-	}
-	return writeJSON(w, http.StatusOK, out)
-}
-
-// zonePeers lists the expected secondaries of a zone with what they have.
-func (s *Server) zonePeers(zone string, cur uint32) []ZonePeer {
-	known := map[string]serve.Peer{}
-	for _, p := range s.DNS.Peers() {
-		known[p.Address] = p
-	}
-	out := []ZonePeer{}
-	for _, a := range s.DNS.ZonePeers(zone) {
-		zp := ZonePeer{Address: a.String(), DriftSeconds: -1}
-		if p, ok := known[a.String()]; ok {
-			zp.Version = p.Version
-			if pz := p.Zones[zone]; pz != nil {
-				zp.Serial = pz.Serial
-				zp.DriftSerials, zp.DriftSeconds = s.drift(zone, pz.Serial, cur)
-			}
-		}
-		out = append(out, zp)
-	}
-	return out
-}
-
-func (s *Server) getRecords(w http.ResponseWriter, r *http.Request) error {
-	zone := zoneName(r)
-	zi, ok, err := s.Store.Zone(zone)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return notFound("zone " + zone + " not found")
-	}
-	out := Records{Zone: zone, Serial: zi.Serial, Records: []string{}}
-	render := func(owner string, rrs db.RRs) error {
-		list, err := rrs.ToRR(owner)
-		for _, rr := range list {
-			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
-		}
-		return err
-	}
-	if name := r.URL.Query().Get("name"); name != "" {
-		fq := dns.Fqdn(strings.ToLower(name))
-		if !dns.IsSubDomain(dns.Fqdn(zone), fq) {
-			fq = dns.Fqdn(strings.ToLower(name) + "." + zone) // a name relative to the zone
-		}
-		if fq == dns.Fqdn(zone) {
-			for _, rr := range append([]dns.RR{zi.Apex.SOA(zone, zi.Serial)}, zi.Apex.NSRecords(zone)...) {
-				out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
-			}
-			return writeJSON(w, http.StatusOK, out)
-		}
-		zw, _ := db.ZoneWire(zone)
-		ow, err := db.ZoneWire(strings.TrimSuffix(fq, "."))
-		if err != nil {
-			return badRequest("name %q: %v", name, err)
-		}
-		rrs, _, err := s.Store.Lookup(zone, zw, ow)
-		if err != nil {
-			return badRequest("%v", err)
-		}
-		if err := render(fq, rrs); err != nil {
-			return err
-		}
-		return writeJSON(w, http.StatusOK, out)
-	}
-	// A page of the whole zone in store order.
-	limit, err := intParam(r, "limit", 1000)
-	if err != nil {
-		return err
-	}
-	after := strings.ToLower(r.URL.Query().Get("after"))
-	names := 0
-	started := after == ""
-	errStop := errors.New("page full")
-	err = s.Store.ScanZone(zone, func(owner []byte, rrs db.RRs) error {
-		name := db.WireToString(owner)
-		if !started {
-			started = name == dns.Fqdn(after)
-			return nil
-		}
-		if names == limit {
-			out.Next = strings.TrimSuffix(out.Next, ".")
-			return errStop
-		}
-		names++
-		out.Next = name
-		return render(name, rrs)
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return err
-	}
-	if !errors.Is(err, errStop) {
-		out.Next = ""
-	}
-	return writeJSON(w, http.StatusOK, out)
-}
-
-func intParam(r *http.Request, key string, def int) (int, error) {
-	v := r.URL.Query().Get(key)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, badRequest("%s=%q is not a non-negative integer", key, v)
-	}
-	return n, nil
-}
-
-func serialParam(r *http.Request, key string) (uint32, bool, error) {
-	v := r.URL.Query().Get(key)
-	if v == "" {
-		return 0, false, nil
-	}
-	n, err := strconv.ParseUint(v, 10, 32)
-	if err != nil {
-		return 0, false, badRequest("%s=%q is not a serial", key, v)
-	}
-	return uint32(n), true, nil
-}
-
-func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
-	zone := zoneName(r)
-	if _, ok, err := s.Store.Zone(zone); err != nil || !ok {
-		if err != nil {
-			return err
-		}
-		return notFound("zone " + zone + " not found")
-	}
-	since, _, err := serialParam(r, "since")
-	if err != nil {
-		return err
-	}
-	limit, err := intParam(r, "limit", 100)
-	if err != nil {
-		return err
-	}
-	entries, err := s.Store.History(zone, since, limit)
-	if err != nil {
-		return err
-	}
-	out := []Change{}
-	for _, e := range entries {
-		out = append(out, ChangeJSON(e))
-	}
-	return writeJSON(w, http.StatusOK, out)
-}
-
-// ChangeJSON renders a journal entry.
-func ChangeJSON(e db.JournalEntry) Change {
-	c := Change{From: e.From, To: e.To, Time: e.Time, Cause: e.Cause, Deleted: []string{}, Added: []string{}}
-	for _, list := range []struct {
-		in  []db.JournalRR
-		out *[]string
-	}{{e.Deleted, &c.Deleted}, {e.Added, &c.Added}} {
-		for _, jr := range list.in {
-			rr, err := db.DecodeRR(jr.Owner, jr.RR)
-			if err != nil {
-				*list.out = append(*list.out, "; "+err.Error())
-				continue
-			}
-			*list.out = append(*list.out, strings.ReplaceAll(rr.String(), "\t", " "))
-		}
-	}
-	return c
-}
-
 func (s *Server) getAllowedPeers(w http.ResponseWriter, r *http.Request) error {
-	out := []AllowedPeer{}
-	for _, a := range s.DNS.AllowedPeers() {
-		out = append(out, AllowedPeer{Address: a.Prefix.Addr().String(), Mask: a.Prefix.Bits(), Zones: a.Zones})
-	}
+	out := append([]AllowedPeer{}, s.DNS.AllowedPeers()...)
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -557,13 +335,7 @@ func parseUUIDLike(s string) (string, error) {
 func (s *Server) getFeeds(w http.ResponseWriter, r *http.Request) error {
 	out := Feeds{Feeds: []FeedStatus{}}
 	if s.Updater != nil {
-		for _, f := range s.Updater.Feeds() {
-			out.Feeds = append(out.Feeds, FeedStatus(f))
-		}
-		out.Pending = s.Updater.Pending()
-		if lc := s.Updater.LastCommit(); !lc.Time.IsZero() {
-			out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000, Error: lc.Err}
-		}
+		out = feedsView(s.Updater)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -605,7 +377,7 @@ func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
 			// that scrolled out. Fall back to what the peers say they have.
 			p = s.untracked(zone, serial)
 		}
-		res := Wait{Propagation: p, Done: p.State == serve.StateActive}
+		res := Wait{Propagation: p, Done: p.State == StateActive}
 		if res.Done {
 			return writeJSON(w, http.StatusOK, res)
 		}
@@ -621,16 +393,16 @@ func (s *Server) getWait(w http.ResponseWriter, r *http.Request) error {
 }
 
 // untracked builds a propagation view of a serial from peer state alone.
-func (s *Server) untracked(zone string, serial uint32) serve.Propagation {
-	p := serve.Propagation{Zone: zone, Serial: serial, State: serve.StateActive, Peers: []serve.PeerPropagation{}}
+func (s *Server) untracked(zone string, serial uint32) Propagation {
+	p := Propagation{Zone: zone, Serial: serial, State: StateActive, Peers: []PeerPropagation{}}
 	for _, zp := range s.zonePeers(zone, serial) {
-		state := serve.StatePending
+		state := StatePending
 		if zp.Serial == serial || db.SerialLess(serial, zp.Serial) {
-			state = serve.StateActive
+			state = StateActive
 		} else {
-			p.State = serve.StatePending
+			p.State = StatePending
 		}
-		p.Peers = append(p.Peers, serve.PeerPropagation{Address: zp.Address, Serial: zp.Serial, State: state, Seconds: -1})
+		p.Peers = append(p.Peers, PeerPropagation{Address: zp.Address, Serial: zp.Serial, State: state, Seconds: -1})
 	}
 	return p
 }
@@ -644,13 +416,11 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	for _, z := range zones {
 		out.Changed[z.Name] = z.LastChange
 	}
-	for _, z := range s.DNS.Zones() {
-		out.Zones = append(out.Zones, ZoneSummary{Name: z.Name, Serial: z.Serial})
-	}
+	out.Zones = append(out.Zones, s.DNS.Zones()...)
 	for _, p := range s.DNS.Peers() {
 		out.Peers = append(out.Peers, s.peerJSON(p))
 	}
-	out.Propagation = map[string]serve.Propagation{}
+	out.Propagation = map[string]Propagation{}
 	for _, z := range out.Zones {
 		if p, ok := s.DNS.Propagation(z.Name, 0); ok {
 			out.Propagation[z.Name] = p
@@ -685,26 +455,18 @@ func (s *Server) postReload(w http.ResponseWriter, r *http.Request) error {
 // getServices lists every service's self-removal hysteresis state;
 // ?pending=true keeps only services with members waiting to leave.
 func (s *Server) getServices(w http.ResponseWriter, r *http.Request) error {
-	out := []hysteresis.View{}
+	out := []Service{}
 	if s.Updater != nil {
 		pendingOnly := r.URL.Query().Get("pending") == "true"
 		for _, v := range s.Updater.Services() {
-			if pendingOnly && !hasPending(v) {
+			sv := serviceView(v)
+			if pendingOnly && !sv.HasPending() {
 				continue
 			}
-			out = append(out, v)
+			out = append(out, sv)
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
-}
-
-func hasPending(v hysteresis.View) bool {
-	for _, m := range v.Members {
-		if m.Status == hysteresis.Pending {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
@@ -718,7 +480,7 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, v)
+	return writeJSON(w, http.StatusOK, serviceView(v))
 }
 
 // pprofHandler maps a /debug/pprof path to net/http/pprof's handler.

@@ -118,11 +118,6 @@ func hasAddress(vm db.VM, ip netip.Addr) bool {
 	return false
 }
 
-func vmSummary(uuid string, m *feeds.VMMeta) VMSummary {
-	return VMSummary{UUID: uuid, Alias: m.Alias, Owner: m.Owner, Login: m.Login, State: m.State,
-		ListInstance: m.ListInstance, ListServices: m.ListServices, Reasons: append([]string{}, m.Reasons...)}
-}
-
 // getVMs is GET /vms?q=&limit=.
 func (s *Server) getVMs(w http.ResponseWriter, r *http.Request) error {
 	limit, err := intParam(r, "limit", DefaultVMSearchLimit)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // syncBuffer is a log sink the updater may write from any goroutine.
@@ -42,9 +42,9 @@ func TestUpdaterGRPCConfigNewestWins(t *testing.T) {
 	cfgOf := func(policy string) string {
 		return `[{"serviceConfig":{"loadBalancingConfig":[{"` + policy + `":{}}]}}]`
 	}
-	var inv sdc.Inventory
-	inv.Users = []sdc.User{{UUID: owner, Login: "alice", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}}
-	inv.Servers = []sdc.Server{{UUID: hzServer, Hostname: "cn1", Setup: true, Status: "running"}}
+	var inv dc.Inventory
+	inv.Users = []dc.User{{UUID: owner, Login: "alice", TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}}
+	inv.Servers = []dc.Server{{UUID: hzServer, Hostname: "cn1", Setup: true, Status: "running"}}
 	for i, c := range []struct{ policy, modified string }{
 		{"round_robin", "2025-05-21T09:00:00.000Z"},
 		{"pick_first", "2025-05-21T10:00:00.000Z"}, // the newest

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // VMMeta is what the updater stores with each VM: the facts the decision
@@ -29,7 +29,7 @@ type VMMeta struct {
 	Updated      time.Time `json:"updated"`
 }
 
-func newVMMeta(vm *sdc.VM, owner *sdc.User, cnDown bool, res *records.Result, now time.Time) *VMMeta {
+func newVMMeta(vm *dc.VM, owner *dc.User, cnDown bool, res *records.Result, now time.Time) *VMMeta {
 	m := &VMMeta{
 		UUID: vm.UUID, Alias: vm.AliasString(), Owner: vm.OwnerUUID, Login: owner.Login,
 		Server: vm.ServerUUID, State: vm.State, CNDown: cnDown,

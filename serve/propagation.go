@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -93,22 +93,6 @@ type PeerPropagation struct {
 	Target netip.AddrPort `json:"target"`
 }
 
-// Summary is how cnsadm status and the terminal UI show a serial's
-// progress: "ACTIVE", or the state with how many peers serve it
-// ("PENDING 1/2").
-func (p *Propagation) Summary() string {
-	if p.State == StateActive || len(p.Peers) == 0 {
-		return p.State
-	}
-	have := 0
-	for _, pp := range p.Peers {
-		if pp.State == StateActive {
-			have++
-		}
-	}
-	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
-}
-
 // keptSerials is how many serials of a zone are remembered.
 const keptSerials = 20
 
@@ -122,12 +106,12 @@ type propagation struct {
 	dirty  map[string]bool
 	change chan struct{}
 	wake   chan struct{}
-	hist   map[string]*LatencyHistogram // by peer address
+	hist   map[string]*metrics.Histogram // by peer address
 }
 
 func newPropagation(s *Server, p PropagationPolicy) *propagation {
 	t := &propagation{s: s, policy: p.normal(), zones: map[string][]*Propagation{}, dirty: map[string]bool{},
-		change: make(chan struct{}), wake: make(chan struct{}, 1), hist: map[string]*LatencyHistogram{}}
+		change: make(chan struct{}), wake: make(chan struct{}, 1), hist: map[string]*metrics.Histogram{}}
 	if stored, err := s.store.Propagation(); err == nil {
 		for zone, b := range stored {
 			var list []*Propagation
@@ -210,7 +194,7 @@ func (t *propagation) observe(target netip.AddrPort, zone string, serial, signer
 			if pp.State != StateActive && (serial == p.Serial || db.SerialLess(p.Serial, serial)) {
 				pp.State = StateActive
 				pp.Seconds = now.Sub(p.Committed).Seconds()
-				t.histogram(pp.Target.String()).observe(pp.Seconds)
+				t.histogram(pp.Target.String()).Observe(pp.Seconds)
 				touched = true
 			}
 		}
@@ -449,33 +433,17 @@ func (t *propagation) changedCh() <-chan struct{} {
 	return t.change
 }
 
-// LatencyHistogram is a histogram of propagation seconds for one peer.
-type LatencyHistogram struct {
-	Counts []uint64 // cumulative, per bound
-	Count  uint64
-	Sum    float64
-}
-
-// PropagationBounds are the histogram's upper bounds, seconds.
+// PropagationBounds are the propagation histograms' upper bounds, seconds.
 var PropagationBounds = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
-func (t *propagation) histogram(addr string) *LatencyHistogram {
+func (t *propagation) histogram(addr string) *metrics.Histogram {
 	h := t.hist[addr]
 	if h == nil {
-		h = &LatencyHistogram{Counts: make([]uint64, len(PropagationBounds))}
+		nh := metrics.NewHistogram(PropagationBounds)
+		h = &nh
 		t.hist[addr] = h
 	}
 	return h
-}
-
-func (h *LatencyHistogram) observe(v float64) {
-	for i, b := range PropagationBounds {
-		if v <= b {
-			h.Counts[i]++
-		}
-	}
-	h.Count++
-	h.Sum += v
 }
 
 // Propagation returns how far serial (0: the newest tracked) of zone has
@@ -490,12 +458,12 @@ func (s *Server) PropagationChanged() <-chan struct{} { return s.prop.changedCh(
 
 // PropagationHistograms returns per peer (NOTIFY address) the histogram of commit-to-serving
 // times: cumulative counts per PropagationBounds, count and sum.
-func (s *Server) PropagationHistograms() map[string]LatencyHistogram {
+func (s *Server) PropagationHistograms() map[string]metrics.Histogram {
 	s.prop.mu.Lock()
 	defer s.prop.mu.Unlock()
-	out := map[string]LatencyHistogram{}
+	out := map[string]metrics.Histogram{}
 	for a, h := range s.prop.hist {
-		out[a] = LatencyHistogram{Counts: slices.Clone(h.Counts), Count: h.Count, Sum: h.Sum}
+		out[a] = h.Clone()
 	}
 	return out
 }

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // now is the fixed clock of the model tests.
@@ -81,11 +79,11 @@ func (f *fakeSource) Zones(ctx context.Context) ([]admin.Zone, error) {
 				{Address: "192.0.2.54", Serial: 1741953587, DriftSerials: 3, DriftSeconds: 150, Version: "Knot DNS 3.2.6"},
 				{Address: "192.0.2.55", DriftSeconds: -1},
 			},
-			Propagation: &serve.Propagation{Zone: cnsZone, Serial: 1741953590, State: serve.StatePending, Committed: now.Add(-150 * time.Second),
-				Peers: []serve.PeerPropagation{
-					{Address: "192.0.2.53", Serial: 1741953590, State: serve.StateActive, Seconds: 0.4, Polls: 1},
-					{Address: "192.0.2.54", Serial: 1741953587, State: serve.StateError, Seconds: -1, Polls: 20},
-					{Address: "192.0.2.55", State: serve.StatePending, Seconds: -1, Polls: 3},
+			Propagation: &admin.Propagation{Zone: cnsZone, Serial: 1741953590, State: admin.StatePending, Committed: now.Add(-150 * time.Second),
+				Peers: []admin.PeerPropagation{
+					{Address: "192.0.2.53", Serial: 1741953590, State: admin.StateActive, Seconds: 0.4, Polls: 1},
+					{Address: "192.0.2.54", Serial: 1741953587, State: admin.StateError, Seconds: -1, Polls: 20},
+					{Address: "192.0.2.55", State: admin.StatePending, Seconds: -1, Polls: 3},
 				}}},
 		{Name: intZone, Serial: 1741953590, Names: 140, Records: 332, LastChange: now.Add(-150 * time.Second),
 			Journal: admin.Journal{From: 1741940000, Entries: 12, Bytes: 9100}},
@@ -122,25 +120,25 @@ func (f *fakeSource) Peers(ctx context.Context) ([]admin.Peer, error) {
 	}, nil
 }
 
-func (f *fakeSource) Services(ctx context.Context) ([]hysteresis.View, error) {
+func (f *fakeSource) Services(ctx context.Context) ([]admin.Service, error) {
 	if err := f.call("services"); err != nil {
 		return nil, err
 	}
-	return []hysteresis.View{
+	return []admin.Service{
 		{Owner: alice, Service: "db", Listed: 2, N: 2, Budget: 1, BudgetLeft: 1,
-			Members: []hysteresis.MemberView{{VM: "8bcba6b8-f352-4df4-b788-2c0017ba7760", Member: hysteresis.Member{Status: hysteresis.Up}},
-				{VM: "b9974d54-9a8f-4f94-b667-d41ae9d26935", Member: hysteresis.Member{Status: hysteresis.Up}}}},
+			Members: []admin.ServiceMember{{VM: "8bcba6b8-f352-4df4-b788-2c0017ba7760", Status: admin.MemberUp},
+				{VM: "b9974d54-9a8f-4f94-b667-d41ae9d26935", Status: admin.MemberUp}}},
 		{Owner: alice, Service: "web", Listed: 2, N: 3, Budget: 1, BudgetLeft: 0,
 			WindowFreesAt: now.Add(45 * time.Second), NextCheck: now.Add(45 * time.Second),
-			Members: []hysteresis.MemberView{
-				{VM: web1, Member: hysteresis.Member{Status: hysteresis.Pending, DownSince: now.Add(-15 * time.Second), MayLeaveAt: now.Add(45 * time.Second)}},
-				{VM: web2, Member: hysteresis.Member{Status: hysteresis.Left, DownSince: now.Add(-15 * time.Second), LeftAt: now.Add(-15 * time.Second)}},
-				{VM: web0, Member: hysteresis.Member{Status: hysteresis.Up}},
+			Members: []admin.ServiceMember{
+				{VM: web1, Status: admin.MemberPending, DownSince: now.Add(-15 * time.Second), MayLeaveAt: now.Add(45 * time.Second)},
+				{VM: web2, Status: admin.MemberLeft, DownSince: now.Add(-15 * time.Second), LeftAt: now.Add(-15 * time.Second)},
+				{VM: web0, Status: admin.MemberUp},
 			},
-			Departures: []hysteresis.Departure{{VM: web2, At: now.Add(-15 * time.Second)}},
-			History: []hysteresis.Decision{
-				{Time: now.Add(-15 * time.Second), VM: web2, Action: hysteresis.ActionReleased, Reason: "self-removal 1 of 1 (n=3) in the last 1m0s"},
-				{Time: now.Add(-15 * time.Second), VM: web1, Action: hysteresis.ActionPending, Reason: "window budget spent: 1 of 1 self-removals (n=3)"},
+			Departures: []admin.Departure{{VM: web2, At: now.Add(-15 * time.Second)}},
+			History: []admin.Decision{
+				{Time: now.Add(-15 * time.Second), VM: web2, Action: "released", Reason: "self-removal 1 of 1 (n=3) in the last 1m0s"},
+				{Time: now.Add(-15 * time.Second), VM: web1, Action: "pending", Reason: "window budget spent: 1 of 1 self-removals (n=3)"},
 			}},
 	}, nil
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
+	"github.com/tritondatacenter/cns/admin"
 )
 
-type servicesLoaded struct{ views []hysteresis.View }
+type servicesLoaded struct{ views []admin.Service }
 
 func loadServices(ctx context.Context, src Source) (tea.Msg, error) {
 	v, err := src.Services(ctx)
@@ -32,8 +32,8 @@ type servicesPage struct {
 	table   table
 	members table
 	filter  filterBox
-	views   []hysteresis.View
-	byKey   map[string]hysteresis.View
+	views   []admin.Service
+	byKey   map[string]admin.Service
 	loaded  bool
 
 	detail     string // the key of the service whose detail is open
@@ -99,18 +99,18 @@ func (p *servicesPage) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-func svcKey(v hysteresis.View) string { return hysteresis.Key(v.Owner, v.Service) }
+func svcKey(v admin.Service) string { return v.Owner + "/" + v.Service }
 
 // rebuild lays out the rows from the last read and the time: the
 // countdowns move every second without a read.
 func (p *servicesPage) rebuild() {
-	p.byKey = map[string]hysteresis.View{}
+	p.byKey = map[string]admin.Service{}
 	rows := make([]row, 0, len(p.views))
 	for _, v := range p.views {
 		p.byKey[svcKey(v)] = v
 		pending, next := 0, time.Time{}
 		for _, m := range v.Members {
-			if m.Status != hysteresis.Pending {
+			if m.Status != admin.MemberPending {
 				continue
 			}
 			pending++
@@ -158,17 +158,17 @@ func (p *servicesPage) memberRows() {
 			since = age(p.c.Now, m.DownSince) + " ago"
 		}
 		switch m.Status {
-		case hysteresis.Pending:
+		case admin.MemberPending:
 			mk = markPending
 			leaves = "waits its turn"
 			if !m.MayLeaveAt.IsZero() {
 				leaves = countdown(p.c.Now, m.MayLeaveAt)
 			}
-		case hysteresis.Left:
+		case admin.MemberLeft:
 			if !m.LeftAt.IsZero() {
 				leaves = "left " + age(p.c.Now, m.LeftAt) + " ago"
 			}
-		case hysteresis.Up:
+		case admin.MemberUp:
 			mk = markGood
 		}
 		rows = append(rows, row{key: m.VM, mark: mk, cells: []string{m.VM, status, since, leaves}})
@@ -226,7 +226,7 @@ func (p *servicesPage) View() string {
 }
 
 // summary is one line on a service's state: listed, n, budget.
-func (p *servicesPage) summary(v hysteresis.View) string {
+func (p *servicesPage) summary(v admin.Service) string {
 	s := fmt.Sprintf("%s: %d listed, n=%d, budget %d of %d left", v.Service, v.Listed, v.N, v.BudgetLeft, v.Budget)
 	if !v.WindowFreesAt.IsZero() {
 		s += " (one more " + countdown(p.c.Now, v.WindowFreesAt) + ")"
@@ -235,7 +235,7 @@ func (p *servicesPage) summary(v hysteresis.View) string {
 }
 
 // serviceDetail is the whole state of one service.
-func (p *servicesPage) serviceDetail(v hysteresis.View) []string {
+func (p *servicesPage) serviceDetail(v admin.Service) []string {
 	now := p.c.Now
 	lines := []string{
 		fmt.Sprintf("owner:        %s", v.Owner),
@@ -259,7 +259,7 @@ func (p *servicesPage) serviceDetail(v hysteresis.View) []string {
 			l += ", leaves " + countdown(now, m.MayLeaveAt)
 		case !m.LeftAt.IsZero():
 			l += ", left " + age(now, m.LeftAt) + " ago"
-		case m.Status == hysteresis.Pending:
+		case m.Status == admin.MemberPending:
 			l += ", waits its turn"
 		}
 		lines = append(lines, l)

@@ -1,23 +1,21 @@
 package tui
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
-	"github.com/tritondatacenter/cns/feeds/file"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // demoDB writes the demo data center (testdata/inventory.json) into a db
@@ -41,7 +39,7 @@ func demoDB(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := file.Load("../testdata/inventory.json")
+	inv, err := dc.LoadInventory("../testdata/inventory.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +53,10 @@ func demoDB(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer, _ := json.Marshal(serve.Peer{Address: "192.0.2.53", Version: "9.18.28", Counters: map[string]uint64{"axfr": 1},
-		Zones: map[string]*serve.PeerZone{cnsZone: {Serial: zi.Serial - 5, LastTransfer: now.Add(-time.Hour), LastKind: "AXFR", AXFR: 1}}})
-	if err := store.SavePeers(map[string][]byte{"192.0.2.53": peer}); err != nil {
+	// A peer in the form the DNS server stores it.
+	peer := fmt.Sprintf(`{"address":"192.0.2.53","version":"9.18.28","zones":{%q:{"serial":%d,"last_transfer":%q,"last_kind":"AXFR","axfr":1,"ixfr":0}},"notify_failures":0,"counters":{"axfr":1}}`,
+		cnsZone, zi.Serial-5, now.Add(-time.Hour).Format(time.RFC3339Nano))
+	if err := store.SavePeers(map[string][]byte{"192.0.2.53": []byte(peer)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Close(); err != nil {
@@ -66,89 +65,31 @@ func demoDB(t *testing.T) string {
 	return path
 }
 
-// The db file source reads what the server stored, read-only.
-func TestDBSource(t *testing.T) {
-	src, err := OpenDB(demoDB(t))
+// openDemo opens demoDB as admin's offline read model. Package main gives
+// the real one serve's decoder of stored peers; the stored form's fields
+// carry the API's names, so the test decodes them straight.
+func openDemo(t *testing.T) *admin.DBModel {
+	src, err := admin.OpenDB(demoDB(t), func(b []byte) (admin.Peer, error) {
+		var p admin.Peer
+		err := json.Unmarshal(b, &p)
+		return p, err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	t.Cleanup(func() { src.Close() })
 	src.Now = fixedClock
-	ctx := context.Background()
-	if src.Live() || !strings.HasSuffix(src.Describe(), "cns.db (read-only)") {
-		t.Errorf("describe %q, live %v", src.Describe(), src.Live())
-	}
-
-	zones, err := src.Zones(ctx)
-	if err != nil || len(zones) != 5 {
-		t.Fatalf("zones: %d, %v", len(zones), err)
-	}
-	var cns struct{ serial uint32 }
-	for _, z := range zones {
-		if z.Name == cnsZone {
-			cns.serial = z.Serial
-			if z.Records == 0 || z.Names == 0 || z.LastChange.IsZero() {
-				t.Errorf("zone %s: %+v", z.Name, z)
-			}
-		}
-	}
-	if _, err := src.History(ctx, cnsZone, 10); err != nil {
-		t.Errorf("history: %v", err)
-	}
-
-	res, err := src.SearchVMs(ctx, "carol", 10)
-	if err != nil || len(res.VMs) != 2 {
-		t.Fatalf("search carol: %+v %v", res, err)
-	}
-	vm, err := src.VM(ctx, carolWeb)
-	if err != nil || vm.ListInstance || !slices.Equal(vm.Reasons, []string{"user_en_flag"}) {
-		t.Errorf("vm: %+v %v", vm, err)
-	}
-	if _, err := src.VM(ctx, "00000000-0000-4000-8000-000000000000"); err == nil {
-		t.Error("an unknown VM: no error")
-	}
-
-	peers, err := src.Peers(ctx)
-	if err != nil || len(peers) != 1 {
-		t.Fatalf("peers: %+v %v", peers, err)
-	}
-	pz := peers[0].Zones[cnsZone]
-	if pz.Serial != cns.serial-5 || pz.ZoneSerial != cns.serial || pz.DriftSerials != 5 || pz.DriftSeconds != -1 {
-		t.Errorf("peer zone: %+v (zone serial %d)", pz, cns.serial)
-	}
-
-	views, err := src.Services(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, v := range views {
-		if v.Service == "web" && v.Owner == alice {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("services: no web of alice in %d views", len(views))
-	}
-	f, err := src.Feeds(ctx)
-	if err != nil || len(f.Feeds) != 0 {
-		t.Errorf("feeds: %+v %v", f, err)
-	}
+	return src
 }
 
 // offline names the file the same way on every run.
-type offline struct{ *DBSource }
+type offline struct{ *admin.DBModel }
 
 func (offline) Describe() string { return "db cns.db (read-only)" }
 
 // The UI over a db file: no periodic refresh, the same pages.
 func TestOfflineScreens(t *testing.T) {
-	src, err := OpenDB(demoDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	src.Now = fixedClock
+	src := openDemo(t)
 	for _, tc := range []struct {
 		name  string
 		steps func(h *harness)

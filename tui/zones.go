@@ -10,7 +10,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/tritondatacenter/cns/admin"
-	"github.com/tritondatacenter/cns/serve"
 )
 
 // historyLimit is how many of a zone's latest changes the history shows.
@@ -229,7 +228,7 @@ func (p *zonesPage) detail(z admin.Zone) []string {
 		l := fmt.Sprintf("propagation of %d: %s", z.Serial, prop)
 		for _, pp := range z.Propagation.Peers {
 			l += "; " + pp.Address + " " + pp.State
-			if pp.Seconds >= 0 && pp.State == serve.StateActive {
+			if pp.Seconds >= 0 && pp.State == admin.StateActive {
 				l += fmt.Sprintf(" in %.1fs", pp.Seconds)
 			}
 		}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // The zones and how names are made: my_name, hostmaster, forward_zones,
@@ -126,7 +126,7 @@ func (p *parser) forwardZone(key, name string, z forwardZoneSettings) (ForwardZo
 		return ForwardZone{}, p.bad(key+".networks", "required: at least one network or pool UUID, or \"*\"")
 	}
 	for i, n := range z.Networks {
-		if n != "*" && !sdc.IsUUID(n) {
+		if n != "*" && !dc.IsUUID(n) {
 			return ForwardZone{}, p.bad(fmt.Sprintf("%s.networks[%d]", key, i), "%q is neither \"*\" nor a UUID", n)
 		}
 		z.Networks[i] = strings.ToLower(n)

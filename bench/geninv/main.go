@@ -10,14 +10,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 func main() {
 	n := flag.Int("n", 10000, "number of VMs")
 	seed := flag.Uint64("seed", 20240611, "random seed: same seed, same data center")
 	flag.Parse()
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: *n, Seed: *seed})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: *n, Seed: *seed})
 	enc := json.NewEncoder(os.Stdout)
 	if err := enc.Encode(inv); err != nil {
 		fmt.Fprintln(os.Stderr, "geninv:", err)

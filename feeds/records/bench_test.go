@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // benchVMs is the size of the generated data center the benchmarks walk
@@ -24,14 +24,14 @@ func benchVMs(b *testing.B) int {
 }
 
 // BenchmarkCompute measures record generation per VM: records.Compute over
-// a synthetic data center (sdctest.Generate: ~50 VMs per owner, services of
+// a synthetic data center (sdcsim.Generate: ~50 VMs per owner, services of
 // 3-30 members, half the VMs with an alias, one in ten with IPv6), one zone
 // taking every network, the reverse zones as bench/run.sh configures them.
 // It reports VMs/s and the projected time for 100k VMs (target < 5 s).
 func BenchmarkCompute(b *testing.B) {
 	n := benchVMs(b)
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: n, Seed: 20240611})
-	w := &World{Networks: map[string]*sdc.Network{}, Pools: map[string][]string{}, PoolNetworks: map[string][]string{}}
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: n, Seed: 20240611})
+	w := &World{Networks: map[string]*dc.Network{}, Pools: map[string][]string{}, PoolNetworks: map[string][]string{}}
 	for i := range inv.Networks {
 		w.Networks[inv.Networks[i].UUID] = &inv.Networks[i]
 	}
@@ -41,7 +41,7 @@ func BenchmarkCompute(b *testing.B) {
 			w.Pools[nw] = append(w.Pools[nw], p.UUID)
 		}
 	}
-	owners := map[string]*sdc.User{}
+	owners := map[string]*dc.User{}
 	for i := range inv.Users {
 		owners[inv.Users[i].UUID] = &inv.Users[i]
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // builder generates the records of one VM whose listing is decided. Every
@@ -83,7 +83,7 @@ func newBuilder(cfg *Config, w *World, in Input, l listing, p *problems) *builde
 
 // build places every address of every published NIC in its zones and
 // adds the CMON CNAMEs.
-func (b *builder) build(svcs []Service, nics []sdc.NIC) {
+func (b *builder) build(svcs []Service, nics []dc.NIC) {
 	if b.grpcTXT != nil && len(svcs) == 0 {
 		b.p.addf("metadata %s: the VM is in no service: no _grpc_config record", metaGRPCConfig)
 	}
@@ -302,7 +302,7 @@ func (b *builder) sortedNames() []string {
 // acmeTokens splits triton.cns.acme-challenge on runs of white space: one
 // TXT string per token, never an empty one (the reference split on single
 // spaces).
-func acmeTokens(vm *sdc.VM, p *problems) []string {
+func acmeTokens(vm *dc.VM, p *problems) []string {
 	v, ok := lookup(vm.CustomerMetadata, metaACME)
 	if !ok {
 		return nil

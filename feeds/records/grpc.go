@@ -12,7 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // gRPC service discovery, as gRPC's own resolvers read it from DNS:
@@ -36,7 +36,7 @@ const (
 // NeedsLastModified reports whether Compute reads vm.LastModified: only
 // a VM with a gRPC service config does (it orders members that
 // disagree). Callers that trim VMs to what records read keep it then.
-func NeedsLastModified(vm *sdc.VM) bool {
+func NeedsLastModified(vm *dc.VM) bool {
 	_, ok := lookup(vm.CustomerMetadata, metaGRPCConfig)
 	return ok
 }
@@ -46,7 +46,7 @@ func NeedsLastModified(vm *sdc.VM) bool {
 // Record.Stamp), or nil when the VM has none or it is invalid (p says
 // why: gRPC clients discard an invalid config whole, so cns publishes
 // none rather than one every client rejects).
-func grpcConfig(vm *sdc.VM, p *problems) ([]string, uint64) {
+func grpcConfig(vm *dc.VM, p *problems) ([]string, uint64) {
 	v, ok := lookup(vm.CustomerMetadata, metaGRPCConfig)
 	if !ok {
 		return nil, 0
@@ -70,7 +70,7 @@ func grpcConfig(vm *sdc.VM, p *problems) ([]string, uint64) {
 // lastModified is the VM's last_modified in Unix milliseconds, or 1 when
 // VMAPI did not say (a hand-written inventory): such a member's config
 // counts as the oldest.
-func lastModified(vm *sdc.VM, p *problems) uint64 {
+func lastModified(vm *dc.VM, p *problems) uint64 {
 	if vm.LastModified == "" {
 		return 1
 	}

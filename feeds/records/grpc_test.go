@@ -8,7 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 func TestParseServiceTagGRPCLB(t *testing.T) {
@@ -246,8 +246,8 @@ func TestGRPCConfigTXT(t *testing.T) {
 func TestGRPCConfigRecords(t *testing.T) {
 	const sc = `[{"serviceConfig":{"loadBalancingConfig":[{"round_robin":{}}]}}]`
 	cfg := &Config{UseLogin: true, Zones: []Zone{zone("foo", "*"), zone("bar", ext)}}
-	lm := func(s string) vmOpt { return func(vm *sdc.VM) { vm.LastModified = s } }
-	member := func(opts ...vmOpt) *sdc.VM {
+	lm := func(s string) vmOpt { return func(vm *dc.VM) { vm.LastModified = s } }
+	member := func(opts ...vmOpt) *dc.VM {
 		return newVM(vmID, append([]vmOpt{services("api:8080,web"), nics(nic(fabric, "1.2.3.4"), nic(ext, "5.6.7.8"))}, opts...)...)
 	}
 	txt := func(zn z, rel string) string {
@@ -260,7 +260,7 @@ func TestGRPCConfigRecords(t *testing.T) {
 	)
 	cases := []struct {
 		name      string
-		vm        *sdc.VM
+		vm        *dc.VM
 		held      []string
 		want      []string
 		wantStamp uint64

@@ -10,16 +10,16 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // Constructors that keep the test tables short. A VM is built from
 // options; the owner is an opted-in, approved account unless changed.
 
-type vmOpt func(*sdc.VM)
+type vmOpt func(*dc.VM)
 
-func newVM(uuid string, opts ...vmOpt) *sdc.VM {
-	vm := &sdc.VM{
+func newVM(uuid string, opts ...vmOpt) *dc.VM {
+	vm := &dc.VM{
 		UUID:             uuid,
 		State:            "running",
 		Tags:             map[string]any{},
@@ -31,54 +31,54 @@ func newVM(uuid string, opts ...vmOpt) *sdc.VM {
 	return vm
 }
 
-func alias(a string) vmOpt      { return func(vm *sdc.VM) { vm.Alias = &a } }
-func state(s string) vmOpt      { return func(vm *sdc.VM) { vm.State = s } }
-func nics(n ...sdc.NIC) vmOpt   { return func(vm *sdc.VM) { vm.NICs = append(vm.NICs, n...) } }
-func tag(k string, v any) vmOpt { return func(vm *sdc.VM) { vm.Tags[k] = v } }
+func alias(a string) vmOpt      { return func(vm *dc.VM) { vm.Alias = &a } }
+func state(s string) vmOpt      { return func(vm *dc.VM) { vm.State = s } }
+func nics(n ...dc.NIC) vmOpt    { return func(vm *dc.VM) { vm.NICs = append(vm.NICs, n...) } }
+func tag(k string, v any) vmOpt { return func(vm *dc.VM) { vm.Tags[k] = v } }
 func meta(k string, v any) vmOpt {
-	return func(vm *sdc.VM) { vm.CustomerMetadata[k] = v }
+	return func(vm *dc.VM) { vm.CustomerMetadata[k] = v }
 }
 func services(s string) vmOpt { return tag(tagServices, s) }
 func destroyed() vmOpt {
-	return func(vm *sdc.VM) { vm.Destroyed = sdc.Destroyed{Set: true, Time: "2024-01-02T03:04:05.678Z"} }
+	return func(vm *dc.VM) { vm.Destroyed = dc.Destroyed{Set: true, Time: "2024-01-02T03:04:05.678Z"} }
 }
 
 // nic is a NIC on network with addresses as VMAPI lists them in "ips".
-func nic(network string, ips ...string) sdc.NIC {
-	return sdc.NIC{NetworkUUID: network, NICTag: "external", IPs: ips}
+func nic(network string, ips ...string) dc.NIC {
+	return dc.NIC{NetworkUUID: network, NICTag: "external", IPs: ips}
 }
 
-func taggedNIC(network, nicTag string, vlan int, ips ...string) sdc.NIC {
+func taggedNIC(network, nicTag string, vlan int, ips ...string) dc.NIC {
 	n := nic(network, ips...)
 	n.NICTag, n.VLANID = nicTag, &vlan
 	return n
 }
 
-type userOpt func(*sdc.User)
+type userOpt func(*dc.User)
 
-func newUser(uuid string, opts ...userOpt) *sdc.User {
-	u := &sdc.User{UUID: uuid, Login: "user-" + uuid, TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}
+func newUser(uuid string, opts ...userOpt) *dc.User {
+	u := &dc.User{UUID: uuid, Login: "user-" + uuid, TritonCNSEnabled: "true", ApprovedForProvisioning: "true"}
 	for _, o := range opts {
 		o(u)
 	}
 	return u
 }
 
-func login(l string) userOpt                    { return func(u *sdc.User) { u.Login = l } }
-func cnsEnabled(v string) userOpt               { return func(u *sdc.User) { u.TritonCNSEnabled = v } }
-func approved(v string) userOpt                 { return func(u *sdc.User) { u.ApprovedForProvisioning = v } }
+func login(l string) userOpt                    { return func(u *dc.User) { u.Login = l } }
+func cnsEnabled(v string) userOpt               { return func(u *dc.User) { u.TritonCNSEnabled = v } }
+func approved(v string) userOpt                 { return func(u *dc.User) { u.ApprovedForProvisioning = v } }
 func zone(name string, networks ...string) Zone { return Zone{Name: name, Networks: networks} }
 
-func world(networks ...*sdc.Network) *World {
-	w := &World{Networks: map[string]*sdc.Network{}, Pools: map[string][]string{}}
+func world(networks ...*dc.Network) *World {
+	w := &World{Networks: map[string]*dc.Network{}, Pools: map[string][]string{}}
 	for _, n := range networks {
 		w.Networks[n.UUID] = n
 	}
 	return w
 }
 
-func network(uuid, name string, owners ...string) *sdc.Network {
-	return &sdc.Network{UUID: uuid, Name: name, OwnerUUIDs: owners}
+func network(uuid, name string, owners ...string) *dc.Network {
+	return &dc.Network{UUID: uuid, Name: name, OwnerUUIDs: owners}
 }
 
 // Expected records, in the text form render gives: "zone | RR" with the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // listing is the outcome of the reference's FlagFilter for one VM.
@@ -47,10 +47,10 @@ func decide(in Input, svcs []Service, invalidTag bool, p *problems) listing {
 	// 2. The owner's account flags, lowest priority of the removals.
 	userOff := false
 	switch {
-	case !sdc.Flag(owner.TritonCNSEnabled):
+	case !dc.Flag(owner.TritonCNSEnabled):
 		userOff = true
 		l.reasons = append(l.reasons, ReasonUserEnFlag)
-	case !sdc.Flag(owner.ApprovedForProvisioning):
+	case !dc.Flag(owner.ApprovedForProvisioning):
 		userOff = true
 		l.reasons = append(l.reasons, ReasonUserNotApproved)
 	}
@@ -117,7 +117,7 @@ func decide(in Input, svcs []Service, invalidTag bool, p *problems) listing {
 // exactly "up" is up, anything else is down (the reference's rule; its
 // docs claimed otherwise). A value that is neither "up" nor "down" is
 // most likely a mistake, so it is reported.
-func statusIsDown(vm *sdc.VM, p *problems) bool {
+func statusIsDown(vm *dc.VM, p *problems) bool {
 	v, ok := lookup(vm.CustomerMetadata, metaStatus)
 	if !ok {
 		return false
@@ -136,7 +136,7 @@ func statusIsDown(vm *sdc.VM, p *problems) bool {
 // plain tag disables unless it is boolean false; as in the reference, the
 // string "false" disables too (VMAPI stores this tag as a boolean). Docker
 // labels are always strings, so there "false" means false (CNS-99).
-func disabled(vm *sdc.VM) bool {
+func disabled(vm *dc.VM) bool {
 	if v, ok := lookup(vm.Tags, tagDisable); ok {
 		return v != false
 	}
@@ -149,7 +149,7 @@ func disabled(vm *sdc.VM) bool {
 // reversePTR returns the lower-cased triton.cns.reverse_ptr name (or its
 // docker label's) if it is a valid host name, else "". An invalid value
 // is ignored, as in the reference, but reported.
-func reversePTR(vm *sdc.VM, p *problems) string {
+func reversePTR(vm *dc.VM, p *problems) string {
 	for _, key := range []string{tagReversePTR, dockerLabel + tagReversePTR} {
 		v, ok := lookup(vm.Tags, key)
 		if !ok || v == "" {

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // svc and ports build expected services; ports take the default SRV
@@ -19,8 +19,8 @@ func svc(name string, ports ...uint16) Service {
 
 type listingCase struct {
 	name         string
-	vm           *sdc.VM
-	owner        *sdc.User
+	vm           *dc.VM
+	owner        *dc.User
 	cnDown       bool
 	wantServices []Service
 	wantInstance bool

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // NIC tags of the networks CNS never publishes: Triton's admin network
@@ -19,7 +19,7 @@ var (
 
 // hiddenNIC reports whether a NIC is on the admin network (untagged) or
 // the Manta network.
-func hiddenNIC(nic *sdc.NIC) bool {
+func hiddenNIC(nic *dc.NIC) bool {
 	untagged := nic.VLANID == nil || *nic.VLANID == 0
 	return (adminNICTag.MatchString(nic.NICTag) && untagged) || mantaNICTag.MatchString(nic.NICTag)
 }
@@ -28,7 +28,7 @@ func hiddenNIC(nic *sdc.NIC) bool {
 // a NIC's addresses, in configuration order and each once: the zones that
 // list the NIC's network or a pool containing it, or, when none does,
 // every zone that lists "*" (CNS-67, triton-cns#3).
-func nicZones(cfg *Config, w *World, nic *sdc.NIC) []int {
+func nicZones(cfg *Config, w *World, nic *dc.NIC) []int {
 	if hiddenNIC(nic) {
 		return nil
 	}
@@ -80,7 +80,7 @@ func (z *Zone) lists(network string, pools []string) bool {
 // nicAddrs returns the fixed addresses of the VM's i-th NIC. Prefix lengths are dropped
 // and the placeholders "dhcp" and "addrconf" skipped (CNS-33, CNS-122);
 // anything else that is not an address is reported, not fatal.
-func nicAddrs(i int, nic *sdc.NIC, p *problems) []netip.Addr {
+func nicAddrs(i int, nic *dc.NIC, p *problems) []netip.Addr {
 	var addrs []netip.Addr
 	for _, s := range nic.Addresses() {
 		host, _, _ := strings.Cut(s, "/")
@@ -101,7 +101,7 @@ func nicAddrs(i int, nic *sdc.NIC, p *problems) []netip.Addr {
 // networkLabel returns the cleaned network name that prefixes the
 // network-name variants of a NIC's names (CNS-170), or "" when there are
 // none: the network is unknown or not owned by the VM's owner.
-func networkLabel(w *World, nic *sdc.NIC, owner string, p *problems) string {
+func networkLabel(w *World, nic *dc.NIC, owner string, p *problems) string {
 	if w == nil || nic.NetworkUUID == "" {
 		return ""
 	}
@@ -117,7 +117,7 @@ func networkLabel(w *World, nic *sdc.NIC, owner string, p *problems) string {
 	return l
 }
 
-func ownedBy(n *sdc.Network, owner string) bool {
+func ownedBy(n *dc.Network, owner string) bool {
 	for _, o := range n.OwnerUUIDs {
 		if strings.EqualFold(o, owner) {
 			return true

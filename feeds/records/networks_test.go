@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // The reference's test/unit/net-filter.test.js, plus pools and the NIC
@@ -18,47 +18,47 @@ func TestNetFilter(t *testing.T) {
 		name  string
 		zones []Zone
 		world *World
-		nic   sdc.NIC
+		nic   dc.NIC
 		want  []string
 	}{
 		{"no match", []Zone{zone("foo", "abc123")}, nil,
-			sdc.NIC{NetworkUUID: "1234aaa"}, nil},
+			dc.NIC{NetworkUUID: "1234aaa"}, nil},
 		{"exact uuid match", []Zone{zone("foo", "abc123")}, nil,
-			sdc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
 		{"multiple exact uuid match", []Zone{zone("foo", "abc123"), zone("bar", "abc123"), zone("foobar", "def123")}, nil,
-			sdc.NIC{NetworkUUID: "abc123"}, []string{"foo", "bar"}},
+			dc.NIC{NetworkUUID: "abc123"}, []string{"foo", "bar"}},
 		{"multiple exact uuid match, second NIC", []Zone{zone("foo", "abc123"), zone("bar", "abc123"), zone("foobar", "def123")}, nil,
-			sdc.NIC{NetworkUUID: "def123"}, []string{"foobar"}},
+			dc.NIC{NetworkUUID: "def123"}, []string{"foobar"}},
 		{"wildcard match", []Zone{zone("foo", "abc123"), zone("bar", "*")}, nil,
-			sdc.NIC{NetworkUUID: "abc1234"}, []string{"bar"}},
+			dc.NIC{NetworkUUID: "abc1234"}, []string{"bar"}},
 		{"wildcard does not match if an exact is present", []Zone{zone("foo", "abc123"), zone("bar", "*")}, nil,
-			sdc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
 		{"wildcard does not match if an exact is present after", []Zone{zone("bar", "*"), zone("foo", "abc123")}, nil,
-			sdc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
 		{"multiple wildcards", []Zone{zone("bar", "*"), zone("foo", "abc123"), zone("derp", "*")}, nil,
-			sdc.NIC{NetworkUUID: "def123"}, []string{"bar", "derp"}},
+			dc.NIC{NetworkUUID: "def123"}, []string{"bar", "derp"}},
 		{"refuses admin network", []Zone{zone("foo", "abc123")}, nil,
-			sdc.NIC{NetworkUUID: "abc123", NICTag: "admin", VLANID: &vlan0}, nil},
+			dc.NIC{NetworkUUID: "abc123", NICTag: "admin", VLANID: &vlan0}, nil},
 
 		{"refuses admin network without vlan_id", []Zone{zone("foo", "*")}, nil,
-			sdc.NIC{NetworkUUID: "abc123", NICTag: "admin"}, nil},
+			dc.NIC{NetworkUUID: "abc123", NICTag: "admin"}, nil},
 		{"refuses rack-aware admin network", []Zone{zone("foo", "*")}, nil,
-			sdc.NIC{NetworkUUID: "abc123", NICTag: "admin_rack_R1-2"}, nil},
+			dc.NIC{NetworkUUID: "abc123", NICTag: "admin_rack_R1-2"}, nil},
 		{"takes a tagged VLAN on the admin NIC tag", []Zone{zone("foo", "*")}, nil,
-			sdc.NIC{NetworkUUID: "abc123", NICTag: "admin", VLANID: &vlan3}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123", NICTag: "admin", VLANID: &vlan3}, []string{"foo"}},
 		{"takes admin-like tags that are not admin", []Zone{zone("foo", "*")}, nil,
-			sdc.NIC{NetworkUUID: "abc123", NICTag: "administration"}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123", NICTag: "administration"}, []string{"foo"}},
 		{"refuses manta network, tagged or not", []Zone{zone("foo", "*")}, nil,
-			sdc.NIC{NetworkUUID: "abc123", NICTag: "Manta_rack_a1", VLANID: &vlan3}, nil},
+			dc.NIC{NetworkUUID: "abc123", NICTag: "Manta_rack_a1", VLANID: &vlan3}, nil},
 		{"pool match", []Zone{zone("foo", "pool2"), zone("bar", "*")}, pools,
-			sdc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
 		// The reference added "foo" twice here: duplicate A records.
 		{"network and its pool in one zone: once", []Zone{zone("foo", "abc123", "pool1", "pool2")}, pools,
-			sdc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
 		{"no network uuid: wildcards only", []Zone{zone("foo", ""), zone("bar", "*")}, pools,
-			sdc.NIC{}, []string{"bar"}},
+			dc.NIC{}, []string{"bar"}},
 		{"uuids compare in any case", []Zone{zone("foo", "ABC123")}, nil,
-			sdc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
+			dc.NIC{NetworkUUID: "abc123"}, []string{"foo"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

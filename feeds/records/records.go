@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // TTLs of generated records (reference §1.7).
@@ -48,7 +48,7 @@ type Zone struct {
 type World struct {
 	// Networks by UUID. A NIC whose network is not here is placed by the
 	// zones' "*" rule but gets no network-name variants.
-	Networks map[string]*sdc.Network
+	Networks map[string]*dc.Network
 	// Pools maps a network UUID to the UUIDs of the pools that contain it.
 	Pools map[string][]string
 	// PoolNetworks maps a pool UUID to its networks, in NAPI's order.
@@ -57,10 +57,10 @@ type World struct {
 
 // Input is one VM and its context.
 type Input struct {
-	VM *sdc.VM
+	VM *dc.VM
 	// Owner is the VM owner's UFDS account. It must not be nil: a VM whose
 	// owner cannot be looked up is not recomputed at all (its records stay).
-	Owner *sdc.User
+	Owner *dc.User
 	// CNDown is the CN-down decision for the VM's server (feeds make it).
 	CNDown bool
 	// HeldServices names services the VM stays listed in although its

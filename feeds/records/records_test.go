@@ -7,7 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // The reference's test/unit/vm-to-zones.test.js, case by case, then the
@@ -38,8 +38,8 @@ type recordCase struct {
 	name  string
 	cfg   Config
 	world *World
-	vm    *sdc.VM
-	owner *sdc.User
+	vm    *dc.VM
+	owner *dc.User
 	// types limits the comparison to records of these types.
 	types []uint16
 	want  []string
@@ -482,7 +482,7 @@ func TestRecordFixes(t *testing.T) {
 	}, {
 		name: "addresses: prefixes stripped, dhcp and addrconf skipped, junk reported",
 		cfg:  pub,
-		vm: newVM(vmID, nics(sdc.NIC{
+		vm: newVM(vmID, nics(dc.NIC{
 			NetworkUUID: ext,
 			IPs:         []string{"dhcp", "addrconf", "10.0.0.1/24", "fe80::1%net0", "10.0.0.300", "", "::ffff:10.0.0.2"},
 		})),
@@ -495,7 +495,7 @@ func TestRecordFixes(t *testing.T) {
 	}, {
 		name:  "legacy NIC with only ip",
 		cfg:   pub,
-		vm:    newVM(vmID, nics(sdc.NIC{NetworkUUID: ext, IP: "10.0.0.1"})),
+		vm:    newVM(vmID, nics(dc.NIC{NetworkUUID: ext, IP: "10.0.0.1"})),
 		types: []uint16{dns.TypeA},
 		want:  lines(foo.a("abc123.inst.def432", "10.0.0.1")),
 	}, {
@@ -504,7 +504,7 @@ func TestRecordFixes(t *testing.T) {
 		vm: newVM(vmID, nics(
 			taggedNIC("admin-net", "admin", 0, "10.99.99.5/24"),
 			taggedNIC("rack-net", "ADMIN_rack_R12", 0, "10.99.98.5/24"),
-			sdc.NIC{NetworkUUID: "admin-net", NICTag: "admin", IPs: []string{"10.99.99.6/24"}},
+			dc.NIC{NetworkUUID: "admin-net", NICTag: "admin", IPs: []string{"10.99.99.6/24"}},
 			taggedNIC("manta-net", "manta", 5, "10.77.0.5/24"),
 			taggedNIC("tagged-admin", "admin", 5, "10.55.0.5/24"),
 		)),
@@ -594,7 +594,7 @@ func TestHeldServices(t *testing.T) {
 	vmNIC := nics(nic(ext, "10.0.0.1"))
 	cases := []struct {
 		name        string
-		vm          *sdc.VM
+		vm          *dc.VM
 		cnDown      bool
 		held        []string
 		wantReasons []Reason
@@ -720,16 +720,16 @@ func TestComputeReversePrefix(t *testing.T) {
 
 func TestComputeNeverPanics(t *testing.T) {
 	cfg := &Config{UseAlias: true, UseLogin: true, Zones: []Zone{zone("foo", "*")}}
-	weird := []*sdc.VM{
+	weird := []*dc.VM{
 		{},
-		{UUID: vmID, NICs: []sdc.NIC{{}}},
+		{UUID: vmID, NICs: []dc.NIC{{}}},
 		{UUID: vmID, State: "running", Tags: map[string]any{
 			tagServices: map[string]any{"x": 1.0}, tagDisable: []any{false},
 			tagReversePTR: 7.0, tagSmartDC: true,
 		}, CustomerMetadata: map[string]any{metaStatus: []any{"up"}, metaACME: nil}},
 	}
 	for _, vm := range weird {
-		Compute(cfg, nil, Input{VM: vm, Owner: &sdc.User{}})
+		Compute(cfg, nil, Input{VM: vm, Owner: &dc.User{}})
 		Compute(cfg, &World{}, Input{VM: vm, Owner: newUser(ownerID, login("admin"))})
 	}
 	for _, res := range []Result{

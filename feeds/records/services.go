@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // Tag and metadata keys cns reads (reference §1.3, §1.4).
@@ -52,7 +52,7 @@ func lookup(m map[string]any, key string) (any, bool) {
 // tag (or its docker label when the tag is absent) and, for the admin and
 // poseidon accounts, the role tag. invalid reports that a tag was rejected;
 // its services are then left out and p says why.
-func vmServices(vm *sdc.VM, owner *sdc.User, p *problems) (svcs []Service, invalid bool) {
+func vmServices(vm *dc.VM, owner *dc.User, p *problems) (svcs []Service, invalid bool) {
 	key := tagServices
 	v, ok := lookup(vm.Tags, key)
 	if !ok {

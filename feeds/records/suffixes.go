@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // Suffixes returns the DNS suffixes a new VM of owner on the given networks
@@ -13,7 +13,7 @@ import (
 // "svc.<owner>.<zone>" then "inst.<owner>.<zone>", each once. <owner> is
 // the cleaned login with use_login, else the account UUID. A pool stands
 // for a NIC on its first network.
-func Suffixes(cfg *Config, w *World, owner *sdc.User, networks []string) []string {
+func Suffixes(cfg *Config, w *World, owner *dc.User, networks []string) []string {
 	who := owner.UUID
 	if cfg.UseLogin {
 		if l, err := cleanLabel(owner.Login); err == nil {
@@ -23,7 +23,7 @@ func Suffixes(cfg *Config, w *World, owner *sdc.User, networks []string) []strin
 	var out []string
 	for _, n := range networks {
 		n = strings.ToLower(n)
-		nic := sdc.NIC{NetworkUUID: n}
+		nic := dc.NIC{NetworkUUID: n}
 		if w != nil {
 			if members := w.PoolNetworks[n]; len(members) > 0 {
 				nic.NetworkUUID = members[0]

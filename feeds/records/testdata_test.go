@@ -14,7 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/dc.golden from the embedded default data center")
@@ -26,7 +26,7 @@ func TestDefaultDataCenter(t *testing.T) {
 	inv := loadInventory(t, "../../testdata/inventory.json")
 	cfg := loadConfig(t, "../../testdata/cns.json")
 
-	w := &World{Networks: map[string]*sdc.Network{}, Pools: map[string][]string{}}
+	w := &World{Networks: map[string]*dc.Network{}, Pools: map[string][]string{}}
 	for i := range inv.Networks {
 		w.Networks[inv.Networks[i].UUID] = &inv.Networks[i]
 	}
@@ -35,11 +35,11 @@ func TestDefaultDataCenter(t *testing.T) {
 			w.Pools[n] = append(w.Pools[n], p.UUID)
 		}
 	}
-	users := map[string]*sdc.User{}
+	users := map[string]*dc.User{}
 	for i := range inv.Users {
 		users[inv.Users[i].UUID] = &inv.Users[i]
 	}
-	servers := map[string]*sdc.Server{}
+	servers := map[string]*dc.Server{}
 	for i := range inv.Servers {
 		servers[inv.Servers[i].UUID] = &inv.Servers[i]
 	}
@@ -82,7 +82,7 @@ func TestDefaultDataCenter(t *testing.T) {
 
 // cnDown is the reference's CN-down rule (reference §4.4) without the
 // just-booted clause: not running and silent for more than an hour.
-func cnDown(s *sdc.Server, now time.Time) bool {
+func cnDown(s *dc.Server, now time.Time) bool {
 	if s == nil || s.Status == "running" {
 		return false
 	}
@@ -93,7 +93,7 @@ func cnDown(s *sdc.Server, now time.Time) bool {
 	return err != nil || now.Sub(hb) > time.Hour
 }
 
-func writeVM(out *bytes.Buffer, vm *sdc.VM, owner *sdc.User, res Result) {
+func writeVM(out *bytes.Buffer, vm *dc.VM, owner *dc.User, res Result) {
 	fmt.Fprintf(out, "\n; ---- vm %s %q (owner %s, state %s)\n", vm.UUID, vm.AliasString(), owner.Login, vm.State)
 	listed := []string{}
 	if res.ListInstance {
@@ -150,13 +150,13 @@ func orNone[T ~string](xs []T) string {
 	return strings.Join(s, " ")
 }
 
-func loadInventory(t *testing.T, path string) *sdc.Inventory {
+func loadInventory(t *testing.T, path string) *dc.Inventory {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inv sdc.Inventory
+	var inv dc.Inventory
 	if err := json.Unmarshal(b, &inv); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // Changefeed timing defaults. The reconnect backoff is the one of CNS's
@@ -44,7 +46,7 @@ type Change struct {
 	SubResources []string
 	// Object is the item's resourceObject (VMAPI builds since 2020-11),
 	// nil when absent or undecodable: the VM must then be fetched.
-	Object *VM
+	Object *dc.VM
 	// Raw is the resourceObject as sent, to tell duplicates apart.
 	Raw []byte
 }
@@ -221,7 +223,7 @@ func (c *Changefeed) session(ctx context.Context, out chan<- ChangefeedEvent) (b
 			// Node listener) is harmless: it only asks for a fetch.
 			ch := &Change{UUID: f.ChangedResourceID, SubResources: f.ChangeKind.SubResources}
 			if len(f.ResourceObject) > 0 && string(f.ResourceObject) != "null" {
-				if vm, err := DecodeVM(f.ResourceObject); err == nil && strings.EqualFold(vm.UUID, ch.UUID) {
+				if vm, err := dc.DecodeVM(f.ResourceObject); err == nil && strings.EqualFold(vm.UUID, ch.UUID) {
 					ch.Object, ch.Raw = &vm, slices.Clone([]byte(f.ResourceObject))
 				}
 			}

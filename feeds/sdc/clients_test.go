@@ -13,16 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
-	"github.com/tritondatacenter/cns/feeds/sdc/sdctest"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
 // The client tests run every SDC client against the simulator over real
 // sockets on 127.0.0.1, healthy and with faults.
 
-func startSim(t *testing.T, inv *sdc.Inventory, opts sdctest.Options) *sdctest.Sim {
+func startSim(t *testing.T, inv *dc.Inventory, opts sdcsim.Options) *sdcsim.Sim {
 	t.Helper()
-	s, err := sdctest.New(*inv, opts)
+	s, err := sdcsim.New(*inv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func (h hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func uuidsOf(vms []sdc.VM) []string {
+func uuidsOf(vms []dc.VM) []string {
 	out := make([]string, len(vms))
 	for i := range vms {
 		out[i] = vms[i].UUID
@@ -61,7 +62,7 @@ func uuidsOf(vms []sdc.VM) []string {
 	return out
 }
 
-func activeUUIDs(inv sdc.Inventory) []string {
+func activeUUIDs(inv dc.Inventory) []string {
 	var out []string
 	for _, vm := range inv.VMs {
 		if vm.State != "destroyed" && vm.State != "failed" {
@@ -73,8 +74,8 @@ func activeUUIDs(inv sdc.Inventory) []string {
 }
 
 func TestVMAPIListAllMarker(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 1234, Seed: 7})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1234, Seed: 7})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, err := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 100}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestVMAPIListAllMarker(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("marker probe: %v %v", ok, err)
 	}
-	before := s.Requests(sdctest.RouteListVMs)
+	before := s.Requests(sdcsim.RouteListVMs)
 	vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestVMAPIListAllMarker(t *testing.T) {
 		t.Fatalf("listed %d VMs, want %d", len(got), len(want))
 	}
 	// 1234 VMs at 100 a page: 13 pages, the last short; no empty page.
-	if n := s.Requests(sdctest.RouteListVMs) - before; n != 13 {
+	if n := s.Requests(sdcsim.RouteListVMs) - before; n != 13 {
 		t.Errorf("%d requests for 13 pages (plus the probe done earlier)", n)
 	}
 }
@@ -105,8 +106,8 @@ func TestVMAPIListAllMarker(t *testing.T) {
 // A marker VM destroyed between two pages makes VMAPI answer limit+1
 // VMs; the listing must take them all and go on.
 func TestVMAPIListAllLimitPlusOne(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 50, Seed: 3})
-	var s *sdctest.Sim
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 50, Seed: 3})
+	var s *sdcsim.Sim
 	var once sync.Once
 	hc := &http.Client{Transport: hookTransport{after: func(r *http.Request) {
 		if r.URL.Path != "/vms" || r.URL.Query().Get("limit") != "10" || r.URL.Query().Has("marker") {
@@ -121,7 +122,7 @@ func TestVMAPIListAllLimitPlusOne(t *testing.T) {
 			}
 		})
 	}}}
-	s = startSim(t, inv, sdctest.Options{})
+	s = startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 10}, hc, 0)
 	vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 	if err != nil {
@@ -143,9 +144,9 @@ func TestVMAPIListAllLimitPlusOne(t *testing.T) {
 
 // A VMAPI that refuses "marker" (409) is paged by offset.
 func TestVMAPIOffsetFallback(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 120, Seed: 4})
-	s := startSim(t, inv, sdctest.Options{})
-	s.SetFault(sdctest.RouteListVMs, sdctest.Fault{Times: 1, Status: 409})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 120, Seed: 4})
+	s := startSim(t, inv, sdcsim.Options{})
+	s.SetFault(sdcsim.RouteListVMs, sdcsim.Fault{Times: 1, Status: 409})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 50}, nil, 0)
 	vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 	if err != nil {
@@ -161,29 +162,29 @@ func TestVMAPIOffsetFallback(t *testing.T) {
 // Any page failing fails the whole listing: a partial one is never
 // returned.
 func TestVMAPIListingFaults(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 300, Seed: 5})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 5})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 100}, nil, 500*time.Millisecond)
 	if _, err := c.ProbeMarker(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name  string
-		fault sdctest.Fault
+		fault sdcsim.Fault
 		check func(error) bool
 	}{
-		{"503", sdctest.Fault{Times: 1, Status: 503}, func(err error) bool {
+		{"503", sdcsim.Fault{Times: 1, Status: 503}, func(err error) bool {
 			var ae *sdc.APIError
 			return errors.As(err, &ae) && ae.Status == 503 && ae.Code == "MorayBucketsNotSetup"
 		}},
-		{"500", sdctest.Fault{Times: 1, Status: 500}, func(err error) bool {
+		{"500", sdcsim.Fault{Times: 1, Status: 500}, func(err error) bool {
 			var ae *sdc.APIError
 			return errors.As(err, &ae) && ae.Status == 500
 		}},
-		{"malformed", sdctest.Fault{Times: 1, Malformed: true}, func(err error) bool {
+		{"malformed", sdcsim.Fault{Times: 1, Malformed: true}, func(err error) bool {
 			return strings.Contains(err.Error(), "bad answer")
 		}},
-		{"hang", sdctest.Fault{Times: 1, Hang: true}, func(err error) bool {
+		{"hang", sdcsim.Fault{Times: 1, Hang: true}, func(err error) bool {
 			return errors.Is(err, context.DeadlineExceeded)
 		}},
 	} {
@@ -191,14 +192,14 @@ func TestVMAPIListingFaults(t *testing.T) {
 			// Let the first page through, fail the second.
 			var once sync.Once
 			hc := &http.Client{Transport: hookTransport{after: func(*http.Request) {
-				once.Do(func() { s.SetFault(sdctest.RouteListVMs, tc.fault) })
+				once.Do(func() { s.SetFault(sdcsim.RouteListVMs, tc.fault) })
 			}}}
 			c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL(), Limit: 100}, hc, 500*time.Millisecond)
 			vms, err := c.ListAllVMs(ctxT(t), sdc.VMFilter{State: "active"})
 			if err == nil || vms != nil || !tc.check(err) {
 				t.Fatalf("got %d VMs, err %v", len(vms), err)
 			}
-			s.ClearFault(sdctest.RouteListVMs)
+			s.ClearFault(sdcsim.RouteListVMs)
 		})
 	}
 	// An out-of-range limit is VMAPI's 409 with the field named.
@@ -210,8 +211,8 @@ func TestVMAPIListingFaults(t *testing.T) {
 }
 
 func TestVMAPIGetVM(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 5, Seed: 6})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 5, Seed: 6})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewVMAPI(sdc.VMAPIOptions{Address: s.VMAPIURL()}, nil, 0)
 	id := inv.VMs[0].UUID
 	vm, err := c.GetVM(ctxT(t), id)
@@ -225,7 +226,7 @@ func TestVMAPIGetVM(t *testing.T) {
 	if _, err := c.GetVM(ctxT(t), "00000000-0000-4000-8000-000000000000"); !errors.Is(err, sdc.ErrNotFound) {
 		t.Fatalf("unknown VM: %v, want ErrNotFound", err)
 	}
-	s.SetFault(sdctest.RouteGetVM, sdctest.Fault{Times: 1, Status: 503})
+	s.SetFault(sdcsim.RouteGetVM, sdcsim.Fault{Times: 1, Status: 503})
 	if _, err := c.GetVM(ctxT(t), id); err == nil || errors.Is(err, sdc.ErrNotFound) {
 		t.Fatalf("503: %v", err)
 	}
@@ -234,7 +235,7 @@ func TestVMAPIGetVM(t *testing.T) {
 // internal_metadata is not kept, nor the metadata keys CNS's cleanVM
 // drops.
 func TestVMAPIDecodeTrims(t *testing.T) {
-	vm, err := sdc.DecodeVM([]byte(`{"uuid":"b6c1f3a2-4c1e-4f6e-9a53-3c8a3bd0e1f7","state":"running","internal_metadata":{"docker:cmd":"x"},
+	vm, err := dc.DecodeVM([]byte(`{"uuid":"b6c1f3a2-4c1e-4f6e-9a53-3c8a3bd0e1f7","state":"running","internal_metadata":{"docker:cmd":"x"},
 		"customer_metadata":{"user-script":"#!/bin/sh","root_authorized_keys":"ssh-rsa","triton.cns.status":"up"},"tags":{}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -242,18 +243,18 @@ func TestVMAPIDecodeTrims(t *testing.T) {
 	if vm.InternalMetadata != nil || len(vm.CustomerMetadata) != 1 {
 		t.Fatalf("kept %v %v", vm.InternalMetadata, vm.CustomerMetadata)
 	}
-	if _, err := sdc.DecodeVM([]byte(`{"uuid":"nope"}`)); err == nil {
+	if _, err := dc.DecodeVM([]byte(`{"uuid":"nope"}`)); err == nil {
 		t.Fatal("a VM without a UUID decoded")
 	}
 }
 
 func TestCNAPIListServers(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 8})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 8})
+	s := startSim(t, inv, sdcsim.Options{})
 	// More than one page of set-up servers, and one not set up.
 	for i := range 1500 {
 		hb := "2026-01-01T00:00:00.000Z"
-		s.PutServer(sdc.Server{UUID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Hostname: fmt.Sprintf("x%d", i),
+		s.PutServer(dc.Server{UUID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Hostname: fmt.Sprintf("x%d", i),
 			Setup: i != 7, Status: "running", LastHeartbeat: &hb, LastBoot: "2025-01-01T00:00:00.000Z",
 			Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_1"}})
 	}
@@ -273,17 +274,17 @@ func TestCNAPIListServers(t *testing.T) {
 	if got := servers[0].AdminNICTag(); got != "admin_rack_1" {
 		t.Errorf("admin tag %q", got)
 	}
-	s.SetFault(sdctest.RouteListServers, sdctest.Fault{Times: 1, Status: 500})
+	s.SetFault(sdcsim.RouteListServers, sdcsim.Fault{Times: 1, Status: 500})
 	if _, err := c.ListServers(ctxT(t)); err == nil {
 		t.Fatal("500 not an error")
 	}
 }
 
 func TestNAPIListings(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 9})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 9})
+	s := startSim(t, inv, sdcsim.Options{})
 	for i := range 1100 {
-		s.PutNetwork(sdc.Network{UUID: fmt.Sprintf("%08x-1111-4000-8000-000000000000", i), Name: fmt.Sprintf("n%d", i),
+		s.PutNetwork(dc.Network{UUID: fmt.Sprintf("%08x-1111-4000-8000-000000000000", i), Name: fmt.Sprintf("n%d", i),
 			Subnet: "10.1.0.0/16", NICTag: "external"})
 	}
 	c, _ := sdc.NewNAPI(sdc.APIOptions{Address: s.NAPIURL()}, nil, 0)
@@ -292,10 +293,10 @@ func TestNAPIListings(t *testing.T) {
 		t.Fatalf("networks: %d %v", len(nets), err)
 	}
 	pools, err := c.ListNetworkPools(ctxT(t))
-	if err != nil || len(pools) != 1 || pools[0].UUID != sdctest.ExternalPool || len(pools[0].Networks) != 1 {
+	if err != nil || len(pools) != 1 || pools[0].UUID != sdcsim.ExternalPool || len(pools[0].Networks) != 1 {
 		t.Fatalf("pools: %+v %v", pools, err)
 	}
-	if n, err := c.GetNetwork(ctxT(t), sdctest.AdminNetwork); err != nil || n.NICTag != "admin" {
+	if n, err := c.GetNetwork(ctxT(t), sdcsim.AdminNetwork); err != nil || n.NICTag != "admin" {
 		t.Fatalf("get network: %+v %v", n, err)
 	}
 	if _, err := c.GetNetwork(ctxT(t), "00000000-2222-4000-8000-000000000000"); !errors.Is(err, sdc.ErrNotFound) {
@@ -304,8 +305,8 @@ func TestNAPIListings(t *testing.T) {
 }
 
 func TestUFDSClient(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 10})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 10})
+	s := startSim(t, inv, sdcsim.Options{})
 	alice := inv.Users[0]
 
 	for _, tc := range []struct {
@@ -356,7 +357,7 @@ func TestUFDSClient(t *testing.T) {
 	if _, err := c.GetUser(ctxT(t), "*)(uuid=*"); !errors.Is(err, sdc.ErrNotFound) {
 		t.Fatalf("escaped filter: %v", err)
 	}
-	s.AddUser(sdc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000001", Login: alice.Login})
+	s.AddUser(dc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000001", Login: alice.Login})
 	if _, err := c.GetUser(ctxT(t), alice.Login); !errors.Is(err, sdc.ErrAmbiguousUser) {
 		t.Fatalf("two accounts, one login: %v", err)
 	}
@@ -380,7 +381,7 @@ func TestUFDSClient(t *testing.T) {
 }
 
 func otherCA(t *testing.T) string {
-	other, err := sdctest.New(sdc.Inventory{}, sdctest.Options{})
+	other, err := sdcsim.New(dc.Inventory{}, sdcsim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,8 +393,8 @@ func otherCA(t *testing.T) string {
 }
 
 func TestUFDSChangelog(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 10, Seed: 11})
-	s := startSim(t, inv, sdctest.Options{})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10, Seed: 11})
+	s := startSim(t, inv, sdcsim.Options{})
 	c, _ := sdc.NewUFDS(sdc.UFDSOptions{Address: s.LDAPSURL(), BindDN: s.RootDN(), BindPassword: s.RootPassword()}, 2*time.Second)
 	defer c.Close()
 	u := inv.Users[0]
@@ -407,9 +408,9 @@ func TestUFDSChangelog(t *testing.T) {
 	}
 	s.SetUserFlag(u.UUID, "approved_for_provisioning", "")        // delete
 	s.SetUserAttrs(u.UUID, map[string]string{"login": "renamed"}) // rename
-	s.AppendChangelog(sdctest.ChangelogEntry{TargetDN: "uuid=" + "0f0f0f0f-0000-4000-8000-000000000002, uuid=" + u.UUID + ", ou=users, o=smartdc",
+	s.AppendChangelog(sdcsim.ChangelogEntry{TargetDN: "uuid=" + "0f0f0f0f-0000-4000-8000-000000000002, uuid=" + u.UUID + ", ou=users, o=smartdc",
 		ChangeType: "modify", Changes: `[{"operation":"replace","modification":{"type":"triton_cns_enabled","vals":["true"]}}]`})
-	s.AddUser(sdc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000003", Login: "newbie", TritonCNSEnabled: "true"})
+	s.AddUser(dc.User{UUID: "0f0f0f0f-0000-4000-8000-000000000003", Login: "newbie", TritonCNSEnabled: "true"})
 	latest, _ := c.LatestChangeNumber(ctxT(t))
 	if latest != 1000003 {
 		t.Fatalf("latest %d", latest)
@@ -462,8 +463,8 @@ func TestUFDSChangelog(t *testing.T) {
 // resourceObject, before the bootstrap too), and reconnects with a new
 // bootstrap after every kind of disconnection.
 func TestChangefeedListener(t *testing.T) {
-	inv := sdctest.Generate(sdctest.GenerateOptions{VMs: 5, Seed: 12})
-	s := startSim(t, inv, sdctest.Options{ResourceObject: true})
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 5, Seed: 12})
+	s := startSim(t, inv, sdcsim.Options{ResourceObject: true})
 	cf, err := sdc.NewChangefeed(sdc.VMAPIOptions{Address: s.VMAPIURL()},
 		sdc.ChangefeedOptions{Instance: "0f0f0f0f-0000-4000-8000-00000000cafe"}, nil, time.Second)
 	if err != nil {
@@ -503,11 +504,11 @@ func TestChangefeedListener(t *testing.T) {
 		t.Fatalf("change %+v", ev.Change)
 	}
 
-	for _, how := range []sdctest.DropMode{sdctest.DropClose, sdctest.DropReset, sdctest.DropHalfOpen} {
+	for _, how := range []sdcsim.DropMode{sdcsim.DropClose, sdcsim.DropReset, sdcsim.DropHalfOpen} {
 		s.DropFeeds(how)
 		ev := next(fmt.Sprintf("error after drop %d", how), isErr)
 		// A half-open connection is noticed only by its missing pongs.
-		if how == sdctest.DropHalfOpen && !strings.Contains(ev.Err.Error(), "no pong") {
+		if how == sdcsim.DropHalfOpen && !strings.Contains(ev.Err.Error(), "no pong") {
 			t.Fatalf("half-open connection ended by %v, want the pong deadline", ev.Err)
 		}
 		next(fmt.Sprintf("bootstrap after drop %d", how), isBoot)
@@ -519,13 +520,13 @@ func TestChangefeedListener(t *testing.T) {
 	}
 	next("bootstrap after a malformed frame", isBoot)
 
-	s.SetFeedFaults(sdctest.FeedFaults{RefuseUpgrade: 503})
-	s.DropFeeds(sdctest.DropReset)
+	s.SetFeedFaults(sdcsim.FeedFaults{RefuseUpgrade: 503})
+	s.DropFeeds(sdcsim.DropReset)
 	next("error", isErr)
 	if ev := next("refused upgrade", isErr); !strings.Contains(ev.Err.Error(), "503") {
 		t.Fatalf("refused upgrade: %v", ev.Err)
 	}
-	s.SetFeedFaults(sdctest.FeedFaults{ChangeBeforeBootstrap: true, DoubleBootstrap: true})
+	s.SetFeedFaults(sdcsim.FeedFaults{ChangeBeforeBootstrap: true, DoubleBootstrap: true})
 	next("change before the bootstrap", func(ev sdc.ChangefeedEvent) bool { return ev.Change != nil })
 	next("bootstrap", isBoot)
 	next("second bootstrap", isBoot)

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // listPageSize is the page size of CNAPI and NAPI listings, their
@@ -29,14 +31,14 @@ func NewCNAPI(opts APIOptions, hc *http.Client, timeout time.Duration) (*CNAPI, 
 
 // ListServers lists every set-up server with its status, heartbeat and
 // sysinfo, as CNS asks (setup=true&extras=status,sysinfo), page by page.
-func (c *CNAPI) ListServers(ctx context.Context) ([]Server, error) {
-	return listAll(ctx, func(offset int) ([]Server, error) {
+func (c *CNAPI) ListServers(ctx context.Context) ([]dc.Server, error) {
+	return listAll(ctx, func(offset int) ([]dc.Server, error) {
 		q := url.Values{"setup": {"true"}, "extras": {"status,sysinfo"},
 			"limit": {strconv.Itoa(listPageSize)}, "offset": {strconv.Itoa(offset)}}
-		var page []Server
+		var page []dc.Server
 		_, err := c.rest.get(ctx, "/servers", q, &page)
 		return page, err
-	}, func(s Server) string { return s.UUID })
+	}, func(s dc.Server) string { return s.UUID })
 }
 
 // listAll gathers limit/offset pages until a short one, dropping rows a

@@ -2,13 +2,16 @@ package sdc
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
-func vmAt(uuid, alias, modified string) VM {
-	return VM{UUID: uuid, Alias: &alias, LastModified: modified, State: "running"}
+func vmAt(uuid, alias, modified string) dc.VM {
+	return dc.VM{UUID: uuid, Alias: &alias, LastModified: modified, State: "running"}
 }
 
 // A listing's page fetched before a change must not undo it; a page
@@ -21,7 +24,7 @@ func TestMergeRecent(t *testing.T) {
 		d = "00000000-0000-4000-8000-00000000000d"
 		e = "00000000-0000-4000-8000-00000000000e"
 	)
-	listing := []VM{
+	listing := []dc.VM{
 		vmAt(a, "a-listed", "2026-01-01T00:00:01.000Z"),
 		vmAt(b, "b-listed", "2026-01-01T00:00:09.000Z"),
 		vmAt(c, "c-listed", "2026-01-01T00:00:01.000Z"),
@@ -29,7 +32,7 @@ func TestMergeRecent(t *testing.T) {
 	}
 	ra, rb, rd := vmAt(a, "a-changed", "2026-01-01T00:00:05.000Z"), vmAt(b, "b-changed", "2026-01-01T00:00:05.000Z"),
 		vmAt(d, "d-created", "2026-01-01T00:00:05.000Z")
-	got := mergeRecent(listing, map[string]*VM{a: &ra, b: &rb, d: &rd, e: nil})
+	got := mergeRecent(listing, map[string]*dc.VM{a: &ra, b: &rb, d: &rd, e: nil})
 	want := map[string]string{a: "a-changed", b: "b-listed", c: "c-listed", d: "d-created"}
 	if len(got) != len(want) {
 		t.Fatalf("%d VMs, want %d", len(got), len(want))
@@ -88,26 +91,27 @@ func must[T any](v T, err error) T {
 // Changes to one VM coalesce into one pending fetch that keeps the
 // newest object.
 func TestEnqueueCoalesces(t *testing.T) {
-	f := &Feed{pending: map[string]*pendingVM{}, inflight: map[string]bool{}, wake: make(chan struct{}, 1)}
+	f := &Feed{queue: newVMQueue(time.Second, time.Second)}
+	q := f.queue
 	const id = "00000000-0000-4000-8000-000000000001"
 	newerVM, olderVM := vmAt(id, "new", "2026-01-01T00:00:06.000Z"), vmAt(id, "old", "2026-01-01T00:00:05.000Z")
 	f.enqueue(&Change{UUID: id, Object: &newerVM, Raw: []byte("n")})
 	f.enqueue(&Change{UUID: id, Object: &olderVM, Raw: []byte("o")})
 	f.enqueue(&Change{UUID: id})
-	if len(f.ready) != 1 || len(f.pending) != 1 || f.pending[id].change.Object.AliasString() != "new" {
-		t.Fatalf("ready %v, pending %+v", f.ready, f.pending[id])
+	if len(q.ready) != 1 || len(q.pending) != 1 || q.pending[id].change.Object.AliasString() != "new" {
+		t.Fatalf("ready %v, pending %+v", q.ready, q.pending[id])
 	}
-	got, p, ok := f.take()
+	got, p, ok := q.take()
 	if !ok || got != id || p.change == nil {
 		t.Fatal("take")
 	}
 	// A change while in flight waits for the fetch to finish.
 	f.enqueue(&Change{UUID: id})
-	if len(f.ready) != 0 {
+	if len(q.ready) != 0 {
 		t.Fatal("queued while in flight")
 	}
-	f.finish(id, p, nil)
-	if len(f.ready) != 1 {
+	q.finish(id, p, nil)
+	if len(q.ready) != 1 {
 		t.Fatal("not queued after the fetch")
 	}
 }
@@ -194,7 +198,7 @@ func TestParseEndpoints(t *testing.T) {
 }
 
 func TestCNVMs(t *testing.T) {
-	servers := []Server{{UUID: "44454C4C-4800-1034-804A-B2C04F354D31", Hostname: "cn07", Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_7"}},
+	servers := []dc.Server{{UUID: "44454C4C-4800-1034-804A-B2C04F354D31", Hostname: "cn07", Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_7"}},
 		{UUID: "not-a-uuid"}}
 	if vms := CNVMs(servers, ""); vms != nil {
 		t.Fatal("fake VMs without an admin account")
@@ -219,5 +223,52 @@ func TestChangedAttrs(t *testing.T) {
 		if got := changedAttrs(in); !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", in, got, want)
 		}
+	}
+}
+
+// A failed fetch waits out a backoff and is then queued again; stop ends
+// every such wait at once (the VM is queued for the next start) and
+// leaves no timer of the queue behind the feed's Run.
+func TestQueueRetryAndStop(t *testing.T) {
+	const id = "00000000-0000-4000-8000-000000000001"
+	fail := func(q *vmQueue) {
+		t.Helper()
+		q.add(id, &Change{UUID: id})
+		got, p, ok := q.take()
+		if !ok || got != id {
+			t.Fatal("take")
+		}
+		select {
+		case <-q.wake: // the add's signal, taken
+		default:
+		}
+		q.finish(id, p, errors.New("VMAPI down"))
+		if _, _, ok := q.take(); ok {
+			t.Fatal("a failed VM was queued again before its backoff")
+		}
+	}
+
+	q := newVMQueue(time.Millisecond, time.Millisecond)
+	fail(q)
+	select {
+	case <-q.wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retry never came")
+	}
+	if got, p, ok := q.take(); !ok || got != id || p.attempts != 1 {
+		t.Fatalf("after the backoff: %q %+v %v", got, p, ok)
+	}
+
+	q = newVMQueue(time.Hour, time.Hour)
+	fail(q)
+	if len(q.retries) != 1 {
+		t.Fatalf("%d retry timers", len(q.retries))
+	}
+	q.stop()
+	if len(q.retries) != 0 {
+		t.Fatalf("%d retry timers after stop", len(q.retries))
+	}
+	if got, p, ok := q.take(); !ok || got != id || p.retrying {
+		t.Fatalf("after stop: %q %+v %v", got, p, ok)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // NAPI is a client of NAPI's network and pool listings (sdc-apis §4).
@@ -24,26 +26,26 @@ func NewNAPI(opts APIOptions, hc *http.Client, timeout time.Duration) (*NAPI, er
 }
 
 // ListNetworks lists every network, page by page.
-func (c *NAPI) ListNetworks(ctx context.Context) ([]Network, error) {
-	return listAll(ctx, func(offset int) ([]Network, error) {
-		var page []Network
+func (c *NAPI) ListNetworks(ctx context.Context) ([]dc.Network, error) {
+	return listAll(ctx, func(offset int) ([]dc.Network, error) {
+		var page []dc.Network
 		_, err := c.rest.get(ctx, "/networks", pageQuery(offset), &page)
 		return page, err
-	}, func(n Network) string { return strings.ToLower(n.UUID) })
+	}, func(n dc.Network) string { return strings.ToLower(n.UUID) })
 }
 
 // ListNetworkPools lists every network pool, page by page.
-func (c *NAPI) ListNetworkPools(ctx context.Context) ([]NetworkPool, error) {
-	return listAll(ctx, func(offset int) ([]NetworkPool, error) {
-		var page []NetworkPool
+func (c *NAPI) ListNetworkPools(ctx context.Context) ([]dc.NetworkPool, error) {
+	return listAll(ctx, func(offset int) ([]dc.NetworkPool, error) {
+		var page []dc.NetworkPool
 		_, err := c.rest.get(ctx, "/network_pools", pageQuery(offset), &page)
 		return page, err
-	}, func(p NetworkPool) string { return strings.ToLower(p.UUID) })
+	}, func(p dc.NetworkPool) string { return strings.ToLower(p.UUID) })
 }
 
 // GetNetwork fetches one network; an unknown one matches ErrNotFound.
-func (c *NAPI) GetNetwork(ctx context.Context, uuid string) (*Network, error) {
-	var n Network
+func (c *NAPI) GetNetwork(ctx context.Context, uuid string) (*dc.Network, error) {
+	var n dc.Network
 	if _, err := c.rest.get(ctx, "/networks/"+url.PathEscape(uuid), nil, &n); err != nil {
 		return nil, err
 	}

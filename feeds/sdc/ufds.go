@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-ldap/ldap/v3"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // UFDS directory names (sdc-apis §5.2).
@@ -156,7 +158,7 @@ func (u *UFDS) drop(c *ldap.Conn) {
 // GetUser looks an account up by uuid or login, as CNS does: base
 // "ou=users, o=smartdc", scope one, (|(uuid=X)(login=X)). No match is
 // ErrNotFound; several are ErrAmbiguousUser.
-func (u *UFDS) GetUser(ctx context.Context, uuidOrLogin string) (*User, error) {
+func (u *UFDS) GetUser(ctx context.Context, uuidOrLogin string) (*dc.User, error) {
 	x := ldap.EscapeFilter(uuidOrLogin)
 	res, err := u.search(ctx, ldap.NewSearchRequest(usersBase, ldap.ScopeSingleLevel, ldap.NeverDerefAliases,
 		0, int(u.timeout/time.Second), false, "(|(uuid="+x+")(login="+x+"))", nil, nil))
@@ -171,13 +173,13 @@ func (u *UFDS) GetUser(ctx context.Context, uuidOrLogin string) (*User, error) {
 		return nil, fmt.Errorf("%w: %q (%d entries)", ErrAmbiguousUser, uuidOrLogin, len(res.Entries))
 	}
 	e := res.Entries[0]
-	usr := &User{
+	usr := &dc.User{
 		UUID:                    e.GetEqualFoldAttributeValue("uuid"),
 		Login:                   e.GetEqualFoldAttributeValue("login"),
 		TritonCNSEnabled:        e.GetEqualFoldAttributeValue("triton_cns_enabled"),
 		ApprovedForProvisioning: e.GetEqualFoldAttributeValue("approved_for_provisioning"),
 	}
-	if !IsUUID(usr.UUID) || usr.Login == "" {
+	if !dc.IsUUID(usr.UUID) || usr.Login == "" {
 		return nil, fmt.Errorf("ufds: account %q: entry %s has no usable uuid or login", uuidOrLogin, e.DN)
 	}
 	usr.UUID = strings.ToLower(usr.UUID)
@@ -232,7 +234,7 @@ func (e *ChangelogEntry) AccountUUID() (string, bool) {
 		}
 	}
 	id := strings.ToLower(dn.RDNs[0].Attributes[0].Value)
-	return id, IsUUID(id)
+	return id, dc.IsUUID(id)
 }
 
 // Touches reports whether the change touched any of attrs (lower case).

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // VMAPI is a client of VMAPI's ListVms and GetVm (sdc-apis §1).
@@ -65,7 +67,7 @@ func (f VMFilter) values() url.Values {
 
 // Page is one ListVms answer.
 type Page struct {
-	VMs []VM
+	VMs []dc.VM
 	// Total is x-joyent-resource-count, the number of matches ignoring
 	// paging, or -1 when VMAPI did not send it.
 	Total int
@@ -86,13 +88,13 @@ func (c *VMAPI) ListVMs(ctx context.Context, f VMFilter, limit int, marker strin
 	}
 	var page Page
 	h, err := c.rest.do(ctx, "/vms", q, func(body io.Reader) error {
-		var wire []wireVM
+		var wire []dc.WireVM
 		if err := json.NewDecoder(body).Decode(&wire); err != nil {
 			return err
 		}
-		page.VMs = make([]VM, 0, len(wire))
+		page.VMs = make([]dc.VM, 0, len(wire))
 		for i := range wire {
-			vm, err := wire[i].vm()
+			vm, err := wire[i].Checked()
 			if err != nil {
 				return fmt.Errorf("vms[%d]: %w", i, err)
 			}
@@ -143,7 +145,7 @@ var ErrIncompleteListing = errors.New("vmapi: listing incomplete")
 // does a listing that ends far short of the count VMAPI reported (pages
 // that silently come back empty), or, with offset paging, a count that
 // moved during the listing (rows shift, so some may have been skipped).
-func (c *VMAPI) ListAllVMs(ctx context.Context, f VMFilter) ([]VM, error) {
+func (c *VMAPI) ListAllVMs(ctx context.Context, f VMFilter) ([]dc.VM, error) {
 	c.mu.Lock()
 	mode := c.paging
 	c.mu.Unlock()
@@ -162,7 +164,7 @@ func (c *VMAPI) ListAllVMs(ctx context.Context, f VMFilter) ([]VM, error) {
 	}
 	var err error
 	for range 3 {
-		var vms []VM
+		var vms []dc.VM
 		if vms, err = c.listByOffset(ctx, f); err == nil {
 			return vms, nil
 		}
@@ -173,8 +175,8 @@ func (c *VMAPI) ListAllVMs(ctx context.Context, f VMFilter) ([]VM, error) {
 	return nil, err
 }
 
-func (c *VMAPI) listByMarker(ctx context.Context, f VMFilter) ([]VM, error) {
-	var out []VM
+func (c *VMAPI) listByMarker(ctx context.Context, f VMFilter) ([]dc.VM, error) {
+	var out []dc.VM
 	marker := ""
 	total := -1
 	for {
@@ -203,8 +205,8 @@ func (c *VMAPI) listByMarker(ctx context.Context, f VMFilter) ([]VM, error) {
 	return out, nil
 }
 
-func (c *VMAPI) listByOffset(ctx context.Context, f VMFilter) ([]VM, error) {
-	var out []VM
+func (c *VMAPI) listByOffset(ctx context.Context, f VMFilter) ([]dc.VM, error) {
+	var out []dc.VM
 	seen := map[string]bool{}
 	first := -2
 	total := -1
@@ -252,12 +254,12 @@ func checkCount(got, total int) error {
 
 // GetVM fetches one VM, destroyed ones included. An unknown VM is an
 // error matching ErrNotFound.
-func (c *VMAPI) GetVM(ctx context.Context, uuid string) (*VM, error) {
-	var w wireVM
+func (c *VMAPI) GetVM(ctx context.Context, uuid string) (*dc.VM, error) {
+	var w dc.WireVM
 	if _, err := c.rest.get(ctx, "/vms/"+url.PathEscape(uuid), nil, &w); err != nil {
 		return nil, err
 	}
-	vm, err := w.vm()
+	vm, err := w.Checked()
 	if err != nil {
 		return nil, fmt.Errorf("vmapi GET /vms/%s: %w", uuid, err)
 	}
@@ -266,37 +268,3 @@ func (c *VMAPI) GetVM(ctx context.Context, uuid string) (*VM, error) {
 	}
 	return &vm, nil
 }
-
-// DecodeVM decodes a VM object (a changefeed resourceObject, say) the way
-// the listing does.
-func DecodeVM(b []byte) (VM, error) {
-	var w wireVM
-	if err := json.Unmarshal(b, &w); err != nil {
-		return VM{}, err
-	}
-	return w.vm()
-}
-
-// wireVM decodes a VMAPI VM without internal_metadata, which cns does not
-// read and which holds the bulk of a docker VM (its shadowing field wins
-// over the embedded one).
-type wireVM struct {
-	VM
-	InternalMetadata skipJSON `json:"internal_metadata"`
-}
-
-// vm checks what every consumer relies on and drops what the reference's
-// cleanVM drops from customer_metadata.
-func (w *wireVM) vm() (VM, error) {
-	vm := w.VM
-	if !IsUUID(vm.UUID) {
-		return VM{}, fmt.Errorf("VM uuid %q is not a UUID", vm.UUID)
-	}
-	delete(vm.CustomerMetadata, "user-script")
-	delete(vm.CustomerMetadata, "root_authorized_keys")
-	return vm, nil
-}
-
-type skipJSON struct{}
-
-func (*skipJSON) UnmarshalJSON([]byte) error { return nil }

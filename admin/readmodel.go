@@ -1,0 +1,368 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
+)
+
+// The read model: zones, peers with their drift, propagation, services
+// and VMs as an operator sees them. This file is the one place where the
+// store's, the updater's and the hysteresis' types become the API's (the
+// DNS server's become them in package main, admin_source.go). It is
+// computed here once and read from two
+// sources: a running cns through its API (APIModel, whose server computes
+// it with the functions below) and a db file, read-only (DBModel). The
+// terminal UI and `cns db` print from it.
+
+// ReadModel is where an operator's view reads from.
+type ReadModel interface {
+	// Describe names the source for a status line.
+	Describe() string
+	// Live reports whether the data changes on its own (a running
+	// server), so a view refreshes it.
+	Live() bool
+	Zones(ctx context.Context) ([]Zone, error)
+	History(ctx context.Context, zone string, limit int) ([]Change, error)
+	Peers(ctx context.Context) ([]Peer, error)
+	Services(ctx context.Context) ([]Service, error)
+	SearchVMs(ctx context.Context, query string, limit int) (*VMSearch, error)
+	VM(ctx context.Context, uuid string) (*VM, error)
+	Feeds(ctx context.Context) (*Feeds, error)
+}
+
+// peerView completes a peer as the DNS server tracks it (DNS.Peers, or
+// a peer stored in the db) for the API: the default version, the derived
+// flags, the counters the API shows, and per zone the serial served
+// (zoneSerial; 0 for a zone not served) and the drift against it.
+func peerView(store *db.DB, p Peer, zoneSerial func(zone string) uint32, now time.Time) Peer {
+	out := Peer{Address: p.Address, Serials: map[string]uint32{}, Version: cmp.Or(p.Version, "unknown"),
+		NotifyFailures: p.NotifyFailures, UsingNotify: p.NotifyFailures < 5, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"],
+		Counters: map[string]uint64{}, Zones: map[string]PeerZone{}}
+	for _, c := range []string{"soa", "axfr", "ixfr", "goodxfer"} {
+		out.Counters[c] = p.Counters[c]
+	}
+	for z, pz := range p.Zones {
+		out.Serials[z] = pz.Serial
+		pz.ZoneSerial = zoneSerial(z)
+		pz.DriftSerials, pz.DriftSeconds = drift(store, z, pz.Serial, pz.ZoneSerial, now)
+		out.Zones[z] = pz
+	}
+	return out
+}
+
+// drift says how far behind a peer at serial `have` is: in commits, and
+// in seconds since the first change it lacks (-1 when the journal no
+// longer tells).
+func drift(store *db.DB, zone string, have, cur uint32, now time.Time) (int64, float64) {
+	if have == cur || cur == 0 {
+		return 0, 0
+	}
+	entries, ok, err := store.Journal(zone, have)
+	if err != nil || !ok || len(entries) == 0 {
+		return int64(int32(cur - have)), -1
+	}
+	return int64(len(entries)), now.Sub(entries[0].Time).Seconds()
+}
+
+// zoneView is a stored zone, without the peers and propagation only a
+// running server knows.
+func zoneView(zi db.ZoneInfo) Zone {
+	return Zone{Name: zi.Name, Serial: zi.Serial, Reverse: zi.Reverse, Names: zi.Names, Records: zi.Records,
+		LastChange: zi.LastChange, Journal: Journal{From: zi.JournalFrom, Entries: zi.JournalEntries, Bytes: zi.JournalBytes},
+		Peers: []ZonePeer{}}
+}
+
+// serviceView converts the hysteresis view of a service: the one place
+// feeds/hysteresis's types become the API's.
+func serviceView(v hysteresis.View) Service {
+	out := Service{Owner: v.Owner, Service: v.Service, Listed: v.Listed, N: v.N, Budget: v.Budget, BudgetLeft: v.BudgetLeft,
+		WindowFreesAt: v.WindowFreesAt, NextCheck: v.NextCheck,
+		Members: convertSlice(v.Members, func(m hysteresis.MemberView) ServiceMember {
+			return ServiceMember{VM: m.VM, Status: string(m.Status), DownSince: m.DownSince, MayLeaveAt: m.MayLeaveAt, LeftAt: m.LeftAt}
+		}),
+		Departures: convertSlice(v.Departures, func(d hysteresis.Departure) Departure { return Departure{VM: d.VM, At: d.At} }),
+		History: convertSlice(v.History, func(d hysteresis.Decision) Decision {
+			return Decision{Time: d.Time, VM: d.VM, Action: string(d.Action), Reason: d.Reason}
+		}),
+	}
+	return out
+}
+
+// feedsView is the updater's feeds' health and its last commit.
+func feedsView(u *feeds.Updater) Feeds {
+	out := Feeds{Feeds: []FeedStatus{}, Pending: u.Pending()}
+	for _, f := range u.Feeds() {
+		out.Feeds = append(out.Feeds, FeedStatus{Name: f.Name, Healthy: f.Healthy, Since: f.Since, Reason: f.Reason, LastOK: f.LastOK})
+	}
+	if lc := u.LastCommit(); !lc.Time.IsZero() {
+		out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000, Error: lc.Err}
+	}
+	return out
+}
+
+// VMJSON renders a stored VM.
+func VMJSON(vm db.VM) VM {
+	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
+	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
+		out.LastVisit = m.Updated.UnixMilli()
+		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
+		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
+		out.Reasons = append(out.Reasons, m.Reasons...)
+		out.Services, out.Problems = m.Services, m.Problems
+	}
+	for _, rec := range vm.Records {
+		for _, rr := range rec.RRs {
+			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
+			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID {
+				name := strings.TrimSuffix(rec.Owner, ".")
+				if !slices.Contains(out.Names, name) {
+					out.Names = append(out.Names, name)
+				}
+			}
+		}
+	}
+	slices.Sort(out.Names)
+	return out
+}
+
+func vmSummary(uuid string, m *feeds.VMMeta) VMSummary {
+	return VMSummary{UUID: uuid, Alias: m.Alias, Owner: m.Owner, Login: m.Login, State: m.State,
+		ListInstance: m.ListInstance, ListServices: m.ListServices, Reasons: append([]string{}, m.Reasons...)}
+}
+
+// ChangeJSON renders a journal entry.
+func ChangeJSON(e db.JournalEntry) Change {
+	c := Change{From: e.From, To: e.To, Time: e.Time, Cause: e.Cause, Deleted: []string{}, Added: []string{}}
+	for _, list := range []struct {
+		in  []db.JournalRR
+		out *[]string
+	}{{e.Deleted, &c.Deleted}, {e.Added, &c.Added}} {
+		for _, jr := range list.in {
+			rr, err := db.DecodeRR(jr.Owner, jr.RR)
+			if err != nil {
+				*list.out = append(*list.out, "; "+err.Error())
+				continue
+			}
+			*list.out = append(*list.out, strings.ReplaceAll(rr.String(), "\t", " "))
+		}
+	}
+	return c
+}
+
+// convertSlice maps in with f, keeping nil nil (JSON null) and empty
+// empty ([]).
+func convertSlice[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return nil
+	}
+	out := make([]U, 0, len(in))
+	for _, x := range in {
+		out = append(out, f(x))
+	}
+	return out
+}
+
+// HasPending reports whether a member of the service waits to leave.
+func (v *Service) HasPending() bool {
+	for _, m := range v.Members {
+		if m.Status == MemberPending {
+			return true
+		}
+	}
+	return false
+}
+
+// APIModel reads a running cns through its API.
+type APIModel struct {
+	Client *Client
+}
+
+func (s APIModel) Describe() string { return "api " + s.Client.Base }
+func (s APIModel) Live() bool       { return true }
+
+// Zones lists the zones with their detail (one request per zone).
+func (s APIModel) Zones(ctx context.Context) ([]Zone, error) {
+	list, err := s.Client.Zones(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Zone, 0, len(list))
+	for _, z := range list {
+		zd, err := s.Client.Zone(ctx, z.Name)
+		if IsNotFound(err) {
+			continue // served but not (yet) stored: skip until it is
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *zd)
+	}
+	return out, nil
+}
+
+func (s APIModel) History(ctx context.Context, zone string, limit int) ([]Change, error) {
+	return s.Client.History(ctx, zone, 0, limit)
+}
+
+// Peers are the peers of GET /status, with their per-zone detail.
+func (s APIModel) Peers(ctx context.Context) ([]Peer, error) {
+	st, err := s.Client.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Peers, nil
+}
+
+func (s APIModel) Services(ctx context.Context) ([]Service, error) {
+	return s.Client.Services(ctx, false)
+}
+
+func (s APIModel) SearchVMs(ctx context.Context, q string, limit int) (*VMSearch, error) {
+	return s.Client.SearchVMs(ctx, q, limit)
+}
+
+func (s APIModel) VM(ctx context.Context, uuid string) (*VM, error) {
+	return s.Client.VM(ctx, uuid)
+}
+
+func (s APIModel) Feeds(ctx context.Context) (*Feeds, error) {
+	return s.Client.Feeds(ctx)
+}
+
+// DBModel reads a db file, read-only: what a stopped (or another) server
+// stored. Feed health lives only in a running server; services are
+// viewed under the default hysteresis policy; a zone's expected peers are
+// in the configuration, not the file.
+type DBModel struct {
+	Store *db.DB
+	// DecodePeer decodes a peer as the DNS server stored it (package main
+	// gives it: the stored form is serve's).
+	DecodePeer func([]byte) (Peer, error)
+	// Now is the clock for drift and the services' view (time.Now when
+	// nil).
+	Now func() time.Time
+}
+
+// OpenDB opens path read-only.
+func OpenDB(path string, decodePeer func([]byte) (Peer, error)) (*DBModel, error) {
+	store, err := db.Open(path, db.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return &DBModel{Store: store, DecodePeer: decodePeer}, nil
+}
+
+// Close closes the file.
+func (s *DBModel) Close() error { return s.Store.Close() }
+
+func (s *DBModel) Describe() string { return "db " + s.Store.Path() + " (read-only)" }
+func (s *DBModel) Live() bool       { return false }
+
+func (s *DBModel) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *DBModel) Zones(ctx context.Context) ([]Zone, error) {
+	zones, err := s.Store.Zones()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Zone, 0, len(zones))
+	for _, z := range zones {
+		out = append(out, zoneView(z))
+	}
+	return out, nil
+}
+
+func (s *DBModel) History(ctx context.Context, zone string, limit int) ([]Change, error) {
+	entries, err := s.Store.History(zone, 0, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Change, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, ChangeJSON(e))
+	}
+	return out, nil
+}
+
+// Peers are the stored peers, by address, with each zone's drift against
+// the stored serial.
+func (s *DBModel) Peers(ctx context.Context) ([]Peer, error) {
+	raw, err := s.Store.Peers()
+	if err != nil {
+		return nil, err
+	}
+	zones, err := s.Store.Zones()
+	if err != nil {
+		return nil, err
+	}
+	serials := map[string]uint32{}
+	for _, z := range zones {
+		serials[z.Name] = z.Serial
+	}
+	now := s.now()
+	out := make([]Peer, 0, len(raw))
+	for _, addr := range slices.Sorted(maps.Keys(raw)) {
+		p, err := s.DecodePeer(raw[addr])
+		if err != nil {
+			return nil, fmt.Errorf("peer %s: %w", addr, err)
+		}
+		out = append(out, peerView(s.Store, p, func(z string) uint32 { return serials[z] }, now))
+	}
+	return out, nil
+}
+
+// Services are the stored services' hysteresis, by key.
+func (s *DBModel) Services(ctx context.Context) ([]Service, error) {
+	raw, err := s.Store.Hysteresis()
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]Service, 0, len(raw))
+	for _, key := range slices.Sorted(maps.Keys(raw)) {
+		svc, err := hysteresis.Decode(raw[key])
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", key, err)
+		}
+		out = append(out, serviceView(hysteresis.Policy{}.View(svc, now)))
+	}
+	return out, nil
+}
+
+func (s *DBModel) SearchVMs(ctx context.Context, q string, limit int) (*VMSearch, error) {
+	res, err := SearchVMs(ctx, s.Store, q, limit)
+	return &res, err
+}
+
+func (s *DBModel) VM(ctx context.Context, uuid string) (*VM, error) {
+	vm, ok, err := s.Store.VM(uuid)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &Error{Status: 404, Code: "ResourceNotFound", Message: "VM " + uuid + " is not in the db"}
+	}
+	out := VMJSON(vm)
+	return &out, nil
+}
+
+// Feeds: a db file holds no feed state.
+func (s *DBModel) Feeds(ctx context.Context) (*Feeds, error) {
+	return &Feeds{Feeds: []FeedStatus{}}, nil
+}

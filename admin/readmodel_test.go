@@ -1,0 +1,111 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const carolVM = "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"
+
+// openStoredDemo stores the demo data center with one peer, 5 serials
+// behind on the public zone, and opens the file as the offline read model.
+// Package main gives the real model serve's decoder of stored peers; the
+// stored form's fields carry the API's names, so the test decodes them
+// straight.
+func openStoredDemo(t *testing.T) *DBModel {
+	d := startStoredDemo(t)
+	zi, _, err := d.store.Zone(publicZone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := fmt.Sprintf(`{"address":"192.0.2.53","version":"9.18.28","zones":{%q:{"serial":%d,"last_transfer":%q,"last_kind":"AXFR","axfr":1,"ixfr":0}},"notify_failures":0,"counters":{"axfr":1}}`,
+		publicZone, zi.Serial-5, time.Now().Add(-time.Hour).Format(time.RFC3339Nano))
+	if err := d.store.SavePeers(map[string][]byte{"192.0.2.53": []byte(peer)}); err != nil {
+		t.Fatal(err)
+	}
+	path := d.store.Path()
+	if err := d.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenDB(path, func(b []byte) (Peer, error) {
+		var p Peer
+		err := json.Unmarshal(b, &p)
+		return p, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+// The offline read model reads what the server stored, read-only, and
+// computes the peers' drift and the services' view as the API does.
+func TestDBModel(t *testing.T) {
+	src := openStoredDemo(t)
+	ctx := context.Background()
+	if src.Live() || !strings.HasSuffix(src.Describe(), "cns.db (read-only)") {
+		t.Errorf("describe %q, live %v", src.Describe(), src.Live())
+	}
+
+	zones, err := src.Zones(ctx)
+	if err != nil || len(zones) != 5 {
+		t.Fatalf("zones: %d, %v", len(zones), err)
+	}
+	var cns struct{ serial uint32 }
+	for _, z := range zones {
+		if z.Name == publicZone {
+			cns.serial = z.Serial
+			if z.Records == 0 || z.Names == 0 || z.LastChange.IsZero() {
+				t.Errorf("zone %s: %+v", z.Name, z)
+			}
+		}
+	}
+	if _, err := src.History(ctx, publicZone, 10); err != nil {
+		t.Errorf("history: %v", err)
+	}
+
+	res, err := src.SearchVMs(ctx, "carol", 10)
+	if err != nil || len(res.VMs) != 2 {
+		t.Fatalf("search carol: %+v %v", res, err)
+	}
+	vm, err := src.VM(ctx, carolVM)
+	if err != nil || vm.ListInstance || !slices.Equal(vm.Reasons, []string{"user_en_flag"}) {
+		t.Errorf("vm: %+v %v", vm, err)
+	}
+	if _, err := src.VM(ctx, "00000000-0000-4000-8000-000000000000"); err == nil {
+		t.Error("an unknown VM: no error")
+	}
+
+	peers, err := src.Peers(ctx)
+	if err != nil || len(peers) != 1 {
+		t.Fatalf("peers: %+v %v", peers, err)
+	}
+	pz := peers[0].Zones[publicZone]
+	if pz.Serial != cns.serial-5 || pz.ZoneSerial != cns.serial || pz.DriftSerials != 5 || pz.DriftSeconds != -1 {
+		t.Errorf("peer zone: %+v (zone serial %d)", pz, cns.serial)
+	}
+
+	views, err := src.Services(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range views {
+		if v.Service == "web" && v.Owner == aliceUUID {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("services: no web of alice in %d views", len(views))
+	}
+	f, err := src.Feeds(ctx)
+	if err != nil || len(f.Feeds) != 0 {
+		t.Errorf("feeds: %+v %v", f, err)
+	}
+}

@@ -1,0 +1,259 @@
+package feeds
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tritondatacenter/cns/admin/metrics"
+	"github.com/tritondatacenter/cns/db"
+)
+
+// maxVMsPerCommit bounds one change set.
+const maxVMsPerCommit = 5000
+
+// CommitInfo describes the last commit the updater made.
+type CommitInfo struct {
+	Time     time.Time
+	VMs      int
+	Duration time.Duration
+	Err      string
+}
+
+func (u *Updater) wake() {
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run commits batches until ctx ends. A failed commit is retried with
+// backoff; what was stored before keeps being served.
+func (u *Updater) Run(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		var due <-chan time.Time // a held service member's turn
+		if d, ok := u.untilNextRelease(); ok {
+			due = time.After(d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			u.Tick()
+			continue
+		case <-due:
+			u.Tick()
+			continue
+		case <-u.kick:
+		}
+		// Gather the batch.
+		t := time.NewTimer(u.window + backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := u.Flush(); err != nil {
+			// A full or read-only disk: what is served stays (it is in
+			// memory), the db is reported degraded, and the batch waits.
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			u.log.Error("commit failed; keeping the stored zones and retrying", "err", err, "retry_in", backoff.String())
+			u.ReportFeed(StoreFeed, err)
+			u.wake()
+			continue
+		}
+		if backoff > 0 {
+			u.ReportFeed(StoreFeed, nil)
+		}
+		backoff = 0
+	}
+}
+
+// Flush computes and commits everything pending now, as one change set.
+// VMs whose records and decision did not change (their hash matches the
+// stored one) are settled without touching the store, so a restart's
+// reconcile of an unchanged data center writes nothing.
+func (u *Updater) Flush() error {
+	u.mu.Lock()
+	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 {
+		u.mu.Unlock()
+		return nil
+	}
+	b := u.collect()
+	cs := b.cs
+	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 {
+		clear(u.causes)
+		u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", len(u.dirty), "took", "0s")
+		release := u.endOfBurst()
+		u.mu.Unlock()
+		if release {
+			u.releaseMemory()
+		}
+		return nil
+	}
+	u.mu.Unlock()
+
+	start := time.Now()
+	res, err := u.store.Commit(cs)
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.lastCommit = CommitInfo{Time: u.now(), VMs: len(cs.VMs), Duration: time.Since(start)}
+	if err != nil {
+		u.lastCommit.Err = err.Error()
+		return err
+	}
+	if u.settle(b) {
+		defer u.releaseMemory()
+	}
+	if len(u.dirty) > 0 {
+		u.wake() // the rest of a chunked batch
+	} else {
+		clear(u.causes)
+	}
+	for _, p := range res.Problems {
+		u.log.Warn(p)
+	}
+	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.unchanged, "zones", len(res.Zones), "pending", len(u.dirty), "took", u.lastCommit.Duration.String())
+	for _, z := range res.Zones {
+		if z.Removed {
+			u.log.Info("zone removed", "zone", z.Zone)
+		} else {
+			u.log.Info("zone updated", "zone", z.Zone, "serial", z.Serial, "names", len(z.Names), "cause", cs.Cause)
+		}
+	}
+	return nil
+}
+
+// batch is one change set on its way to the store, with the generation
+// of each VM and hysteresis entry in it: one marked again meanwhile stays
+// pending after the commit.
+type batch struct {
+	cs         *db.ChangeSet
+	gens       map[string]uint64
+	healthGens map[string]uint64
+	unchanged  int // VMs recomputed to what the store holds already
+}
+
+// collect computes the next change set; u.mu is held. A very large batch
+// (a first start, a config change) is committed in chunks of changed VMs:
+// each chunk is consistent, and the write transaction's memory stays
+// bounded.
+func (u *Updater) collect() *batch {
+	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]uint64{}}
+	if u.zonesDirty {
+		z := u.zones
+		b.cs.Zones = &z
+	}
+	for _, uuid := range slices.Sorted(maps.Keys(u.dirty)) {
+		if len(b.cs.VMs) == maxVMsPerCommit {
+			break
+		}
+		gen := u.dirty[uuid]
+		vc, ok := u.change(uuid)
+		switch {
+		case !ok:
+			delete(u.dirty, uuid) // cannot be computed now; its records stay
+		case !vc.Delete && vc.Hash == u.hashes[uuid]:
+			delete(u.dirty, uuid)
+			b.unchanged++
+		default:
+			b.gens[uuid] = gen
+			b.cs.VMs = append(b.cs.VMs, vc)
+		}
+	}
+	b.cs.Hysteresis, b.healthGens = u.health.writes()
+	u.burst += len(b.cs.VMs) + b.unchanged
+	return b
+}
+
+// settle records a committed batch; u.mu is held. It reports whether the
+// burst the batch ended was big enough to hand memory back.
+func (u *Updater) settle(b *batch) bool {
+	u.commits++
+	u.hist.Observe(u.lastCommit.Duration.Seconds())
+	u.health.written(b.healthGens)
+	if b.cs.Zones != nil {
+		u.zonesDirty = false
+	}
+	for _, vc := range b.cs.VMs {
+		// A VM marked again while we committed stays dirty.
+		if u.dirty[vc.UUID] == b.gens[vc.UUID] {
+			delete(u.dirty, vc.UUID)
+		}
+		if vc.Delete {
+			delete(u.known, vc.UUID)
+			delete(u.hashes, vc.UUID)
+		} else {
+			u.known[vc.UUID] = true
+			u.hashes[vc.UUID] = vc.Hash
+		}
+	}
+	return u.endOfBurst()
+}
+
+// causeSummary describes the pending batch in one line.
+func (u *Updater) causeSummary() string {
+	s := strings.Join(slices.Sorted(maps.Keys(u.causes)), "; ")
+	if n := len(u.dirty); n > 0 {
+		s = fmt.Sprintf("%s (%d VMs)", s, n)
+	}
+	return s
+}
+
+// Pending returns how many VMs wait for the next commit.
+func (u *Updater) Pending() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.dirty)
+}
+
+// LastCommit describes the last commit attempt.
+func (u *Updater) LastCommit() CommitInfo {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastCommit
+}
+
+// commitBounds are the commit histogram's upper bounds, seconds.
+var commitBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// CommitHistogram returns the commit durations so far.
+func (u *Updater) CommitHistogram() metrics.Histogram {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.hist.Clone()
+}
+
+// bigBurst is the number of VMs computed in one go (a start, a full
+// listing, a config change) after which memory is handed back.
+const bigBurst = 10000
+
+// endOfBurst reports, once the dirty set is empty, whether the burst that
+// emptied it was big. Callers hold mu.
+func (u *Updater) endOfBurst() bool {
+	if len(u.dirty) > 0 {
+		return false
+	}
+	big := u.burst >= bigBurst
+	u.burst = 0
+	return big
+}
+
+// releaseMemory gives the transient memory of a big load back to the
+// system now, not over minutes: the Go heap's free pages, and the pages
+// of the db file the load read.
+func (u *Updater) releaseMemory() {
+	debug.FreeOSMemory()
+	if err := u.store.ReleaseMemory(); err != nil {
+		u.log.Debug("release db pages", "err", err)
+	}
+}

@@ -1,0 +1,86 @@
+package feeds
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"hash/fnv"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/records"
+)
+
+// change builds the change of one VM. ok is false when the VM cannot be
+// recomputed now (its owner is unknown): its stored records stay.
+func (u *Updater) change(uuid string) (db.VMChange, bool) {
+	stored := u.vms[uuid]
+	if stored == nil {
+		u.leaveServices(uuid)
+		return db.VMChange{UUID: uuid, Delete: true}, u.known[uuid]
+	}
+	vm, err := stored.vm()
+	if err != nil {
+		u.log.Error("stored vm facts unreadable; keeping its records", "vm", uuid, "err", err)
+		return db.VMChange{}, false
+	}
+	owner := u.users[vm.OwnerUUID]
+	if owner == nil {
+		owner = u.logins[vm.OwnerUUID]
+	}
+	if owner == nil {
+		u.log.Warn("owner unknown; keeping the VM's records", "vm", uuid, "owner", vm.OwnerUUID)
+		return db.VMChange{}, false
+	}
+	cnDown := false
+	if f := u.servers[vm.ServerUUID]; f != nil {
+		cnDown = f.down
+	}
+	res := u.computeListing(records.Input{VM: vm, Owner: owner, CNDown: cnDown})
+	m := newVMMeta(vm, owner, cnDown, &res, time.Time{})
+	timeless, err := json.Marshal(m) // what the hash covers: the decision, not when it was made
+	if err != nil {
+		timeless = nil
+	}
+	m.Updated = u.now().UTC()
+	meta, err := json.Marshal(m)
+	if err != nil {
+		meta = nil
+	}
+	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records))}
+	for _, r := range res.Records {
+		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
+	}
+	vc.Hash = changeHash(timeless, vc.Records)
+	if len(res.Problems) > 0 {
+		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
+	}
+	// The reference updater's debug line, field for field (operators grep
+	// for it): why, list services, list instance, services, records.
+	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
+		"svcs", len(res.Services), "c", len(vc.Records))
+	return vc, true
+}
+
+// changeHash identifies a VM's computed state: its decision (meta
+// without the time it was made) and its records in wire form. Equal
+// hashes mean nothing to commit.
+func changeHash(meta []byte, recs []db.Record) uint64 {
+	h := fnv.New64a()
+	h.Write(meta)
+	buf := make([]byte, 512)
+	for _, r := range recs {
+		h.Write([]byte(r.Zone))
+		h.Write([]byte{0, r.Pref})
+		if r.Stamp != 0 {
+			h.Write(binary.BigEndian.AppendUint64(nil, r.Stamp))
+		}
+		if n, err := dns.PackRR(r.RR, buf, 0, nil, false); err == nil {
+			h.Write(buf[:n])
+		} else {
+			h.Write([]byte(r.RR.String()))
+		}
+	}
+	return h.Sum64() | 1 // never 0, which means "no hash"
+}

@@ -1,0 +1,211 @@
+package dc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Inventory is a whole data center as the SDC APIs describe it: the format
+// of the inventory file feed and the seed of the SDC simulator.
+type Inventory struct {
+	VMs          []VM          `json:"vms"`
+	Servers      []Server      `json:"servers"`
+	Users        []User        `json:"users"`
+	Networks     []Network     `json:"networks"`
+	NetworkPools []NetworkPool `json:"network_pools"`
+}
+
+// LoadInventory reads and validates an inventory file: the format of the
+// file feed and of the simulator (`cns sim`).
+func LoadInventory(path string) (*Inventory, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := ParseInventory(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return inv, nil
+}
+
+// ParseInventory decodes and validates an inventory. Errors name the object and
+// field at fault ("vms[3] (uuid): nics: ...") or the line and column of a
+// syntax error.
+func ParseInventory(data []byte) (*Inventory, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, describeJSONError(data, err)
+	}
+	inv := &Inventory{}
+	sections := []struct {
+		key  string
+		into func(json.RawMessage) error
+	}{
+		{"vms", func(r json.RawMessage) error { return decodeList(r, "vms", &inv.VMs) }},
+		{"servers", func(r json.RawMessage) error { return decodeList(r, "servers", &inv.Servers) }},
+		{"users", func(r json.RawMessage) error { return decodeList(r, "users", &inv.Users) }},
+		{"networks", func(r json.RawMessage) error { return decodeList(r, "networks", &inv.Networks) }},
+		{"network_pools", func(r json.RawMessage) error { return decodeList(r, "network_pools", &inv.NetworkPools) }},
+	}
+	known := map[string]bool{}
+	for _, s := range sections {
+		known[s.key] = true
+		if raw, ok := top[s.key]; ok {
+			if err := s.into(raw); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for k := range top {
+		if !known[k] {
+			return nil, fmt.Errorf("unknown top-level key %q (want vms, servers, users, networks, network_pools)", k)
+		}
+	}
+	if err := inv.Validate(); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// decodeList decodes a JSON array element by element so an error can say
+// which element is wrong.
+func decodeList[T any](raw json.RawMessage, key string, into *[]T) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return fmt.Errorf("%s: want an array: %w", key, err)
+	}
+	out := make([]T, len(items))
+	for i, item := range items {
+		if err := json.Unmarshal(item, &out[i]); err != nil {
+			return fmt.Errorf("%s[%d]%s: %w", key, i, idOf(item), fieldError(err))
+		}
+	}
+	*into = out
+	return nil
+}
+
+// idOf returns " (uuid)" when the item has a readable uuid.
+func idOf(item json.RawMessage) string {
+	var v struct {
+		UUID string `json:"uuid"`
+	}
+	if json.Unmarshal(item, &v) == nil && v.UUID != "" {
+		return " (" + v.UUID + ")"
+	}
+	return ""
+}
+
+// fieldError rewrites encoding/json type errors into "field: want T, got V".
+func fieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("%s: want %s, got %s", te.Field, te.Type, te.Value)
+	}
+	return err
+}
+
+// describeJSONError adds the line and column to a syntax error.
+func describeJSONError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line := 1 + bytes.Count(data[:se.Offset], []byte("\n"))
+		col := int(se.Offset) - bytes.LastIndexByte(data[:se.Offset], '\n')
+		return fmt.Errorf("line %d, column %d: %v", line, col, err)
+	}
+	return fieldError(err)
+}
+
+// Validate checks what every consumer relies on: identifiers present and
+// well-formed, no duplicates, and references that resolve. It names the
+// first offending object.
+func (inv *Inventory) Validate() error {
+	seen := make(map[string]string)
+	check := func(kind, id string, i int) error {
+		if !IsUUID(id) {
+			return fmt.Errorf("%s[%d]: uuid %q is not a UUID", kind, i, id)
+		}
+		if prev, dup := seen[kind+id]; dup {
+			return fmt.Errorf("%s[%d]: uuid %s already used by %s", kind, i, id, prev)
+		}
+		seen[kind+id] = fmt.Sprintf("%s[%d]", kind, i)
+		return nil
+	}
+	for i := range inv.Users {
+		u := &inv.Users[i]
+		if err := check("users", u.UUID, i); err != nil {
+			return err
+		}
+		if u.Login == "" {
+			return fmt.Errorf("users[%d] (%s): login is empty", i, u.UUID)
+		}
+	}
+	for i := range inv.Servers {
+		if err := check("servers", inv.Servers[i].UUID, i); err != nil {
+			return err
+		}
+	}
+	for i := range inv.Networks {
+		if err := check("networks", inv.Networks[i].UUID, i); err != nil {
+			return err
+		}
+	}
+	for i := range inv.NetworkPools {
+		p := &inv.NetworkPools[i]
+		if err := check("network_pools", p.UUID, i); err != nil {
+			return err
+		}
+		for _, n := range p.Networks {
+			if _, ok := seen["networks"+n]; !ok {
+				return fmt.Errorf("network_pools[%d] (%s): network %s is not in networks", i, p.UUID, n)
+			}
+		}
+	}
+	for i := range inv.VMs {
+		vm := &inv.VMs[i]
+		if err := check("vms", vm.UUID, i); err != nil {
+			return err
+		}
+		if vm.OwnerUUID == "" {
+			return fmt.Errorf("vms[%d] (%s): owner_uuid is missing", i, vm.UUID)
+		}
+		if vm.State == "" {
+			return fmt.Errorf("vms[%d] (%s): state is missing", i, vm.UUID)
+		}
+		for j := range vm.NICs {
+			n := &vm.NICs[j]
+			if n.NetworkUUID != "" {
+				if _, ok := seen["networks"+n.NetworkUUID]; !ok {
+					return fmt.Errorf("vms[%d] (%s): nics[%d]: network %s is not in networks", i, vm.UUID, j, n.NetworkUUID)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// IsUUID reports whether s is a UUID in the canonical 8-4-4-4-12 hex form
+// SDC uses everywhere (any case).
+func IsUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(c)) {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,374 @@
+package feeds
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/records"
+)
+
+// serverFacts is a CN and the state cns concluded for it.
+type serverFacts struct {
+	server dc.Server
+	state  dc.CNState
+	down   bool // the effective decision (unknown keeps the previous one)
+}
+
+// SetInventory applies a complete description of the data center: VMs
+// missing from it are gone. This is what the file feed and a full SDC
+// listing give.
+func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setUsers(inv.Users, cause)
+	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
+	u.setServers(inv.Servers, cause)
+	seen := make(map[string]bool, len(inv.VMs))
+	for i := range inv.VMs {
+		vm := &inv.VMs[i]
+		seen[strings.ToLower(vm.UUID)] = true
+		u.setVM(vm, cause)
+	}
+	for uuid := range u.vms {
+		if !seen[uuid] {
+			u.removeVM(uuid, cause)
+		}
+	}
+	for uuid := range u.known {
+		if !seen[uuid] && u.vms[uuid] == nil {
+			u.mark(uuid) // stored but gone while cns was not looking
+			u.causes[cause]++
+		}
+	}
+	u.haveFull = true
+	u.wake()
+}
+
+// SetVM records the current state of one VM (from a changefeed event or
+// a targeted listing). A destroyed VM stays known, listed as destroyed.
+func (u *Updater) SetVM(vm *dc.VM, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setVM(vm, cause)
+	u.wake()
+}
+
+// RemoveVM forgets a VM that the data center confirms is gone.
+func (u *Updater) RemoveVM(uuid, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	uuid = strings.ToLower(uuid)
+	u.removeVM(uuid, cause)
+	if u.known[uuid] {
+		u.mark(uuid)
+	}
+	u.wake()
+}
+
+// SetUser records one account (a UFDS lookup or changelog entry).
+func (u *Updater) SetUser(usr dc.User, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	users := make([]dc.User, 0, len(u.users)+1)
+	for _, x := range u.users {
+		if x.UUID != strings.ToLower(usr.UUID) {
+			users = append(users, *x)
+		}
+	}
+	u.setUsers(append(users, usr), cause)
+	u.wake()
+}
+
+// SetServers replaces the compute nodes (a CNAPI listing).
+func (u *Updater) SetServers(servers []dc.Server, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setServers(servers, cause)
+	u.wake()
+}
+
+// SetNetworks replaces the networks and pools (NAPI listings).
+func (u *Updater) SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.setNetworks(nets, pools, cause)
+	u.wake()
+}
+
+// VMUUIDs returns the UUIDs of the VMs the updater knows of, in memory or
+// in the store.
+func (u *Updater) VMUUIDs() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	set := maps.Clone(u.known)
+	for id := range u.vms {
+		set[id] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// markAll marks every VM, and every VM the store knows, for recomputation.
+func (u *Updater) markAll(cause string) {
+	for uuid := range u.vms {
+		u.mark(uuid)
+	}
+	u.causes[cause]++
+}
+
+// mark queues uuid for the next commit.
+func (u *Updater) mark(uuid string) {
+	u.gen++
+	u.dirty[uuid] = u.gen
+}
+
+func (u *Updater) markSet(set map[string]bool, cause string) {
+	for uuid := range set {
+		u.mark(uuid)
+	}
+	if len(set) > 0 {
+		u.causes[cause]++
+	}
+}
+
+func (u *Updater) setUsers(users []dc.User, cause string) {
+	next := make(map[string]*dc.User, len(users))
+	for i := range users {
+		usr := users[i]
+		usr.UUID = strings.ToLower(usr.UUID)
+		next[usr.UUID] = &usr
+	}
+	for id, usr := range next {
+		if old := u.users[id]; old == nil || *old != *usr {
+			u.markSet(u.byOwner[id], cause)
+			if old != nil && old.Login != usr.Login {
+				u.markSet(u.byOwner[old.Login], cause)
+			}
+			u.markSet(u.byOwner[usr.Login], cause) // VMs owned by login (CN cmon VMs)
+		}
+	}
+	for id, old := range u.users {
+		if next[id] == nil {
+			u.markSet(u.byOwner[id], cause)
+			u.markSet(u.byOwner[old.Login], cause)
+		}
+	}
+	u.users = next
+	u.logins = make(map[string]*dc.User, len(next))
+	for _, usr := range next {
+		u.logins[usr.Login] = usr
+	}
+}
+
+func (u *Updater) setNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
+	next := make(map[string]*dc.Network, len(nets))
+	for i := range nets {
+		n := nets[i]
+		next[strings.ToLower(n.UUID)] = &n
+	}
+	changed := len(next) != len(u.networks)
+	for id, n := range next {
+		if old := u.networks[id]; old == nil || !reflect.DeepEqual(old, n) {
+			changed = true
+		}
+	}
+	if !reflect.DeepEqual(pools, u.poolList) {
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	u.networks = next
+	u.poolList = slices.Clone(pools)
+	u.pools = map[string][]string{}
+	u.poolNets = map[string][]string{}
+	for _, p := range pools {
+		for _, n := range p.Networks {
+			u.poolNets[strings.ToLower(p.UUID)] = append(u.poolNets[strings.ToLower(p.UUID)], strings.ToLower(n))
+		}
+		for _, n := range p.Networks {
+			u.pools[strings.ToLower(n)] = append(u.pools[strings.ToLower(n)], strings.ToLower(p.UUID))
+		}
+	}
+	u.markAll(cause)
+}
+
+func (u *Updater) setServers(servers []dc.Server, cause string) {
+	now := u.now()
+	next := make(map[string]*serverFacts, len(servers))
+	for i := range servers {
+		s := servers[i]
+		id := strings.ToLower(s.UUID)
+		f := &serverFacts{server: s, state: dc.ServerState(&s, now)}
+		old := u.servers[id]
+		switch f.state {
+		case dc.CNDown:
+			f.down = true
+		case dc.CNUnknown:
+			f.down = old != nil && old.down
+		}
+		if old == nil || old.down != f.down {
+			u.markSet(u.byServer[id], cause)
+		}
+		next[id] = f
+	}
+	for id := range u.servers {
+		if next[id] == nil {
+			u.markSet(u.byServer[id], cause)
+		}
+	}
+	u.servers = next
+}
+
+// Tick re-applies the time-dependent rules (a CN's heartbeat going stale,
+// a recent boot settling). Run calls it periodically.
+func (u *Updater) Tick() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	servers := make([]dc.Server, 0, len(u.servers))
+	for _, f := range u.servers {
+		servers = append(servers, f.server)
+	}
+	u.setServers(servers, "compute node state changed")
+	u.releaseDue()
+	if len(u.dirty) > 0 {
+		u.wake()
+	}
+}
+
+// storedVM is one VM as the updater keeps it between changes: the facts
+// records reads, JSON-encoded (a few hundred bytes, where the decoded
+// object with its maps took about a kilobyte), and the UUIDs the indexes
+// need. It is decoded again only when the VM is recomputed.
+type storedVM struct {
+	owner, server string
+	facts         []byte
+}
+
+// vm decodes the stored facts.
+func (v *storedVM) vm() (*dc.VM, error) {
+	var vm dc.VM
+	if err := json.Unmarshal(v.facts, &vm); err != nil {
+		return nil, err
+	}
+	return &vm, nil
+}
+
+// intern returns a shared copy of s: owner and server UUIDs repeat
+// across VMs.
+func (u *Updater) intern(s string) string {
+	if v, ok := u.strs[s]; ok {
+		return v
+	}
+	u.strs[s] = s
+	return s
+}
+
+// setVM records vm's current state and marks it when it changed.
+func (u *Updater) setVM(vm *dc.VM, cause string) {
+	t := trimVM(vm)
+	facts, err := json.Marshal(t)
+	if err != nil {
+		u.log.Warn("vm not encodable; ignored", "vm", t.UUID, "err", err)
+		return
+	}
+	old := u.vms[t.UUID]
+	if old != nil && bytes.Equal(old.facts, facts) {
+		return
+	}
+	if old != nil {
+		delete(u.byOwner[old.owner], t.UUID)
+		delete(u.byServer[old.server], t.UUID)
+	}
+	u.vms[t.UUID] = &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts}
+	addIndex(u.byOwner, t.OwnerUUID, t.UUID)
+	addIndex(u.byServer, t.ServerUUID, t.UUID)
+	u.mark(t.UUID)
+	u.causes[cause]++
+}
+
+func (u *Updater) removeVM(uuid, cause string) {
+	old := u.vms[uuid]
+	if old == nil {
+		return
+	}
+	delete(u.byOwner[old.owner], uuid)
+	delete(u.byServer[old.server], uuid)
+	delete(u.vms, uuid)
+	u.mark(uuid)
+	u.causes[cause]++
+}
+
+func addIndex(idx map[string]map[string]bool, key, uuid string) {
+	if idx[key] == nil {
+		idx[key] = map[string]bool{}
+	}
+	idx[key][uuid] = true
+}
+
+// trimVM keeps what record generation reads, so memory stays small and
+// irrelevant changes (memory, last_modified...) trigger nothing.
+func trimVM(vm *dc.VM) *dc.VM {
+	t := &dc.VM{
+		UUID:       strings.ToLower(vm.UUID),
+		Alias:      vm.Alias,
+		OwnerUUID:  strings.ToLower(vm.OwnerUUID),
+		ServerUUID: strings.ToLower(vm.ServerUUID),
+		State:      vm.State,
+		Docker:     vm.Docker,
+		Destroyed:  vm.Destroyed,
+	}
+	// Of a NIC, records reads its addresses, network and tag.
+	for _, n := range vm.NICs {
+		t.NICs = append(t.NICs, dc.NIC{IP: n.IP, IPs: n.IPs, NetworkUUID: n.NetworkUUID, NICTag: n.NICTag, VLANID: n.VLANID})
+	}
+	t.Tags = keepKeys(vm.Tags)
+	t.CustomerMetadata = keepKeys(vm.CustomerMetadata)
+	if records.NeedsLastModified(t) {
+		t.LastModified = vm.LastModified // orders members' gRPC configs
+	}
+	return t
+}
+
+// keepKeys keeps the tag and metadata keys cns reads.
+func keepKeys(m map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range m {
+		if strings.HasPrefix(k, "triton.cns.") || strings.HasPrefix(k, "docker:label:triton.cns.") ||
+			k == "smartdc_role" || k == "manta_role" {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (u *Updater) world() *records.World {
+	return &records.World{Networks: u.networks, Pools: u.pools, PoolNetworks: u.poolNets}
+}
+
+// ErrUnknownOwner is returned by Suffixes for an account nobody has seen.
+var ErrUnknownOwner = errors.New("owner not found")
+
+// Suffixes answers CloudAPI's question before it provisions a VM: which
+// DNS suffixes the VM of owner (UUID or login) on networks (network or
+// pool UUIDs) will get.
+func (u *Updater) Suffixes(owner string, networks []string) ([]string, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	usr := u.users[strings.ToLower(owner)]
+	if usr == nil {
+		usr = u.logins[owner]
+	}
+	if usr == nil {
+		return nil, ErrUnknownOwner
+	}
+	return records.Suffixes(&u.cfg, u.world(), usr, networks), nil
+}

@@ -1,0 +1,246 @@
+package sdc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
+)
+
+// lister runs the full listings: the first once the changefeed has
+// bootstrapped (or after a short wait for it), then after every
+// bootstrap, and periodically (more often while the changefeed is down).
+func (f *Feed) lister(ctx context.Context) {
+	t := time.NewTimer(bootstrapWait)
+	select {
+	case <-f.bootstrap:
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return
+	}
+	t.Stop()
+	b := backoff{min: f.cfg.RetryMin, max: f.cfg.RetryMax}
+	due := true
+	var last time.Time
+	for {
+		if !due {
+			if !f.awaitListing(ctx, last) {
+				return
+			}
+			due = true
+		}
+		// A request made before this listing starts is covered by it.
+		select {
+		case <-f.relist:
+		default:
+		}
+		start := time.Now()
+		err := f.fullSync(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			delay := b.next()
+			f.log.Warn("full listing failed; keeping what is stored", "err", err, "retry_in", delay.String())
+			if !sleep(ctx, delay) {
+				return
+			}
+			continue
+		}
+		b.reset()
+		due, last = false, start
+	}
+}
+
+// awaitListing waits until the next full listing is due after the one
+// started at last: a period later (the fallback period while the
+// changefeed is down, looked at every second), or at once when one is
+// requested. It returns false when ctx ended.
+func (f *Feed) awaitListing(ctx context.Context, last time.Time) bool {
+	for {
+		f.mu.Lock()
+		interval := f.cfg.FallbackPollInterval
+		if f.cfUp {
+			interval = f.cfg.FullPollInterval
+		}
+		f.mu.Unlock()
+		wait := time.Until(last.Add(interval))
+		if wait <= 0 {
+			return true
+		}
+		t := time.NewTimer(min(wait, time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-f.relist:
+			t.Stop()
+			return true
+		case <-t.C:
+		}
+	}
+}
+
+func (f *Feed) requestRelist() { signal(f.relist) }
+
+// listing is one full listing, before it is applied.
+type listing struct {
+	servers  []dc.Server
+	nets     []dc.Network
+	pools    []dc.NetworkPool
+	vms      []dc.VM
+	listTook time.Duration // VMAPI's part
+}
+
+// fullSync lists everything and applies it as one complete inventory. A
+// listing that failed anywhere is not applied. CNAPI and NAPI failures
+// fall back on their last good answer; with none yet, the listing fails,
+// since without them records would land in the wrong zones. Owners UFDS
+// cannot give stay unknown, which makes the sink keep their VMs' records.
+func (f *Feed) fullSync(ctx context.Context) error {
+	start := time.Now()
+	f.sinkMu.Lock()
+	f.listing, f.recent = true, map[string]*dc.VM{}
+	f.sinkMu.Unlock()
+	applied := false
+	defer func() {
+		if !applied {
+			f.sinkMu.Lock()
+			f.listing, f.recent = false, nil
+			f.sinkMu.Unlock()
+		}
+	}()
+	l, err := f.listAll(ctx)
+	if err != nil {
+		return err
+	}
+	ownersStart := time.Now()
+	f.lookUpOwners(ctx, l.vms)
+	ownersTook := time.Since(ownersStart)
+	inv := f.applyListing(l)
+	applied = true
+	f.noteListing(l, inv, start)
+	f.syncedOnce.Do(func() { close(f.synced) })
+	f.log.Info("full listing applied", "vms", len(l.vms), "servers", len(l.servers), "users", len(inv.Users),
+		"took", time.Since(start).String(), "vmapi_took", l.listTook.String(), "ufds_took", ownersTook.String())
+	return nil
+}
+
+// listAll lists the compute nodes, the networks and every active VM.
+func (f *Feed) listAll(ctx context.Context) (*listing, error) {
+	l := &listing{}
+	var err error
+	l.servers, err = f.cnapi.ListServers(ctx)
+	f.sink.ReportFeed(HealthCNAPI, err)
+	if err != nil {
+		var known bool
+		if l.servers, known = f.last.lastServers(); !known {
+			return nil, fmt.Errorf("no compute node listing yet: %w", err)
+		}
+	}
+	l.nets, l.pools, err = f.listNetworks(ctx)
+	f.sink.ReportFeed(HealthNAPI, err)
+	if err != nil {
+		var known bool
+		if l.nets, l.pools, known = f.last.lastNetworks(); !known {
+			return nil, fmt.Errorf("no network listing yet: %w", err)
+		}
+	}
+	listStart := time.Now()
+	l.vms, err = f.vmapi.ListAllVMs(ctx, VMFilter{State: "active"})
+	f.sink.ReportFeed(HealthVMAPI, err)
+	if err != nil {
+		return nil, err
+	}
+	l.listTook = time.Since(listStart)
+	return l, nil
+}
+
+// applyListing hands a listing, with the changes that overtook it and the
+// CN cmon VMs, to the sink as one complete inventory, and ends the
+// listing's record of changes.
+func (f *Feed) applyListing(l *listing) *dc.Inventory {
+	f.sinkMu.Lock()
+	defer f.sinkMu.Unlock()
+	admin := f.owners.adminUUID()
+	all := mergeRecent(append(l.vms, CNVMs(l.servers, admin)...), f.recent)
+	f.listing, f.recent = false, nil
+	owners := make(map[string]bool)
+	for i := range all {
+		owners[strings.ToLower(all[i].OwnerUUID)] = true
+	}
+	inv := &dc.Inventory{VMs: all, Servers: l.servers, Networks: l.nets, NetworkPools: l.pools}
+	inv.Users = f.owners.keep(owners, admin)
+	f.sink.SetInventory(inv, "vmapi full listing")
+	return inv
+}
+
+// noteListing records an applied listing: the CNs and networks the
+// pollers compare against, the destroyed VMs it no longer holds, and the
+// status.
+func (f *Feed) noteListing(l *listing, inv *dc.Inventory, start time.Time) {
+	f.last.setServers(l.servers)
+	f.last.setNetworks(l.nets, l.pools)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	listed := make(map[string]bool, len(inv.VMs))
+	for i := range inv.VMs {
+		listed[strings.ToLower(inv.VMs[i].UUID)] = true
+	}
+	for id := range f.destroyed {
+		if !listed[id] {
+			delete(f.destroyed, id)
+		}
+	}
+	f.status.FullSyncs++
+	f.status.LastFullSync = f.now()
+	f.status.LastFullSyncTook = time.Since(start)
+	f.status.LastFullSyncVMs = len(l.vms)
+}
+
+// mergeRecent puts into a listing the VMs that changes applied while it
+// ran, unless the listing's copy is newer, and takes out those removed
+// meanwhile: a page fetched before a change must not undo it.
+func mergeRecent(vms []dc.VM, recent map[string]*dc.VM) []dc.VM {
+	if len(recent) == 0 {
+		return vms
+	}
+	idx := make(map[string]int, len(recent))
+	for i := range vms {
+		if id := strings.ToLower(vms[i].UUID); hasKey(recent, id) {
+			idx[id] = i
+		}
+	}
+	gone := map[int]bool{}
+	for id, vm := range recent {
+		i, listed := idx[id]
+		switch {
+		case vm == nil:
+			if listed {
+				gone[i] = true
+			}
+		case !listed:
+			vms = append(vms, *vm)
+		case !newer(&vms[i], vm):
+			vms[i] = *vm
+		}
+	}
+	if len(gone) == 0 {
+		return vms
+	}
+	out := vms[:0]
+	for i := range vms {
+		if !gone[i] {
+			out = append(out, vms[i])
+		}
+	}
+	return out
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
+}

@@ -1,0 +1,387 @@
+package sdc
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
+)
+
+// vmQueue holds the VMs the changefeed said changed, until a worker has
+// brought each up to date. Changes to one VM coalesce, so a burst of
+// duplicates costs one fetch; a VM is never in two workers' hands at once;
+// a failed fetch is retried after a backoff, never dropped.
+type vmQueue struct {
+	retry backoff       // the bounds of a failed VM's retry delay
+	wake  chan struct{} // an id is ready for a worker
+
+	mu       sync.Mutex
+	pending  map[string]*pendingVM
+	ready    []string
+	inflight map[string]bool
+	retries  map[string]*time.Timer // the requeue of each VM waiting to be retried
+	timers   sync.WaitGroup         // requeues that fired and may still be running
+	changes  int                    // change items received
+}
+
+type pendingVM struct {
+	change   *Change // the latest resourceObject seen, or nil
+	attempts int
+	queued   bool
+	retrying bool
+}
+
+func newVMQueue(retryMin, retryMax time.Duration) *vmQueue {
+	return &vmQueue{
+		retry:   backoff{min: retryMin, max: retryMax},
+		wake:    make(chan struct{}, 1),
+		pending: map[string]*pendingVM{}, inflight: map[string]bool{},
+		retries: map[string]*time.Timer{},
+	}
+}
+
+// add records a change to VM id (lower case).
+func (q *vmQueue) add(id string, ch *Change) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.changes++
+	p := q.pending[id]
+	if p == nil {
+		p = &pendingVM{}
+		q.pending[id] = p
+	}
+	if ch.Object != nil {
+		// Keep the newest object; two that cannot be ordered mean a fetch.
+		if p.change == nil || newer(ch.Object, p.change.Object) {
+			p.change = ch
+		} else if !newer(p.change.Object, ch.Object) && !sameRaw(p.change, ch) {
+			p.change = nil
+		}
+	}
+	if !p.queued && !p.retrying && !q.inflight[id] {
+		q.push(id, p)
+	}
+}
+
+// push queues p for a worker; q.mu is held.
+func (q *vmQueue) push(id string, p *pendingVM) {
+	p.queued = true
+	q.ready = append(q.ready, id)
+	signal(q.wake)
+}
+
+// take hands the next ready VM to a worker, which owns it until finish.
+func (q *vmQueue) take() (string, *pendingVM, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ready) > 0 {
+		id := q.ready[0]
+		q.ready = q.ready[1:]
+		p := q.pending[id]
+		if p == nil || !p.queued {
+			continue
+		}
+		delete(q.pending, id)
+		p.queued = false
+		q.inflight[id] = true
+		if len(q.ready) > 0 {
+			signal(q.wake) // more for another worker
+		}
+		return id, p, true
+	}
+	q.ready = nil
+	return "", nil, false
+}
+
+// finish settles a processed VM: a failure is queued again after a
+// backoff (never dropped), and a change that arrived meanwhile is queued.
+func (q *vmQueue) finish(id string, p *pendingVM, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.inflight, id)
+	next := q.pending[id]
+	if err != nil {
+		if next == nil {
+			next = p
+			q.pending[id] = p
+		}
+		next.attempts = p.attempts + 1
+		next.queued = false
+		next.retrying = true
+		b := q.retry
+		var delay time.Duration
+		for range min(next.attempts, 16) {
+			delay = b.next()
+		}
+		q.timers.Add(1)
+		q.retries[id] = time.AfterFunc(delay, func() {
+			defer q.timers.Done()
+			q.requeue(id)
+		})
+		return
+	}
+	if next != nil && !next.queued && !next.retrying {
+		q.push(id, next)
+	}
+}
+
+// requeue ends VM id's retry delay.
+func (q *vmQueue) requeue(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.retries, id)
+	q.requeueLocked(id)
+}
+
+func (q *vmQueue) requeueLocked(id string) {
+	p := q.pending[id]
+	if p == nil || !p.retrying {
+		return
+	}
+	p.retrying = false
+	if !q.inflight[id] && !p.queued {
+		q.push(id, p)
+	}
+}
+
+// stop ends every retry delay: a VM waiting for one is queued at once
+// (for the next start, if any), and a requeue already firing is waited
+// for, so that no timer of the queue outlives the feed's Run. Run calls it
+// once its workers are done, so no failure starts a timer after it.
+func (q *vmQueue) stop() {
+	q.mu.Lock()
+	for id, t := range q.retries {
+		delete(q.retries, id)
+		if t.Stop() {
+			q.timers.Done() // its function will not run
+			q.requeueLocked(id)
+		}
+	}
+	q.mu.Unlock()
+	q.timers.Wait()
+}
+
+// stats returns the change items received and the VMs waiting.
+func (q *vmQueue) stats() (changes, pending int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.changes, len(q.pending)
+}
+
+// watchChangefeed takes the changefeed's events: a bootstrap asks for a
+// full listing, a change item goes to the queue.
+func (f *Feed) watchChangefeed(ctx context.Context, events <-chan ChangefeedEvent) {
+	for {
+		var ev ChangefeedEvent
+		select {
+		case <-ctx.Done():
+			return
+		case ev = <-events:
+		}
+		switch {
+		case ev.Bootstrap:
+			f.mu.Lock()
+			f.cfUp = true
+			f.mu.Unlock()
+			f.sink.ReportFeed(HealthChangefeed, nil)
+			f.log.Info("changefeed bootstrapped; full listing due")
+			f.bootOnce.Do(func() { close(f.bootstrap) })
+			f.requestRelist()
+		case ev.Change != nil:
+			f.enqueue(ev.Change)
+		case ev.Err != nil:
+			f.mu.Lock()
+			f.cfUp = false
+			f.mu.Unlock()
+			f.sink.ReportFeed(HealthChangefeed, ev.Err)
+		}
+	}
+}
+
+// enqueue hands a change item to the queue.
+func (f *Feed) enqueue(ch *Change) {
+	id := strings.ToLower(ch.UUID)
+	if !dc.IsUUID(id) {
+		return
+	}
+	if slices.Contains(ch.SubResources, "state") {
+		// A CN reboot shows first as its VMs changing state: look at the
+		// CNs now rather than at the next poll, so that the VMs coming back
+		// on a CN booted minutes ago stay out of services (the CN-down
+		// rule) instead of flapping in and out.
+		signal(f.cnapiNow)
+	}
+	f.queue.add(id, ch)
+}
+
+func hashRaw(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+// worker fetches and applies changed VMs once the first full listing
+// has been applied (before it, the world they would be computed in is
+// not known yet).
+func (f *Feed) worker(ctx context.Context) {
+	select {
+	case <-f.synced:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		id, p, ok := f.queue.take()
+		if !ok {
+			select {
+			case <-f.queue.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		err := f.process(ctx, id, p)
+		f.queue.finish(id, p, err)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// process brings one changed VM up to date: from the change's
+// resourceObject when it is provably newer than what was applied, else
+// from GET /vms/:uuid. A VM VMAPI does not know is removed only once a
+// listing by uuid confirms it.
+func (f *Feed) process(ctx context.Context, id string, p *pendingVM) error {
+	if ch := p.change; ch != nil {
+		switch f.judge(id, ch) {
+		case objStale:
+			return nil
+		case objApply:
+			f.ensureOwner(ctx, ch.Object.OwnerUUID)
+			f.applyVM(id, ch.Object, hashRaw(ch.Raw), "changefeed")
+			return nil
+		}
+	}
+	vm, err := f.vmapi.GetVM(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		page, lerr := f.vmapi.ListVMs(ctx, VMFilter{UUID: id}, 1, "", 0)
+		if lerr != nil {
+			f.sink.ReportFeed(HealthVMAPI, lerr)
+			return lerr
+		}
+		if len(page.VMs) == 0 {
+			f.log.Info("VM unknown to VMAPI; removing it", "vm", id)
+			f.sinkMu.Lock()
+			if f.listing {
+				f.recent[id] = nil // a page listed before must not bring it back
+			}
+			f.sink.RemoveVM(id, "VM unknown to VMAPI")
+			f.sinkMu.Unlock()
+			f.mu.Lock()
+			delete(f.applied, id)
+			delete(f.destroyed, id)
+			f.mu.Unlock()
+			return nil
+		}
+		vm, err = &page.VMs[0], nil
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			f.sink.ReportFeed(HealthVMAPI, err)
+			f.log.Warn("fetching a changed VM failed; will retry", "vm", id, "err", err, "attempt", p.attempts+1)
+		}
+		return err
+	}
+	f.sink.ReportFeed(HealthVMAPI, nil)
+	f.ensureOwner(ctx, vm.OwnerUUID)
+	f.applyVM(id, vm, 0, "changefeed")
+	return nil
+}
+
+type judgement int
+
+const (
+	objFetch judgement = iota
+	objApply
+	objStale
+)
+
+// judge decides what a resourceObject is worth: applied when its
+// last_modified is after that of the state last applied, ignored when
+// before or when it is that very state again, fetched when that cannot
+// be told (the publisher may reorder and repeat items).
+func (f *Feed) judge(id string, ch *Change) judgement {
+	t, ok := modified(ch.Object)
+	if !ok {
+		return objFetch
+	}
+	f.mu.Lock()
+	prev, seen := f.applied[id]
+	f.mu.Unlock()
+	switch {
+	case !seen || t.After(prev.modified):
+		return objApply
+	case t.Before(prev.modified):
+		return objStale
+	case prev.hash != 0 && prev.hash == hashRaw(ch.Raw):
+		return objStale
+	}
+	return objFetch
+}
+
+// applyVM hands one VM's current state to the sink.
+func (f *Feed) applyVM(id string, vm *dc.VM, hash uint64, cause string) {
+	f.sinkMu.Lock()
+	if f.listing {
+		f.recent[id] = vm
+	}
+	f.sink.SetVM(vm, cause)
+	f.sinkMu.Unlock()
+
+	now := f.now()
+	f.mu.Lock()
+	if t, ok := modified(vm); ok {
+		f.applied[id] = appliedVM{modified: t, hash: hash, at: now}
+	}
+	if vm.Destroyed.Set || vm.State == "destroyed" || vm.State == "failed" {
+		if _, ok := f.destroyed[id]; !ok {
+			f.destroyed[id] = now
+		}
+	} else {
+		delete(f.destroyed, id)
+	}
+	f.status.Applied++
+	f.mu.Unlock()
+	if f.last.unknownNetwork(vm) {
+		signal(f.napiNow)
+	}
+}
+
+func modified(vm *dc.VM) (time.Time, bool) {
+	if vm == nil {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, vm.LastModified)
+	return t, err == nil
+}
+
+// newer reports whether a was modified strictly after b.
+func newer(a, b *dc.VM) bool {
+	ta, okA := modified(a)
+	tb, okB := modified(b)
+	return okA && okB && ta.After(tb)
+}
+
+func sameRaw(a, b *Change) bool { return string(a.Raw) == string(b.Raw) }
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
