@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -39,6 +39,8 @@ type wireWait struct {
 // wirePeer is GET /peer/:addr as this test reads it.
 type wirePeer struct {
 	Zones map[string]struct {
+		Signer       bool    `json:"signer"`
+		SignerSerial uint32  `json:"signer_serial"`
 		Serial       uint32  `json:"serial"`
 		ZoneSerial   uint32  `json:"zone_serial"`
 		DriftSerials int64   `json:"drift_serials"`
@@ -112,7 +114,10 @@ func TestInteropSigningSecondaries(t *testing.T) {
 	keys := map[secondarytest.Kind]map[string][]*dns.DNSKEY{}
 	for _, k := range []secondarytest.Kind{secondarytest.Knot, secondarytest.BIND} {
 		key := interopKey
-		s := secondarytest.Start(t, secondarytest.Config{Kind: k, Primary: r.primary(), Zones: r.zones, Key: &key,
+		// The catalog too: cns NOTIFYs its also_notify targets of every
+		// zone and tracks them all.
+		zones := append(slices.Clone(r.zones), r.catalog)
+		s := secondarytest.Start(t, secondarytest.Config{Kind: k, Primary: r.primary(), Zones: zones, Key: &key,
 			Dir: filepath.Join(r.dir, string(k)), Port: ports[k], Address: addrs[k], Signing: &secondarytest.Signing{NSEC3: k == secondarytest.BIND}})
 		secs = append(secs, s)
 		keys[k] = map[string][]*dns.DNSKEY{}
@@ -160,22 +165,22 @@ func TestInteropSigningSecondaries(t *testing.T) {
 
 	steps := []struct {
 		name string
-		edit func(inv *sdc.Inventory)
+		edit func(inv *dc.Inventory)
 	}{
-		{"add 3 VMs", func(inv *sdc.Inventory) {
+		{"add 3 VMs", func(inv *dc.Inventory) {
 			for i := range 3 {
 				inv.VMs = append(inv.VMs, interopVM(inv, 910+i, owner, fmt.Sprintf("signed%d", i+1), fmt.Sprintf("10.0.1.%d", 80+i), "web:80"))
 			}
 		}},
-		{"remove a VM", func(inv *sdc.Inventory) {
+		{"remove a VM", func(inv *dc.Inventory) {
 			gone := inv.VMs[3].UUID
-			removeVMs(inv, func(vm *sdc.VM) bool { return vm.UUID == gone })
+			removeVMs(inv, func(vm *dc.VM) bool { return vm.UUID == gone })
 		}},
-		{"a VM moves IP", func(inv *sdc.Inventory) {
+		{"a VM moves IP", func(inv *dc.Inventory) {
 			vm := &inv.VMs[len(inv.VMs)-1]
 			vm.NICs[0].IP, vm.NICs[0].IPs = "10.0.1.90", []string{"10.0.1.90/8"}
 		}},
-		{"one more VM", func(inv *sdc.Inventory) {
+		{"one more VM", func(inv *dc.Inventory) {
 			inv.VMs = append(inv.VMs, interopVM(inv, 920, owner, "signed9", "10.0.1.91", ""))
 		}},
 	}
@@ -210,9 +215,17 @@ func TestInteropSigningSecondaries(t *testing.T) {
 	if len(signerSerials) != 2 {
 		t.Errorf("signers seen: %v", signerSerials)
 	}
+	status, _, code := runCNS(t, "adm", "--api", api, "status")
+	if code != 0 {
+		t.Fatalf("cnsadm status: exit %d", code)
+	}
+	t.Logf("cnsadm status:\n%s", status)
 	for _, a := range addrs {
 		var p wirePeer
 		getJSON(t, api+"/peer/"+a, &p)
+		if pz := p.Zones[demoZone]; !pz.Signer || pz.SignerSerial == 0 || !strings.Contains(status, fmt.Sprintf("%d (signed %d)", pz.Serial, pz.SignerSerial)) {
+			t.Errorf("peer %s: %s served as %d (signer %v); cnsadm status must show %q", a, demoZone, pz.SignerSerial, pz.Signer, fmt.Sprintf("%d (signed %d)", pz.Serial, pz.SignerSerial))
+		}
 		for _, z := range r.zones {
 			if pz := p.Zones[z]; pz.DriftSerials != 0 || pz.Serial != pz.ZoneSerial {
 				t.Errorf("peer %s, zone %s: drift %d (%.1f s), serial %d of %d; want none", a, z, pz.DriftSerials, pz.DriftSeconds, pz.Serial, pz.ZoneSerial)
