@@ -69,7 +69,8 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 			if i == 0 {
 				addr, version = p.Address, p.Version
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", addr, z, p.Serials[z], driftText(p, z, serials), version)
+			serial := serialText(p.Serials[z], p.Zones[z].SignerSerial)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", addr, z, serial, driftText(p, z, serials), version)
 		}
 	}
 	return tw.Flush()
@@ -261,7 +262,7 @@ func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
 		if p.Seconds >= 0 {
 			secs = fmt.Sprintf("%.3f", p.Seconds)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", addr, p.Serial, p.State, secs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", addr, serialText(p.Serial, p.SignerSerial), p.State, secs)
 	}
 	return tw.Flush()
 }
