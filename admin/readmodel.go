@@ -120,11 +120,13 @@ func VMJSON(vm db.VM) VM {
 		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
 		out.Reasons = append(out.Reasons, m.Reasons...)
 		out.Services, out.Problems = m.Services, m.Problems
+		out.ComputeNode = m.ComputeNode
 	}
 	for _, rec := range vm.Records {
 		for _, rr := range rec.RRs {
 			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
-			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID {
+			_, cname := rr.(*dns.CNAME)
+			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID || out.ComputeNode && cname {
 				name := strings.TrimSuffix(rec.Owner, ".")
 				if !slices.Contains(out.Names, name) {
 					out.Names = append(out.Names, name)

@@ -106,7 +106,7 @@ func (u *Updater) Flush() error {
 
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.lastCommit = CommitInfo{Time: u.now(), VMs: len(cs.VMs), Duration: time.Since(start)}
+	u.lastCommit = CommitInfo{Time: u.now(), VMs: len(cs.VMs) - b.computeNodes, Duration: time.Since(start)}
 	if err != nil {
 		u.lastCommit.Err = err.Error()
 		return err
@@ -141,6 +141,9 @@ type batch struct {
 	gens       map[string]uint64
 	healthGens map[string]uint64
 	unchanged  int // VMs recomputed to what the store holds already
+	// computeNodes counts the entries of cs.VMs that are compute nodes'
+	// CMON names, not VMs.
+	computeNodes int
 }
 
 // collect computes the next change set; u.mu is held. A very large batch
@@ -168,6 +171,9 @@ func (u *Updater) collect() *batch {
 		default:
 			b.gens[uuid] = gen
 			b.cs.VMs = append(b.cs.VMs, vc)
+			if !vc.Delete && u.vms[uuid] == nil {
+				b.computeNodes++
+			}
 		}
 	}
 	b.cs.Hysteresis, b.healthGens = u.health.writes()

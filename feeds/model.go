@@ -29,7 +29,10 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	u.setUsers(inv.Users, cause)
 	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
 	u.setServers(inv.Servers, cause)
-	seen := make(map[string]bool, len(inv.VMs))
+	seen := make(map[string]bool, len(inv.VMs)+len(inv.Servers))
+	for id := range u.servers {
+		seen[id] = true // a compute node's CMON names are not a VM's
+	}
 	for i := range inv.VMs {
 		vm := &inv.VMs[i]
 		seen[strings.ToLower(vm.UUID)] = true
@@ -113,10 +116,13 @@ func (u *Updater) VMUUIDs() []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// markAll marks every VM, and every VM the store knows, for recomputation.
+// markAll marks every VM and compute node for recomputation.
 func (u *Updater) markAll(cause string) {
 	for uuid := range u.vms {
 		u.mark(uuid)
+	}
+	for uuid := range u.servers {
+		u.mark(uuid) // CMON names follow the zones
 	}
 	u.causes[cause]++
 }
@@ -215,11 +221,17 @@ func (u *Updater) setServers(servers []dc.Server, cause string) {
 		if old == nil || old.down != f.down {
 			u.markSet(u.byServer[id], cause)
 		}
+		if old == nil || old.down != f.down || old.server.Setup != s.Setup || old.server.Hostname != s.Hostname {
+			u.mark(id) // its CMON names, and what cnsadm vm says of it
+			u.causes[cause]++
+		}
 		next[id] = f
 	}
 	for id := range u.servers {
 		if next[id] == nil {
 			u.markSet(u.byServer[id], cause)
+			u.mark(id)
+			u.causes[cause]++
 		}
 	}
 	u.servers = next
