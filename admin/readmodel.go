@@ -111,10 +111,13 @@ func feedsView(u *feeds.Updater) Feeds {
 	return out
 }
 
-// VMJSON renders a stored VM.
+// VMJSON renders a stored VM. Its last_visit is when a feed last saw it
+// as far as the store knows: the later of its last change and its saved
+// last-seen time (the live API adds the updater's newer word).
 func VMJSON(vm db.VM) VM {
 	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
 	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
+		// A VM is seen when it changes, and its meta is written then.
 		out.LastVisit = m.Updated.UnixMilli()
 		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
 		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
@@ -135,6 +138,7 @@ func VMJSON(vm db.VM) VM {
 		}
 	}
 	slices.Sort(out.Names)
+	out.LastVisit = max(out.LastVisit, vm.LastSeen.UnixMilli())
 	return out
 }
 

@@ -18,6 +18,7 @@ type serverFacts struct {
 	server dc.Server
 	state  dc.CNState
 	down   bool // the effective decision (unknown keeps the previous one)
+	seen   lastSeen
 }
 
 // SetInventory applies a complete description of the data center: VMs
@@ -29,6 +30,7 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	u.setUsers(inv.Users, cause)
 	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
 	u.setServers(inv.Servers, cause)
+	u.sawServers(u.now())
 	seen := make(map[string]bool, len(inv.VMs)+len(inv.Servers))
 	for id := range u.servers {
 		seen[id] = true // a compute node's CMON names are not a VM's
@@ -93,6 +95,7 @@ func (u *Updater) SetServers(servers []dc.Server, cause string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setServers(servers, cause)
+	u.sawServers(u.now())
 	u.wake()
 }
 
@@ -212,6 +215,9 @@ func (u *Updater) setServers(servers []dc.Server, cause string) {
 		id := strings.ToLower(s.UUID)
 		f := &serverFacts{server: s, state: dc.ServerState(&s, now)}
 		old := u.servers[id]
+		if old != nil {
+			f.seen = old.seen
+		}
 		switch f.state {
 		case dc.CNDown:
 			f.down = true
@@ -260,6 +266,7 @@ func (u *Updater) Tick() {
 type storedVM struct {
 	owner, server string
 	facts         []byte
+	seen          lastSeen
 }
 
 // vm decodes the stored facts.
@@ -281,7 +288,8 @@ func (u *Updater) intern(s string) string {
 	return s
 }
 
-// setVM records vm's current state and marks it when it changed.
+// setVM records vm's current state, and that a feed saw it now, and
+// marks it when it changed.
 func (u *Updater) setVM(vm *dc.VM, cause string) {
 	t := trimVM(vm)
 	facts, err := json.Marshal(t)
@@ -289,15 +297,20 @@ func (u *Updater) setVM(vm *dc.VM, cause string) {
 		u.log.Warn("vm not encodable; ignored", "vm", t.UUID, "err", err)
 		return
 	}
+	now := u.now()
 	old := u.vms[t.UUID]
 	if old != nil && bytes.Equal(old.facts, facts) {
+		old.seen.see(now) // seen, unchanged: nothing to recompute
 		return
 	}
+	var seen lastSeen
 	if old != nil {
+		seen = old.seen
 		delete(u.byOwner[old.owner], t.UUID)
 		delete(u.byServer[old.server], t.UUID)
 	}
-	u.vms[t.UUID] = &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts}
+	seen.see(now)
+	u.vms[t.UUID] = &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts, seen: seen}
 	addIndex(u.byOwner, t.OwnerUUID, t.UUID)
 	addIndex(u.byServer, t.ServerUUID, t.UUID)
 	u.mark(t.UUID)
