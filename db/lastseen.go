@@ -1,6 +1,8 @@
 package db
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -28,17 +30,27 @@ func (d *DB) SaveLastSeen(seen map[string]int64) error {
 		if err != nil {
 			return err
 		}
+		b.FillPercent = fillPercent
 		vms := tx.Bucket(bucketVMs)
+		// In key order: bbolt appends in order cheaply, where random
+		// order splits pages all over the tree.
+		type entry struct {
+			key string
+			ms  int64
+		}
+		entries := make([]entry, 0, len(seen))
 		for uuid, ms := range seen {
-			id, err := parseUUID(uuid)
-			if err != nil {
-				continue
+			if id, err := parseUUID(uuid); err == nil {
+				entries = append(entries, entry{formatUUID(id), ms})
 			}
-			key := []byte(formatUUID(id))
+		}
+		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+		for _, e := range entries {
+			key := []byte(e.key)
 			if vms.Get(key) == nil {
 				continue
 			}
-			if err := b.Put(key, u64key(uint64(ms))); err != nil {
+			if err := b.Put(key, u64key(uint64(e.ms))); err != nil {
 				return err
 			}
 		}

@@ -300,7 +300,7 @@ func (u *Updater) setVM(vm *dc.VM, cause string) {
 	now := u.now()
 	old := u.vms[t.UUID]
 	if old != nil && bytes.Equal(old.facts, facts) {
-		old.seen.see(now) // seen, unchanged: nothing to recompute
+		u.saw(t.UUID, &old.seen, now) // seen, unchanged: nothing to recompute
 		return
 	}
 	var seen lastSeen
@@ -309,8 +309,9 @@ func (u *Updater) setVM(vm *dc.VM, cause string) {
 		delete(u.byOwner[old.owner], t.UUID)
 		delete(u.byServer[old.server], t.UUID)
 	}
-	seen.see(now)
-	u.vms[t.UUID] = &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts, seen: seen}
+	v := &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts, seen: seen}
+	u.saw(t.UUID, &v.seen, now)
+	u.vms[t.UUID] = v
 	addIndex(u.byOwner, t.OwnerUUID, t.UUID)
 	addIndex(u.byServer, t.ServerUUID, t.UUID)
 	u.mark(t.UUID)
