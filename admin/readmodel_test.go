@@ -127,8 +127,8 @@ func TestComputeNodeView(t *testing.T) {
 	if err := WriteVM(&out, vm, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"listed:     CMON names (a compute node)\n", "    compute_node       a compute node: ",
-		"names:\n    " + want[0] + "\n    " + want[1] + "\n"} {
+	for _, line := range []string{"listed:      CMON names (a compute node)\n", "why:         compute_node  a compute node: ",
+		"names:       " + want[0] + "\n             " + want[1] + "\n"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("cnsadm vm of a compute node lacks %q:\n%s", line, out.String())
 		}

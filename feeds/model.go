@@ -108,13 +108,18 @@ func (u *Updater) SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause s
 }
 
 // VMUUIDs returns the UUIDs of the VMs the updater knows of, in memory or
-// in the store.
+// in the store; not the compute nodes' entries.
 func (u *Updater) VMUUIDs() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	set := maps.Clone(u.known)
 	for id := range u.vms {
 		set[id] = true
+	}
+	for id := range u.servers {
+		if u.vms[id] == nil {
+			delete(set, id)
+		}
 	}
 	return slices.Sorted(maps.Keys(set))
 }
