@@ -32,8 +32,8 @@ func TestAggregateBenchmark(t *testing.T) {
 	if n, _ := strconv.Atoi(os.Getenv("CNS_AGG_BENCH_CHANGES")); n > 0 {
 		changes = n
 	}
-	aggPort := freeUDPPort(t)
-	secPort := freeUDPPort(t)
+	aggPort := aggFreePort(t)
+	secPort := aggFreePort(t)
 	var dcs []*aggDC
 	for i := 1; i <= 3; i++ {
 		inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: uint64(i)})
@@ -77,14 +77,14 @@ func TestAggregateBenchmark(t *testing.T) {
 	agg.waitLogFrom(mark, 10*time.Minute, func(l logLine) bool { return l.str("msg") == "committed" && l["pending"] == 0.0 })
 	build := time.Since(start)
 	for _, dc := range dcs {
-		if name := last(dc); len(lookup(agg.addr, name, dns.TypeA)) == 0 {
+		if name := last(dc); len(aggLookupA(agg.addr, name, dns.TypeA)) == 0 {
 			t.Fatalf("built, but %s does not answer", name)
 		}
 	}
-	rss, hwm := procMemory(agg.cmd.Process.Pid)
+	rss, hwm := aggProcMemory(agg.cmd.Process.Pid)
 	t.Logf("region first build: %v for 3 × %d VMs; aggregator RSS %d MiB, peak %d MiB", build.Round(time.Millisecond), vms, rss>>20, hwm>>20)
 	for i, dc := range dcs {
-		rss, hwm := procMemory(dc.p.cmd.Process.Pid)
+		rss, hwm := aggProcMemory(dc.p.cmd.Process.Pid)
 		t.Logf("for comparison, DC %d (%d VMs): RSS %d MiB, peak %d MiB", i+1, vms, rss>>20, hwm>>20)
 	}
 
@@ -104,22 +104,22 @@ func TestAggregateBenchmark(t *testing.T) {
 		ip := fmt.Sprintf("10.1.250.%d", n+1)
 		name := addBenchVM(t, dc, 1000+n, alias, ip)
 		dcName := strings.Replace(name, aggRegion, dc.zone, 1)
-		waitFor(t, dcName, time.Minute, func() bool { return len(lookup(dc.p.addr, dcName, dns.TypeA)) > 0 })
+		waitFor(t, dcName, time.Minute, func() bool { return len(aggLookupA(dc.p.addr, dcName, dns.TypeA)) > 0 })
 		t1 := time.Now()
-		waitFor(t, name, time.Minute, func() bool { return len(lookup(agg.addr, name, dns.TypeA)) > 0 })
+		waitFor(t, name, time.Minute, func() bool { return len(aggLookupA(agg.addr, name, dns.TypeA)) > 0 })
 		toAgg = append(toAgg, time.Since(t1))
 		if sec != nil {
-			waitFor(t, "bind "+name, time.Minute, func() bool { return len(lookup(sec.Addr(), name, dns.TypeA)) > 0 })
+			waitFor(t, "bind "+name, time.Minute, func() bool { return len(aggLookupA(sec.Addr(), name, dns.TypeA)) > 0 })
 			toSec = append(toSec, time.Since(t1))
 		}
-		ixfrBytes = append(ixfrBytes, ixfrSize(t, agg.addr, aggRegion, from))
+		ixfrBytes = append(ixfrBytes, aggIXFRSize(t, agg.addr, aggRegion, from))
 		time.Sleep(150 * time.Millisecond) // past the NOTIFY interval: each change is its own serial
 	}
-	t.Logf("DC answers → aggregator answers: %s", percentiles(toAgg))
+	t.Logf("DC answers → aggregator answers: %s", aggPercentiles(toAgg))
 	if sec != nil {
-		t.Logf("DC answers → BIND secondary of the region answers: %s", percentiles(toSec))
+		t.Logf("DC answers → BIND secondary of the region answers: %s", aggPercentiles(toSec))
 	}
-	rss, hwm = procMemory(agg.cmd.Process.Pid)
+	rss, hwm = aggProcMemory(agg.cmd.Process.Pid)
 	t.Logf("aggregator after the changes: RSS %d MiB, peak %d MiB", rss>>20, hwm>>20)
 	slices.Sort(ixfrBytes)
 	t.Logf("region IXFR for a one-VM change: median %d bytes, max %d bytes", ixfrBytes[len(ixfrBytes)/2], ixfrBytes[len(ixfrBytes)-1])
@@ -134,7 +134,7 @@ func addBenchVM(t *testing.T, dc *aggDC, n int, alias, ip string) string {
 	return fmt.Sprintf("%s.inst.%s.%s", alias, owner.UUID, aggRegion)
 }
 
-func percentiles(ds []time.Duration) string {
+func aggPercentiles(ds []time.Duration) string {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
@@ -142,8 +142,8 @@ func percentiles(ds []time.Duration) string {
 		at(0.9).Round(time.Millisecond/10), at(0.99).Round(time.Millisecond/10), s[len(s)-1].Round(time.Millisecond/10))
 }
 
-// ixfrSize is the wire size of the IXFR of zone from serial.
-func ixfrSize(t *testing.T, addr, zone string, from uint32) int {
+// aggIXFRSize is the wire size of the IXFR of zone from serial.
+func aggIXFRSize(t *testing.T, addr, zone string, from uint32) int {
 	t.Helper()
 	co, err := dns.Dial("tcp", addr)
 	if err != nil {
@@ -181,8 +181,8 @@ func ixfrSize(t *testing.T, addr, zone string, from uint32) int {
 	}
 }
 
-// procMemory reads a process's resident and peak resident memory.
-func procMemory(pid int) (rss, hwm int64) {
+// aggProcMemory reads a process's resident and peak resident memory.
+func aggProcMemory(pid int) (rss, hwm int64) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0, 0

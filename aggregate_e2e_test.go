@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -72,17 +71,17 @@ func moveIPs(inv *dc.Inventory, second byte) {
 	}
 }
 
-func axfr(t *testing.T, addr, zone string) []dns.RR {
+func aggAXFR(t *testing.T, addr, zone string) []dns.RR {
 	t.Helper()
-	rrs, err := tryAXFR(addr, zone)
+	rrs, err := aggTryAXFR(addr, zone)
 	if err != nil {
 		t.Fatalf("AXFR %s from %s: %v", zone, addr, err)
 	}
 	return rrs
 }
 
-// tryAXFR transfers zone, signed with the test key for DC 1's zone.
-func tryAXFR(addr, zone string) ([]dns.RR, error) {
+// aggTryAXFR transfers zone, signed with the test key for DC 1's zone.
+func aggTryAXFR(addr, zone string) ([]dns.RR, error) {
 	m := new(dns.Msg)
 	m.SetAxfr(dns.Fqdn(zone))
 	tr := &dns.Transfer{}
@@ -104,9 +103,9 @@ func tryAXFR(addr, zone string) ([]dns.RR, error) {
 	return out, err
 }
 
-// regionHas reports whether every non-apex record of a DC's zone is in
+// aggRegionHas reports whether every non-apex record of a DC's zone is in
 // the region zone under the region suffix.
-func regionHas(dcRRs, region []dns.RR, dcZone string) (missing string) {
+func aggRegionHas(dcRRs, region []dns.RR, dcZone string) (missing string) {
 	have := map[string]bool{}
 	for _, rr := range region {
 		have[strings.ToLower(rr.String())] = true
@@ -124,7 +123,7 @@ func regionHas(dcRRs, region []dns.RR, dcZone string) (missing string) {
 	return ""
 }
 
-func lookup(addr, name string, qtype uint16) []string {
+func aggLookupA(addr, name string, qtype uint16) []string {
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), qtype)
 	r, _, err := (&dns.Client{Timeout: time.Second, Net: "tcp"}).Exchange(m, addr)
@@ -141,7 +140,7 @@ func lookup(addr, name string, qtype uint16) []string {
 	return out
 }
 
-func freeUDPPort(t *testing.T) int {
+func aggFreePort(t *testing.T) int {
 	t.Helper()
 	port, err := secondarytest.FreePort()
 	if err != nil {
@@ -153,7 +152,7 @@ func freeUDPPort(t *testing.T) int {
 // Three data centers' cns, one standalone aggregator and real BIND and
 // Knot secondaries of the region zone (RFD 172).
 func TestAggregateRegion(t *testing.T) {
-	aggPort := freeUDPPort(t)
+	aggPort := aggFreePort(t)
 	inv1 := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, Seed: 1})
 	inv2 := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, Seed: 1})
 	moveIPs(inv2, 2) // the same services, members in a second DC
@@ -172,7 +171,7 @@ func TestAggregateRegion(t *testing.T) {
 			continue
 		}
 		kinds = append(kinds, k)
-		secPorts = append(secPorts, freeUDPPort(t))
+		secPorts = append(secPorts, aggFreePort(t))
 	}
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "", func(m map[string]any) {
@@ -214,19 +213,19 @@ func TestAggregateRegion(t *testing.T) {
 
 	t.Run("every name of every DC", func(t *testing.T) {
 		waitFor(t, "the region to hold every DC's names", 20*time.Second, func() bool {
-			region, err := tryAXFR(agg.addr, aggRegion)
+			region, err := aggTryAXFR(agg.addr, aggRegion)
 			if err != nil {
 				return false
 			}
 			for _, dc := range dcs {
-				if regionHas(axfr(t, dc.p.addr, dc.zone), region, dc.zone) != "" {
+				if aggRegionHas(aggAXFR(t, dc.p.addr, dc.zone), region, dc.zone) != "" {
 					return false
 				}
 			}
 			return true
 		})
 		// The apex is the aggregator's own.
-		for _, rr := range axfr(t, agg.addr, aggRegion) {
+		for _, rr := range aggAXFR(t, agg.addr, aggRegion) {
 			if ns, ok := rr.(*dns.NS); ok && ns.Ns != "cns.us-west.example.com." {
 				t.Errorf("region NS %s", ns)
 			}
@@ -257,7 +256,7 @@ func TestAggregateRegion(t *testing.T) {
 		if len(feeds.Sources) != 4 || !slices.ContainsFunc(feeds.Feeds, func(f admin.FeedStatus) bool { return f.Name == "aggregate "+dcs[1].zone && f.Healthy }) {
 			t.Errorf("feeds: %+v", feeds)
 		}
-		metrics := getText(t, agg.api+"/metrics")
+		metrics := aggGetText(t, agg.api+"/metrics")
 		want := fmt.Sprintf(`cns_aggregate_source_state{region=%q,zone=%q,state="ok"} 1`, aggRegion, dcs[0].zone)
 		if !strings.Contains(metrics, want) || !strings.Contains(metrics, "cns_aggregate_source_serial{") {
 			t.Errorf("metrics lack %s:\n%s", want, metrics)
@@ -266,7 +265,7 @@ func TestAggregateRegion(t *testing.T) {
 
 	t.Run("a service in two DCs answers both", func(t *testing.T) {
 		var svc string
-		for _, rr := range axfr(t, dcs[0].p.addr, dcs[0].zone) {
+		for _, rr := range aggAXFR(t, dcs[0].p.addr, dcs[0].zone) {
 			if a, ok := rr.(*dns.A); ok && strings.Contains(a.Hdr.Name, ".svc.") {
 				svc = strings.Replace(a.Hdr.Name, dcs[0].zone, aggRegion, 1)
 				break
@@ -275,7 +274,7 @@ func TestAggregateRegion(t *testing.T) {
 		if svc == "" {
 			t.Fatal("no service in DC 1")
 		}
-		got := lookup(agg.addr, svc, dns.TypeA)
+		got := aggLookupA(agg.addr, svc, dns.TypeA)
 		has := func(prefix string) bool {
 			return slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, prefix) })
 		}
@@ -292,11 +291,11 @@ func TestAggregateRegion(t *testing.T) {
 
 	t.Run("a change in one DC reaches the aggregator and the secondaries", func(t *testing.T) {
 		name := addVM(dcs[0], 1, "aggnew", "10.0.200.1")
-		took := waitFor(t, name, 10*time.Second, func() bool { return slices.Equal(lookup(agg.addr, name, dns.TypeA), []string{"10.0.200.1"}) })
+		took := waitFor(t, name, 10*time.Second, func() bool { return slices.Equal(aggLookupA(agg.addr, name, dns.TypeA), []string{"10.0.200.1"}) })
 		t.Logf("DC change answered by the aggregator after %v", took)
 		for _, s := range secs {
 			waitFor(t, string(s.Kind())+" "+name, 10*time.Second, func() bool {
-				return slices.Equal(lookup(s.Addr(), name, dns.TypeA), []string{"10.0.200.1"})
+				return slices.Equal(aggLookupA(s.Addr(), name, dns.TypeA), []string{"10.0.200.1"})
 			})
 		}
 	})
@@ -321,15 +320,15 @@ func TestAggregateRegion(t *testing.T) {
 
 	t.Run("a source sending garbage leaves the region unchanged", func(t *testing.T) {
 		good := "x." + aggRegion
-		waitFor(t, "the good copy", 10*time.Second, func() bool { return slices.Equal(lookup(agg.addr, good, dns.TypeA), []string{"10.9.0.1"}) })
-		before := axfr(t, agg.addr, aggRegion)
+		waitFor(t, "the good copy", 10*time.Second, func() bool { return slices.Equal(aggLookupA(agg.addr, good, dns.TypeA), []string{"10.9.0.1"}) })
+		before := aggAXFR(t, agg.addr, aggRegion)
 		bad.garbage.Store(true)
 		waitFor(t, "the garbage rejected", 10*time.Second, func() bool { return sourceStatus(agg, bad.zone).Error != "" })
-		after := axfr(t, agg.addr, aggRegion)
+		after := aggAXFR(t, agg.addr, aggRegion)
 		if before[0].(*dns.SOA).Serial != after[0].(*dns.SOA).Serial || len(before) != len(after) {
 			t.Fatalf("region changed: serial %d → %d, %d → %d records", before[0].(*dns.SOA).Serial, after[0].(*dns.SOA).Serial, len(before), len(after))
 		}
-		if got := lookup(agg.addr, good, dns.TypeA); !slices.Equal(got, []string{"10.9.0.1"}) {
+		if got := aggLookupA(agg.addr, good, dns.TypeA); !slices.Equal(got, []string{"10.9.0.1"}) {
 			t.Fatalf("good copy gone: %v", got)
 		}
 	})
@@ -338,10 +337,10 @@ func TestAggregateRegion(t *testing.T) {
 		agg.stop()
 		name := addVM(dcs[0], 2, "whiledown", "10.0.200.2")
 		waitFor(t, "DC 1 to serve "+name, 10*time.Second, func() bool {
-			return len(lookup(dcs[0].p.addr, strings.Replace(name, aggRegion, dcs[0].zone, 1), dns.TypeA)) == 1
+			return len(aggLookupA(dcs[0].p.addr, strings.Replace(name, aggRegion, dcs[0].zone, 1), dns.TypeA)) == 1
 		})
 		agg = startService(top, cfg, tune) // lives past this subtest
-		waitFor(t, name, 10*time.Second, func() bool { return slices.Equal(lookup(agg.addr, name, dns.TypeA), []string{"10.0.200.2"}) })
+		waitFor(t, name, 10*time.Second, func() bool { return slices.Equal(aggLookupA(agg.addr, name, dns.TypeA), []string{"10.0.200.2"}) })
 		for _, dc := range dcs {
 			if st := sourceStatus(agg, dc.zone); st.LastKind == "AXFR" {
 				t.Errorf("%s: transferred with AXFR after a restart: %+v", dc.zone, st)
@@ -354,7 +353,7 @@ func TestAggregateRegion(t *testing.T) {
 
 	t.Run("a stopped DC keeps its records until expire, then loses them", func(t *testing.T) {
 		var name string
-		for _, rr := range axfr(t, dcs[2].p.addr, dcs[2].zone) {
+		for _, rr := range aggAXFR(t, dcs[2].p.addr, dcs[2].zone) {
 			// A UUID name: DC 3's alone (aliases repeat across DCs).
 			if a, ok := rr.(*dns.A); ok && strings.Index(a.Hdr.Name, ".inst.") == 36 {
 				name = strings.Replace(a.Hdr.Name, dcs[2].zone, aggRegion, 1)
@@ -363,10 +362,10 @@ func TestAggregateRegion(t *testing.T) {
 		}
 		dcs[2].p.stop(syscall.SIGKILL)
 		stopped := time.Now()
-		if len(lookup(agg.addr, name, dns.TypeA)) == 0 {
+		if len(aggLookupA(agg.addr, name, dns.TypeA)) == 0 {
 			t.Fatalf("%s gone at once", name)
 		}
-		took := waitFor(t, name+" to leave", 15*time.Second, func() bool { return len(lookup(agg.addr, name, dns.TypeA)) == 0 })
+		took := waitFor(t, name+" to leave", 15*time.Second, func() bool { return len(aggLookupA(agg.addr, name, dns.TypeA)) == 0 })
 		if took < 2*time.Second && time.Since(stopped) < 2*time.Second {
 			t.Fatalf("left after %v, before the expire", took)
 		}
@@ -376,14 +375,7 @@ func TestAggregateRegion(t *testing.T) {
 	})
 }
 
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	if err := json.Unmarshal([]byte(getText(t, url)), v); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func getText(t *testing.T, url string) string {
+func aggGetText(t *testing.T, url string) string {
 	t.Helper()
 	res, err := http.Get(url)
 	if err != nil {

@@ -6,6 +6,7 @@ package admin
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -28,10 +29,16 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 type VM struct {
 	UUID string `json:"uuid"`
 	// Names are the FQDNs whose TXT is the VM's UUID: its instance names
-	// and listed service names (what CloudAPI shows as dns_names).
+	// and listed service names (what CloudAPI shows as dns_names). For a
+	// compute node, its CMON names.
 	Names []string `json:"names"`
-	// LastVisit is when cns last computed the VM, in ms since the epoch.
+	// LastVisit is when a feed last saw the VM (a listing or a change),
+	// in ms since the epoch; read from a db file, it may be up to
+	// feeds.LastSeenSaveEvery older.
 	LastVisit int64 `json:"last_visit"`
+	// ComputeNode marks a compute node (a CNAPI server), which has only
+	// its <server_uuid>.cmon names.
+	ComputeNode bool `json:"compute_node,omitempty"`
 	// Added by cns: the listing decision and its reasons.
 	Alias        string   `json:"alias,omitempty"`
 	Owner        string   `json:"owner_uuid,omitempty"`
@@ -81,6 +88,21 @@ type PeerZone struct {
 	NotifySent   time.Time `json:"notify_sent,omitzero"`
 	NotifyAcked  time.Time `json:"notify_acked,omitzero"`
 	LastSOAQuery time.Time `json:"last_soa_query,omitzero"`
+	// Signer marks a DNSSEC-signing secondary: it serves cns's Serial
+	// under a serial of its own, SignerSerial (see "Signing with DNSSEC").
+	Signer       bool   `json:"signer,omitempty"`
+	SignerSerial uint32 `json:"signer_serial,omitempty"`
+}
+
+// SerialText is a peer's serial as cnsadm and the TUI show it: cns's
+// serial, and a signer's own after it ("1795486465 (signed 1795486470)").
+func (pz PeerZone) SerialText() string { return serialText(pz.Serial, pz.SignerSerial) }
+
+func serialText(serial, signer uint32) string {
+	if signer == 0 {
+		return strconv.FormatUint(uint64(serial), 10)
+	}
+	return fmt.Sprintf("%d (signed %d)", serial, signer)
 }
 
 // ZoneSummary is one entry of GET /zones.
@@ -261,11 +283,13 @@ type Propagation struct {
 
 // PeerPropagation is one secondary's progress with a serial.
 type PeerPropagation struct {
-	Address string  `json:"address"`
-	Serial  uint32  `json:"serial"` // last serial seen
-	State   string  `json:"state"`
-	Seconds float64 `json:"seconds"` // commit to serving; -1 while pending
-	Polls   int     `json:"polls"`
+	Address string `json:"address"`
+	Serial  uint32 `json:"serial"` // last of cns's serials seen served
+	// SignerSerial is a signer's own serial under which it serves Serial.
+	SignerSerial uint32  `json:"signer_serial,omitempty"`
+	State        string  `json:"state"`
+	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
+	Polls        int     `json:"polls"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
 }

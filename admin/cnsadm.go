@@ -69,7 +69,8 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 			if i == 0 {
 				addr, version = p.Address, p.Version
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", addr, z, p.Serials[z], driftText(p, z, serials), version)
+			serial := serialText(p.Serials[z], p.Zones[z].SignerSerial)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", addr, z, serial, driftText(p, z, serials), version)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -135,6 +136,7 @@ var reasonText = map[string]string{
 	"inst_en_tag":       "the triton.cns.disable tag is set: not listed",
 	"destroyed":         "the VM is destroyed: not listed",
 	"held":              "status down, but the self-removal hysteresis keeps it in its services for now",
+	"compute_node":      "a compute node: its <uuid>.cmon names in every forward zone while it is set up, whatever its state",
 }
 
 // ReasonText spells out a listing flag ("" for a flag it does not know).
@@ -173,6 +175,9 @@ func listedText(vm *VM) string {
 	}
 	if vm.ListServices {
 		listed = append(listed, "service names")
+	}
+	if vm.ComputeNode {
+		listed = append(listed, "CMON names (a compute node)")
 	}
 	if len(listed) == 0 {
 		return "nothing"
@@ -293,7 +298,7 @@ func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
 		if p.Seconds >= 0 {
 			secs = fmt.Sprintf("%.3f", p.Seconds)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", addr, p.Serial, p.State, secs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", addr, serialText(p.Serial, p.SignerSerial), p.State, secs)
 	}
 	return tw.Flush()
 }
