@@ -44,6 +44,14 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 			m.sample("cns_peer_serial", float64(p.Zones[z].Serial), "peer", p.Address, "zone", z)
 		}
 	}
+	m.help("cns_peer_signer_serial", "gauge", "The serial a DNSSEC-signing secondary gives the zone (its own; cns_peer_serial is cns's serial it serves).")
+	for _, p := range peers {
+		for _, z := range sortedKeys(p.Zones) {
+			if pz := p.Zones[z]; pz.Signer {
+				m.sample("cns_peer_signer_serial", float64(pz.SignerSerial), "peer", p.Address, "zone", z)
+			}
+		}
+	}
 	m.help("cns_peer_drift_serials", "gauge", "Commits each secondary is behind, per zone.")
 	m.help("cns_peer_drift_seconds", "gauge", "Seconds since the first change each secondary lacks (-1: unknown).")
 	for _, p := range peers {
@@ -149,6 +157,31 @@ func (s *Server) writeFeedMetrics(m *metricWriter) {
 			lag = time.Since(f.LastOK).Seconds()
 		}
 		m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
+	}
+	if s.Sources != nil {
+		writeSourceMetrics(m, s.Sources())
+	}
+}
+
+// writeSourceMetrics writes an aggregator's sources (RFD 172).
+func writeSourceMetrics(m *metricWriter, sources []AggregateSource) {
+	m.help("cns_aggregate_source_serial", "gauge", "Serial of each aggregated source zone's copy.")
+	for _, x := range sources {
+		m.sample("cns_aggregate_source_serial", float64(x.Serial), "region", x.Region, "zone", x.Zone)
+	}
+	m.help("cns_aggregate_source_lag_seconds", "gauge", "Seconds since each source's copy was last confirmed current (-1: never).")
+	for _, x := range sources {
+		m.sample("cns_aggregate_source_lag_seconds", x.LagSeconds, "region", x.Region, "zone", x.Zone)
+	}
+	m.help("cns_aggregate_source_names", "gauge", "Names in each source's copy.")
+	for _, x := range sources {
+		m.sample("cns_aggregate_source_names", float64(x.Names), "region", x.Region, "zone", x.Zone)
+	}
+	m.help("cns_aggregate_source_state", "gauge", "1 for each source's state: ok, syncing, stale or expired.")
+	for _, x := range sources {
+		for _, st := range []string{"ok", "syncing", "stale", "expired"} {
+			m.sample("cns_aggregate_source_state", b2f(x.State == st), "region", x.Region, "zone", x.Zone, "state", st)
+		}
 	}
 }
 

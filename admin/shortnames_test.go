@@ -44,7 +44,7 @@ func TestVMShortNames(t *testing.T) {
 	if err := WriteVM(&out, &got, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "asks from:  10.0.0.5, 192.168.128.5 (fabric 192.168.128.0/22)\nshort names (its owner's instances asking cns):\n    "+uuid+".inst.z.example\n") {
+	if !strings.Contains(out.String(), "asks_from:   10.0.0.5, 192.168.128.5 (fabric 192.168.128.0/22)\nscoped:      "+uuid+".inst.z.example\n             db-1.inst.z.example\n") {
 		t.Errorf("cnsadm vm:\n%s", out.String())
 	}
 }

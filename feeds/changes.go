@@ -10,6 +10,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
@@ -18,6 +19,9 @@ import (
 func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	stored := u.vms[uuid]
 	if stored == nil {
+		if f := u.servers[uuid]; f != nil && f.server.Setup {
+			return u.computeNodeChange(uuid, f), true
+		}
 		u.leaveServices(uuid)
 		return db.VMChange{UUID: uuid, Delete: true}, u.known[uuid]
 	}
@@ -39,7 +43,44 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 		cnDown = f.down
 	}
 	res := u.computeListing(records.Input{VM: vm, Owner: owner, CNDown: cnDown})
-	m := newVMMeta(vm, owner, cnDown, &res, time.Time{})
+	vc := u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res, clientOf(owner, &res))
+	if len(res.Problems) > 0 {
+		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
+	}
+	// The reference updater's debug line, field for field (operators grep
+	// for it): why, list services, list instance, services, records.
+	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
+		"svcs", len(res.Services), "c", len(vc.Records))
+	return vc, true
+}
+
+// computeNodeChange builds the change of a set-up compute node: its CMON
+// names, stored under the server's UUID as the reference's fake admin VM
+// was, so GET /vm/:uuid and cnsadm vm explain it too. A VM with the same
+// UUID (possible only in a hand-written inventory) takes precedence.
+func (u *Updater) computeNodeChange(uuid string, f *serverFacts) db.VMChange {
+	res := records.ComputeNode(&u.cfg, &f.server)
+	m := &VMMeta{UUID: uuid, Alias: f.server.Hostname, Server: uuid, CNDown: f.down, ComputeNode: true,
+		Reasons: []string{string(records.ReasonComputeNode)}, Problems: res.Problems}
+	return u.vmChange(uuid, m, &res, nil)
+}
+
+// clientOf is how a listed VM is recognised when it asks cns
+// (client_answers), nil when it is not.
+func clientOf(owner *dc.User, res *records.Result) *db.Client {
+	if len(res.Clients) == 0 {
+		return nil
+	}
+	c := &db.Client{Owner: strings.ToLower(owner.UUID), Addrs: make([]db.ClientAddr, 0, len(res.Clients)), Zones: res.ClientZones}
+	for _, a := range res.Clients {
+		c.Addrs = append(c.Addrs, db.ClientAddr{Addr: a.Addr, Fabric: a.Fabric})
+	}
+	return c
+}
+
+// vmChange is the change storing m (its Updated set now), res's records
+// and client, hashed without the time.
+func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result, client *db.Client) db.VMChange {
 	timeless, err := json.Marshal(m) // what the hash covers: the decision, not when it was made
 	if err != nil {
 		timeless = nil
@@ -49,25 +90,12 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	if err != nil {
 		meta = nil
 	}
-	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records))}
+	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records)), Client: client}
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
-	if len(res.Clients) > 0 {
-		vc.Client = &db.Client{Owner: strings.ToLower(owner.UUID), Addrs: make([]db.ClientAddr, 0, len(res.Clients)), Zones: res.ClientZones}
-		for _, c := range res.Clients {
-			vc.Client.Addrs = append(vc.Client.Addrs, db.ClientAddr{Addr: c.Addr, Fabric: c.Fabric})
-		}
-	}
-	vc.Hash = changeHash(timeless, vc.Records, vc.Client)
-	if len(res.Problems) > 0 {
-		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
-	}
-	// The reference updater's debug line, field for field (operators grep
-	// for it): why, list services, list instance, services, records.
-	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
-		"svcs", len(res.Services), "c", len(vc.Records))
-	return vc, true
+	vc.Hash = changeHash(timeless, vc.Records, client)
+	return vc
 }
 
 // changeHash identifies a VM's computed state: its decision (meta

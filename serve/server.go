@@ -59,6 +59,11 @@ type Config struct {
 	Forwarding Forwarding
 	// Propagation tunes how serials are followed to the secondaries.
 	Propagation PropagationPolicy
+	// Signers are peers known to serve cns's zones under serials of their
+	// own (DNSSEC signers); others are detected (see signers.go).
+	Signers []netip.Addr
+	// Notified, when set, takes incoming NOTIFYs (see Notified).
+	Notified Notified
 	// ClientAnswers answers owner-less names in the asking instance's
 	// scope (off by default).
 	ClientAnswers ClientAnswers
@@ -313,8 +318,7 @@ func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte 
 		return s.errorReply(q, b, dns.RcodeFormatError)
 	case parseNotImp:
 		if q.opcode == dns.OpcodeNotify {
-			// cns is a primary: it takes NOTIFY from nobody.
-			return s.errorReply(q, b, dns.RcodeRefused)
+			return s.respondNotify(q, b)
 		}
 		return s.errorReply(q, b, dns.RcodeNotImplemented)
 	case parseBadVers:

@@ -71,6 +71,7 @@ type Config struct {
 
 	// Replication.
 	AlsoNotify []netip.AddrPort  // also_notify, every zone
+	Signers    []netip.Addr      // signers: DNSSEC-signing secondaries
 	TSIGKeys   []TSIGKey         // tsig_keys
 	PeerKeys   map[string]string // peer_keys: peer name or address → key name
 	Journal    db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
@@ -82,6 +83,7 @@ type Config struct {
 	// asking instance's own scope (off when Networks is empty).
 	ClientAnswers ClientAnswers
 	Propagation   Propagation // propagation: how serials are followed to the secondaries
+	Aggregate     []Region    // aggregate: region zones made of other cns zones (RFD 172)
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
 	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
