@@ -246,6 +246,11 @@ func TestClientOnlyListener(t *testing.T) {
 			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
 		}
 	}
+	n := new(dns.Msg)
+	n.SetNotify(zoneName + ".")
+	if r := exchange(t, clientOnly, "udp", n); r.Rcode != dns.RcodeRefused {
+		t.Errorf("NOTIFY on the client-only listener: %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
 	m := new(dns.Msg)
 	m.SetQuestion(zoneName+".", dns.TypeAXFR)
 	env, err := (&dns.Transfer{}).In(m, clientOnly)

@@ -317,8 +317,11 @@ func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte 
 	case parseFormErr:
 		return s.errorReply(q, b, dns.RcodeFormatError)
 	case parseNotImp:
-		if q.opcode == dns.OpcodeNotify {
+		if q.opcode == dns.OpcodeNotify && !q.clientOnly {
 			return s.respondNotify(q, b)
+		}
+		if q.opcode == dns.OpcodeNotify {
+			return s.errorReply(q, b, dns.RcodeRefused) // client_answers' listeners take no NOTIFY
 		}
 		return s.errorReply(q, b, dns.RcodeNotImplemented)
 	case parseBadVers:
