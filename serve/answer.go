@@ -273,7 +273,7 @@ func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, nam
 		q.scope, r.ede, r.edeText = scopeUnidentified, edeOther, edeUnknownSource
 	case status == callerAmbiguous:
 		q.scope, r.ede, r.edeText = scopeUnidentified, edeOther, edeAmbiguousSource
-	case !slices.Contains(cl.zones, z.name):
+	case !slices.Contains(cl.scope.zones, z.name):
 		// The caller's scope covers the zones its instance has names in.
 		r.ede, r.edeText = edeOther, edeNotInZone
 	default:
