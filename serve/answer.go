@@ -164,26 +164,20 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	if zoff == 0 && q.qtype == dns.TypeSOA {
 		s.peers.soaQuery(q.src.Addr(), z.name)
 	}
-	switch {
-	case !q.clientOnly && (sn.clients == nil || !z.ownerlessOnly(name, zoff)):
-		s.resolve(&r, sn, z, q, name, zoff, false)
-	case sn.clients != nil:
-		s.resolveScoped(&r, sn, z, q, name, zoff)
-	default:
-		r.flags &^= flagAA
-		r.rcode = dns.RcodeRefused
-	}
-	return r.finish(q.id)
-}
-
-// resolve answers name (lower-case wire, in z) into r, the zone apex at
-// zoff in the question (name is the question's, or its scoped meaning),
-// following CNAMEs inside the zone. A name that does not exist gets its
-// client-scoped meaning first when client answers are on (scoped is set
-// once it has).
-func (s *Server) resolve(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int, scoped bool) {
 	zonePtr := headerLen + zoff // the apex inside the question name
 	ptr := headerLen            // owner of the next answer records
+	// scoped is set once name is the client-scoped meaning of the question
+	// (client answers on): an owner-less name that cannot exist as asked,
+	// or any name on a client-only listener, gets it before any lookup;
+	// another name only when it does not exist.
+	scoped := false
+	if q.clientOnly || sn.clients != nil && z.ownerlessOnly(name, zoff) {
+		var ok bool
+		if name, ok = s.scopedMeaning(&r, sn, z, q, name, zoff); !ok {
+			return r.finish(q.id)
+		}
+		scoped = true
+	}
 	for hop := 0; ; hop++ {
 		rrs, found, err := z.node(name)
 		if err != nil {
@@ -192,16 +186,20 @@ func (s *Server) resolve(r *response, sn *snapshot, z *zone, q *query, name []by
 			r.an = 0
 			r.flags &^= flagAA
 			r.rcode = dns.RcodeServerFailure
-			return
+			return r.finish(q.id)
 		}
 		if !found {
 			if hop == 0 && !scoped && sn.clients != nil {
-				s.resolveScoped(r, sn, z, q, name, zoff)
-				return
+				var ok bool
+				if name, ok = s.scopedMeaning(&r, sn, z, q, name, zoff); !ok {
+					break
+				}
+				scoped = true
+				continue
 			}
 			r.rcode = dns.RcodeNameError
-			s.negative(r, z, zonePtr)
-			return
+			s.negative(&r, z, zonePtr)
+			break
 		}
 		rtype := q.qtype
 		if q.qtype == dns.TypeANY && len(rrs) > 0 {
@@ -213,30 +211,31 @@ func (s *Server) resolve(r *response, sn *snapshot, z *zone, q *query, name []by
 			start := len(r.b)
 			if !r.appendRRs(run, ptr, &r.an) {
 				r.truncate()
-				return
+				break
 			}
 			if rtype == dns.TypeSRV { // asked for, or the RRset given to ANY
-				s.srvAdditionals(r, z, start)
+				s.srvAdditionals(&r, z, start)
 			}
-			return
+			break
 		}
 		cname, cn := rrsOfType(rrs, dns.TypeCNAME)
 		if cn == 0 || q.qtype == dns.TypeCNAME || hop == maxCNAMEs {
-			s.negative(r, z, zonePtr) // NODATA
-			return
+			s.negative(&r, z, zonePtr) // NODATA
+			break
 		}
 		// Follow the CNAME inside the zone (RFC 1034 §4.3.2, RFC 6604).
 		rdOff := len(r.b) + 2 + 10
 		if !r.appendRRs(cname, ptr, &r.an) {
 			r.truncate()
-			return
+			break
 		}
 		target := r.b[rdOff:]
 		if !z.contains(target) || rdOff > maxPointer {
-			return
+			break
 		}
 		name, ptr = target, rdOff
 	}
+	return r.finish(q.id)
 }
 
 // ownerlessOnly reports whether name can only mean its scoped meaning:
@@ -251,21 +250,24 @@ func (z *zone) ownerlessOnly(name []byte, zoff int) bool {
 	return ok
 }
 
-// resolveScoped answers an owner-less name in the scope of the instance
-// the query comes from (see clients.go); any other name does not exist.
-// A caller who is identified by no instance, or by several, gets NXDOMAIN
-// with an Extended DNS Error saying so, never another owner's records.
-func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int) {
+// scopedMeaning returns the name an owner-less name means in the scope
+// of the instance the query comes from (see clients.go). Otherwise it
+// writes the answer into r and returns false: NXDOMAIN for a name with
+// no owner-less form (REFUSED on a client-only listener, which offers
+// nothing else), and NXDOMAIN with an Extended DNS Error saying why for a
+// caller identified as no one, or as several instances, or asking in a
+// zone its instance has no names in: never another owner's records.
+func (s *Server) scopedMeaning(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int) ([]byte, bool) {
 	kindOff, ok := ownerless(name, zoff)
-	if !ok {
-		if q.clientOnly {
-			r.flags &^= flagAA
-			r.rcode = dns.RcodeRefused
-			return
-		}
+	switch {
+	case !ok && q.clientOnly, sn.clients == nil:
+		r.flags &^= flagAA
+		r.rcode = dns.RcodeRefused
+		return nil, false
+	case !ok:
 		r.rcode = dns.RcodeNameError
 		s.negative(r, z, headerLen+zoff)
-		return
+		return nil, false
 	}
 	cl, status := sn.clients.caller(q.src.Addr(), q.local)
 	switch {
@@ -282,12 +284,12 @@ func (s *Server) resolveScoped(r *response, sn *snapshot, z *zone, q *query, nam
 		}
 		if scoped, ok := scopedName(q.scratch, name, kindOff, zoff, &cl); ok {
 			q.scope = scopeAnswered
-			s.resolve(r, sn, z, q, scoped, zoff, true)
-			return
+			return scoped, true
 		}
 	}
 	r.rcode = dns.RcodeNameError
 	s.negative(r, z, headerLen+zoff)
+	return nil, false
 }
 
 // negative adds the zone's SOA to the authority section.
