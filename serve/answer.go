@@ -106,17 +106,11 @@ func (r *response) finish(id uint16) []byte {
 		if r.ednsDO {
 			ext |= 0x8000
 		}
-		rdlen := 0
-		if r.edeText != "" && r.room(edeHeader+len(r.edeText)) {
-			rdlen = edeHeader + len(r.edeText)
-		}
 		r.b = append(r.b, 0, byte(dns.TypeOPT>>8), byte(dns.TypeOPT),
 			byte(r.size>>8), byte(r.size),
-			byte(ext>>24), byte(ext>>16), byte(ext>>8), byte(ext), byte(rdlen>>8), byte(rdlen))
-		if rdlen > 0 {
-			l := 2 + len(r.edeText)
-			r.b = append(r.b, byte(dns.EDNS0EDE>>8), byte(dns.EDNS0EDE&0xFF), byte(l>>8), byte(l), byte(r.ede>>8), byte(r.ede))
-			r.b = append(r.b, r.edeText...)
+			byte(ext>>24), byte(ext>>16), byte(ext>>8), byte(ext), 0, 0)
+		if r.edeText != "" {
+			r.appendEDE()
 		}
 		r.ar++
 	}
@@ -134,12 +128,27 @@ func (r *response) finish(id uint16) []byte {
 	return r.b
 }
 
+// appendEDE adds the Extended DNS Error option to the OPT record just
+// written (room for it was not reserved: it is left out when it does not
+// fit).
+func (r *response) appendEDE() {
+	n := edeHeader + len(r.edeText)
+	if len(r.b)+n > r.limit+optLen {
+		return
+	}
+	binary.BigEndian.PutUint16(r.b[len(r.b)-2:], uint16(n))
+	r.b = binary.BigEndian.AppendUint16(r.b, dns.EDNS0EDE)
+	r.b = binary.BigEndian.AppendUint16(r.b, uint16(2+len(r.edeText)))
+	r.b = binary.BigEndian.AppendUint16(r.b, r.ede)
+	r.b = append(r.b, r.edeText...)
+}
+
 // answer resolves a parsed QUERY against the snapshot into b.
 func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	var r response
 	r.start(q, b, limit, s.udpSize)
 	switch {
-	case q.qclass == dns.ClassCHAOS && !q.clientOnly:
+	case q.qclass == dns.ClassCHAOS && !q.clientOnly():
 		s.answerChaos(&r, q)
 		return r.finish(q.id)
 	case q.qclass != dns.ClassINET && q.qclass != dns.ClassANY:
@@ -171,7 +180,7 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	// or any name on a client-only listener, gets it before any lookup;
 	// another name only when it does not exist.
 	scoped := false
-	if q.clientOnly || sn.clients != nil && z.ownerlessOnly(name, zoff) {
+	if q.clientOnly() || sn.clients != nil && z.ownerlessOnly(name, zoff) {
 		var ok bool
 		if name, ok = s.scopedMeaning(&r, sn, z, q, name, zoff); !ok {
 			return r.finish(q.id)
@@ -260,7 +269,7 @@ func (z *zone) ownerlessOnly(name []byte, zoff int) bool {
 func (s *Server) scopedMeaning(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int) ([]byte, bool) {
 	kindOff, ok := ownerless(name, zoff)
 	switch {
-	case !ok && q.clientOnly, sn.clients == nil:
+	case !ok && q.clientOnly(), sn.clients == nil:
 		r.flags &^= flagAA
 		r.rcode = dns.RcodeRefused
 		return nil, false
@@ -269,7 +278,7 @@ func (s *Server) scopedMeaning(r *response, sn *snapshot, z *zone, q *query, nam
 		s.negative(r, z, headerLen+zoff)
 		return nil, false
 	}
-	cl, status := sn.clients.caller(q.src.Addr(), q.local)
+	cl, status := sn.clients.caller(q.src.Addr(), q.local())
 	switch {
 	case status == callerUnknown:
 		q.scope, r.ede, r.edeText = scopeUnidentified, edeOther, edeUnknownSource
@@ -279,10 +288,10 @@ func (s *Server) scopedMeaning(r *response, sn *snapshot, z *zone, q *query, nam
 		// The caller's scope covers the zones its instance has names in.
 		r.ede, r.edeText = edeOther, edeNotInZone
 	default:
-		if q.scratch == nil {
-			q.scratch = new([maxNameLen]byte)
+		if q.conn == nil {
+			q.conn = &queryConn{} // tests; a listener's queries come with one
 		}
-		if scoped, ok := scopedName(q.scratch, name, kindOff, zoff, &cl); ok {
+		if scoped, ok := scopedName(&q.conn.scratch, name, kindOff, zoff, &cl); ok {
 			q.scope = scopeAnswered
 			return scoped, true
 		}

@@ -148,7 +148,7 @@ var fuzzEndpoints = []query{
 	{src: netip.MustParseAddrPort("127.0.0.1:40000")},
 	{src: netip.MustParseAddrPort(srcA1 + ":40000")},
 	{src: netip.MustParseAddrPort(srcBoth + ":40000")},
-	{src: netip.MustParseAddrPort(srcFabric + ":40000"), local: netip.MustParseAddr(fabricListen), clientOnly: true},
+	{src: netip.MustParseAddrPort(srcFabric + ":40000"), conn: &queryConn{endpoint: endpoint{local: netip.MustParseAddr(fabricListen), clientOnly: true}}},
 }
 
 // checkReply asserts that resp is a DNS message miekg/dns unpacks, an

@@ -52,17 +52,11 @@ type query struct {
 
 	tcp bool
 	src netip.AddrPort // the client
-	// local is the address the query reached cns at (unspecified for a
-	// wildcard listener), and clientOnly is set on client_answers'
-	// listeners, which offer nothing but client-scoped service.
-	local      netip.Addr
-	clientOnly bool
+	// conn is where the query came in (nil: an ordinary listener, as in
+	// tests); it is kept across parse.
+	conn *queryConn
 	// scope says how client answers went, for the counters.
 	scope scopeOutcome
-	// scratch holds the scoped meaning of an owner-less name. It is
-	// allocated on first use and kept across parse, so that a socket's
-	// query answers without allocating.
-	scratch *[maxNameLen]byte
 
 	// forward is set when the query is for no zone of cns and may go to
 	// the forwarding resolvers: the caller answers it, not answer().
@@ -77,6 +71,25 @@ const (
 	scopeAnswered                         // answered in the caller's scope
 	scopeUnidentified                     // owner-less, but the caller is no one (or several)
 )
+
+// queryConn is what one socket's (or TCP connection's) queries share:
+// the listener they reached, and room for an owner-less name's scoped
+// meaning, so that answering it allocates nothing.
+type queryConn struct {
+	endpoint
+	scratch [maxNameLen]byte
+}
+
+// clientOnly reports whether the query reached a client_answers listener.
+func (q *query) clientOnly() bool { return q.conn != nil && q.conn.clientOnly }
+
+// local is the address the query reached cns at (invalid when unknown).
+func (q *query) local() netip.Addr {
+	if q.conn == nil {
+		return netip.Addr{}
+	}
+	return q.conn.local
+}
 
 func (q *query) lower() []byte { return q.lname[:q.lnameN] }
 
@@ -95,7 +108,7 @@ const (
 // what it could (ID, flags, question when readable) so the error reply can
 // echo them.
 func (q *query) parse(msg []byte) parseResult {
-	*q = query{msg: msg, tcp: q.tcp, src: q.src, local: q.local, clientOnly: q.clientOnly, scratch: q.scratch}
+	*q = query{msg: msg, tcp: q.tcp, src: q.src, conn: q.conn}
 	if len(msg) < headerLen {
 		return parseDrop
 	}

@@ -317,7 +317,7 @@ func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte 
 	case parseFormErr:
 		return s.errorReply(q, b, dns.RcodeFormatError)
 	case parseNotImp:
-		if q.opcode == dns.OpcodeNotify && !q.clientOnly {
+		if q.opcode == dns.OpcodeNotify && !q.clientOnly() {
 			return s.respondNotify(q, b)
 		}
 		if q.opcode == dns.OpcodeNotify {
@@ -350,7 +350,7 @@ func (s *Server) respondSigned(q *query, b []byte, limit int) []byte {
 func (s *Server) respondQuery(q *query, b []byte, limit int) []byte {
 	switch q.qtype {
 	case dns.TypeAXFR, dns.TypeIXFR:
-		if q.clientOnly {
+		if q.clientOnly() {
 			return s.errorReply(q, b, dns.RcodeRefused) // client-scoped names are never transferred
 		}
 		if !q.tcp {

@@ -72,7 +72,7 @@ func (s *Server) serveConn(c net.Conn, ep endpoint) {
 	var lenBuf [2]byte
 	msg := make([]byte, 0, 512)
 	out := make([]byte, 0, 4096)
-	q := query{local: ep.local, clientOnly: ep.clientOnly}
+	q := query{conn: &queryConn{endpoint: ep}}
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
 		if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
@@ -94,7 +94,7 @@ func (s *Server) serveConn(c net.Conn, ep endpoint) {
 			q.src = ta.AddrPort()
 		}
 		res := q.parse(msg)
-		if res == parseOK && !q.clientOnly && q.opcode == 0 && q.qclass == dns.ClassINET && (q.qtype == dns.TypeAXFR || q.qtype == dns.TypeIXFR) {
+		if res == parseOK && !q.clientOnly() && q.opcode == 0 && q.qclass == dns.ClassINET && (q.qtype == dns.TypeAXFR || q.qtype == dns.TypeIXFR) {
 			err := s.serveTransfer(bw, bw.Flush, &q, q.src, func(t time.Time) { c.SetWriteDeadline(t) })
 			if err != nil {
 				return

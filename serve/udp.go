@@ -86,7 +86,7 @@ func (s *Server) serveUDP(c net.PacketConn, cnt *counters, ep endpoint) {
 	for i := range outBufs {
 		outBufs[i] = make([]byte, 0, int(s.udpSize)+optLen+64)
 	}
-	q := query{local: ep.local, clientOnly: ep.clientOnly}
+	q := query{conn: &queryConn{endpoint: ep}}
 	for {
 		n, err := pb.read()
 		if err != nil {
