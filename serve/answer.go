@@ -176,11 +176,12 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	zonePtr := headerLen + zoff // the apex inside the question name
 	ptr := headerLen            // owner of the next answer records
 	// scoped is set once name is the client-scoped meaning of the question
-	// (client answers on): an owner-less name that cannot exist as asked,
-	// or any name on a client-only listener, gets it before any lookup;
+	// (client answers on, so sn.clients is set; client-only listeners
+	// exist only then): an owner-less name that cannot exist as asked, or
+	// any name on a client-only listener, gets it before any lookup;
 	// another name only when it does not exist.
 	scoped := false
-	if q.clientOnly() || sn.clients != nil && z.ownerlessOnly(name, zoff) {
+	if sn.clients != nil && (q.clientOnly() || z.ownerlessOnly(name, zoff)) {
 		var ok bool
 		if name, ok = s.scopedMeaning(&r, sn, z, q, name, zoff); !ok {
 			return r.finish(q.id)
