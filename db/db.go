@@ -88,6 +88,8 @@ type DB struct {
 
 	mu    sync.Mutex
 	hooks []func(*Committed)
+	// commitMu orders commits and their hooks.
+	commitMu sync.Mutex
 }
 
 // Open opens or creates the store at path. A new file gets the current
@@ -173,6 +175,9 @@ func (d *DB) checkSchema() (err error) {
 				if _, err := tx.CreateBucket(b); err != nil {
 					return err
 				}
+			}
+			if err := meta.Put(keyUnverified, []byte("created empty")); err != nil {
+				return err
 			}
 			return meta.Put(keySchema, u32bytes(SchemaVersion))
 		})
