@@ -86,6 +86,9 @@ type PeerPropagation struct {
 	State   string  `json:"state"`
 	Seconds float64 `json:"seconds"` // commit to serving; -1 while pending
 	Polls   int     `json:"polls"`
+	// Error says why the state is ERROR when it is not the retries
+	// running out (a peer holding a serial ahead of cns's).
+	Error string `json:"error,omitempty"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
 }
@@ -171,6 +174,7 @@ func (t *propagation) latest(zone string) *Propagation {
 // observe records that the peer polled at target serves serial of zone,
 // which can activate several tracked serials at once.
 func (t *propagation) observe(target netip.AddrPort, zone string, serial uint32, now time.Time) {
+	ahead := t.s.serials.peerAhead(zone, target, serial)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	touched := false
@@ -183,6 +187,11 @@ func (t *propagation) observe(target netip.AddrPort, zone string, serial uint32,
 			if pp.Serial == 0 || db.SerialLess(pp.Serial, serial) {
 				pp.Serial = serial
 				touched = true
+			}
+			if ahead != "" && pp.State != StateActive {
+				pp.State, pp.Error = StateError, ahead
+				touched = true
+				continue
 			}
 			if pp.State != StateActive && (serial == p.Serial || db.SerialLess(p.Serial, serial)) {
 				pp.State = StateActive
