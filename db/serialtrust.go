@@ -119,7 +119,7 @@ func Restore(backup, path string) error {
 	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return renameSynced(tmp, path)
 }
 
 // copyToTemp copies src next to path, 0600, synced, and returns the
