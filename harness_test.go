@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"go.uber.org/goleak"
+
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
 )
@@ -34,12 +36,20 @@ import (
 //     store, the updater, the feed's status).
 // Both take a config written by testConfig.
 
-// TestMain removes the binary the tests built, if any.
+// TestMain removes the binary the tests built, if any, and fails the run
+// when a test left a goroutine behind (in-process services and simulators
+// have owners that wait for them).
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
