@@ -65,7 +65,8 @@ type Options struct {
 	// MaxRRset caps the records of one type at one name (default
 	// DefaultMaxRRset; negative: no cap).
 	MaxRRset int
-	// Now is the clock serials and journal ages come from (default time.Now).
+	// Now is the clock serials and journal ages come from (default Now:
+	// immune to steps of the system clock while cns runs).
 	Now func() time.Time
 	// ReadOnly opens the file without write access and without blocking a
 	// writer's lock for longer than LockTimeout.
@@ -117,7 +118,7 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	d := &DB{bolt: bdb, path: path, opts: opts, now: opts.Now}
 	if d.now == nil {
-		d.now = time.Now
+		d.now = Now
 	}
 	d.journal = DefaultJournalLimits
 	if opts.Journal != nil {

@@ -195,7 +195,8 @@ func (t *propagation) observe(target netip.AddrPort, zone string, serial uint32,
 			}
 			if pp.State != StateActive && (serial == p.Serial || db.SerialLess(p.Serial, serial)) {
 				pp.State = StateActive
-				pp.Seconds = now.Sub(p.Committed).Seconds()
+				// Committed may come from a run whose clock was ahead.
+				pp.Seconds = max(now.Sub(p.Committed).Seconds(), 0)
 				t.histogram(pp.Target.String()).Observe(pp.Seconds)
 				touched = true
 			}
