@@ -160,6 +160,7 @@ type peerSerial struct {
 	target netip.AddrPort
 	serial uint32
 	has    bool // false: the peer answered without the zone
+	signer bool // serial is the one of cns's a signer serves
 }
 
 // round asks every peer that has not answered yet for each zone still
@@ -192,7 +193,13 @@ func (c *serialCheck) round(ctx context.Context) bool {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			if serial, has, ok := askSOA(ctx, j.target, j.zone); ok {
-				answers <- peerSerial{j.zone, j.target, serial, has}
+				signer := false
+				if has {
+					// A signer answers a serial of its own; this is the
+					// one of cns's it serves (signers.go).
+					serial, signer = c.s.peers.observeSOA(j.target.Addr(), j.zone, serial, time.Now())
+				}
+				answers <- peerSerial{j.zone, j.target, serial, has, signer}
 			}
 		})
 	}
@@ -238,13 +245,13 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 			continue
 		}
 		for to, serial := range zc.ahead {
-			note(peerSerial{zone, to, serial, true})
+			note(peerSerial{zone, to, serial, true, false})
 		}
 		zc.ahead = nil
 		cur, ok := c.s.ZoneSerial(zone)
 		h, answered := highest[zone]
 		switch {
-		case ok && answered && (db.SerialLess(cur, h.serial) || (zc.untrusted && h.serial == cur)):
+		case ok && answered && (db.SerialLess(cur, h.serial) || (zc.untrusted && !h.signer && h.serial == cur)):
 			raises = append(raises, raise{h, cur, zc.untrusted})
 		case zc.held:
 			release = append(release, zone)

@@ -42,7 +42,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root=$stage/root/opt/triton/cns
 install -d -m 0755 "$root/bin" "$root/smf/manifests" "$root/smf/method" "$root/boot" \
-	"$root/etc" "$root/sapi_manifests/cns" "$stage/root/opt/smartdc/boot" "$stage/root/opt/local/bin" \
+	"$root/etc" "$root/sapi_manifests/cns" "$root/man/man1" "$stage/root/opt/smartdc/boot" "$stage/root/opt/local/bin" \
 	"$stage/site"
 
 (cd "$top" && CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
@@ -54,6 +54,9 @@ install -m 0644 "$top/smf/cns.xml" "$root/smf/manifests/cns.xml"
 install -m 0755 "$top/smf/method/cns" "$root/smf/method/cns"
 install -m 0755 "$top/smf/boot/setup.sh" "$top/smf/boot/configure.sh" "$root/boot/"
 install -m 0644 "$top/smf/boot/lib.sh" "$root/boot/"
+# cnsadm(1), where the reference ships it; generated from the CLI's help
+# (go generate .), checked against it by TestCnsadmManPage.
+install -m 0644 "$top/smf/man/cnsadm.1" "$root/man/man1/cnsadm.1"
 install -m 0644 "$top/smf/sapi_manifests/cns/manifest.json" "$top/smf/sapi_manifests/cns/template" \
 	"$root/sapi_manifests/cns/"
 ln -s /opt/triton/cns/boot/setup.sh "$stage/root/opt/smartdc/boot/setup.sh"
