@@ -47,6 +47,7 @@ type serialCheck struct {
 	zones      map[string]*zoneCheck
 	unverified string // why the db's serials are not trusted; "" when they are
 	wake       chan struct{}
+	since      time.Time // this run's start: transfers after it came from this run
 }
 
 // zoneCheck is one zone's progress.
@@ -59,7 +60,7 @@ type zoneCheck struct {
 }
 
 func newSerialCheck(s *Server, zones []db.ZoneInfo) *serialCheck {
-	c := &serialCheck{s: s, zones: map[string]*zoneCheck{}, wake: make(chan struct{}, 1)}
+	c := &serialCheck{s: s, zones: map[string]*zoneCheck{}, wake: make(chan struct{}, 1), since: time.Now()}
 	why, err := s.store.SerialsUnverified()
 	if err != nil {
 		s.log.Warn("serial trust unreadable; treating the serials as unverified", "err", err)
@@ -160,7 +161,9 @@ type peerSerial struct {
 	target netip.AddrPort
 	serial uint32
 	has    bool // false: the peer answered without the zone
-	signer bool // serial is the one of cns's a signer serves
+	// ours: the peer transferred the zone from this run, so a serial
+	// equal to cns's is cns's own version of it.
+	ours bool
 }
 
 // round asks every peer that has not answered yet for each zone still
@@ -193,13 +196,14 @@ func (c *serialCheck) round(ctx context.Context) bool {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			if serial, has, ok := askSOA(ctx, j.target, j.zone); ok {
-				signer := false
-				if has {
-					// A signer answers a serial of its own; this is the
-					// one of cns's it serves (signers.go).
-					serial, signer = c.s.peers.observeSOA(j.target.Addr(), j.zone, serial, time.Now())
+				ours := has && c.s.peers.transferredSince(j.target.Addr(), j.zone, c.since)
+				if ours {
+					// It holds what it transferred from this run; a signer
+					// answers a serial of its own, and this is the one of
+					// cns's it serves (signers.go).
+					serial, _ = c.s.peers.observeSOA(j.target.Addr(), j.zone, serial, time.Now())
 				}
-				answers <- peerSerial{j.zone, j.target, serial, has, signer}
+				answers <- peerSerial{j.zone, j.target, serial, has, ours}
 			}
 		})
 	}
@@ -251,7 +255,7 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 		cur, ok := c.s.ZoneSerial(zone)
 		h, answered := highest[zone]
 		switch {
-		case ok && answered && (db.SerialLess(cur, h.serial) || (zc.untrusted && !h.signer && h.serial == cur)):
+		case ok && answered && (db.SerialLess(cur, h.serial) || (zc.untrusted && !h.ours && h.serial == cur)):
 			raises = append(raises, raise{h, cur, zc.untrusted})
 		case zc.held:
 			release = append(release, zone)
@@ -298,6 +302,14 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 		}
 	}
 	return complete
+}
+
+// transferredSince reports whether addr transferred zone after t.
+func (t *peerTracker) transferredSince(addr netip.Addr, zone string, since time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[addr.Unmap()]
+	return p != nil && p.Zones[zone] != nil && p.Zones[zone].LastTransfer.After(since)
 }
 
 // askSOA asks target for zone's serial. has is false when the peer
