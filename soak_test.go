@@ -113,6 +113,9 @@ func TestSoak(t *testing.T) {
 	if last.goroutines > first.goroutines+50 || last.files > first.files+20 {
 		t.Errorf("goroutines %d -> %d, open files %d -> %d after warm-up", first.goroutines, last.goroutines, first.files, last.files)
 	}
+	if last.journalEntries == 0 || last.rssKiB == 0 || last.goroutines == 0 || last.files == 0 || last.dbBytes == 0 {
+		t.Errorf("a figure was not sampled: %+v", last)
+	}
 	t.Logf("%d samples: RSS %d -> %d KiB, goroutines %d -> %d, open files %d -> %d, db %d -> %d bytes, %d queries, %d lost",
 		len(samples), first.rssKiB, last.rssKiB, first.goroutines, last.goroutines, first.files, last.files, first.dbBytes, last.dbBytes, queries, lost)
 	// The secondary is identical to cns once the churn stops.
@@ -145,14 +148,22 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 	if b, err := httpGet(api + "/debug/pprof/goroutine?debug=1"); err == nil {
 		fmt.Sscanf(string(b), "goroutine profile: total %d", &s.goroutines)
 	}
-	var zones []admin.Zone
-	if b, err := httpGet(api + "/zones"); err == nil && json.Unmarshal(b, &zones) == nil {
-		for _, z := range zones {
+	var zones []admin.ZoneSummary
+	b, err := httpGet(api + "/zones")
+	if err == nil {
+		err = json.Unmarshal(b, &zones)
+	}
+	if err != nil {
+		t.Errorf("GET /zones: %v", err)
+	}
+	for _, zs := range zones {
+		var z admin.Zone
+		if b, err := httpGet(api + "/zones/" + zs.Name); err == nil && json.Unmarshal(b, &z) == nil {
 			s.journalEntries += z.Journal.Entries
 			s.journalBytes += z.Journal.Bytes
+		} else {
+			t.Errorf("GET /zones/%s: %v", zs.Name, err)
 		}
-	} else {
-		t.Errorf("GET /zones: %v", err)
 	}
 	return s
 }
