@@ -106,7 +106,7 @@ soak() {
 		go test -count=1 -timeout 3h -v -run '^TestSoak$' . 2>&1 | tee "$OUT/soak.log" |
 		grep -E '^(--- |PASS|FAIL|ok|\s+\S+_test.go:[0-9]+: )'
 	[ "${PIPESTATUS[0]}" -eq 0 ] || return 1
-	python3 bench/soakplot.py "$OUT/soak.tsv" bench/soak.svg | tee "$OUT/soak.md"
+	python3 bench/soakplot.py "$OUT/soak.tsv" bench/soak.svg "${SOAK_WARMUP:-0.2}" | tee "$OUT/soak.md"
 	cp "$OUT/soak.tsv" bench/soak.tsv
 }
 
