@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -118,7 +119,16 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("%d samples: RSS %d -> %d KiB, goroutines %d -> %d, open files %d -> %d, db %d -> %d bytes, %d queries, %d lost",
 		len(samples), first.rssKiB, last.rssKiB, first.goroutines, last.goroutines, first.files, last.files, first.dbBytes, last.dbBytes, queries, lost)
-	// The secondary is identical to cns once the churn stops.
+	// The secondary is identical to cns once the churn stops and its last
+	// inventory write is committed (serials still for a second).
+	for prev := r.serials(); ; {
+		time.Sleep(time.Second) // polling cns's serials until they settle
+		now := r.serials()
+		if maps.Equal(now, prev) {
+			break
+		}
+		prev = now
+	}
 	r.converge("end of the soak")
 }
 
