@@ -151,18 +151,13 @@ func serverQuery(q url.Values) (map[string]*bool, []fieldError) {
 	return bools, errs
 }
 
-// renderServer is CNAPI's server object for the given extras: without
+// renderServer is CNAPI's server object for the given extras
+// (sdc-cnapi lib/models/server.js getFinal and _addHeartbeatInfo; sdc-apis
+// §3.2), key by key rather than from dc.Server's JSON tags: without
 // extras only status is added; with any, status and last_heartbeat (null
-// when this CNAPI has seen no heartbeat); sysinfo only when asked for.
-// An unknown status is replaced by a set transitional_status.
+// when this CNAPI has seen no heartbeat); sysinfo only when asked for. A
+// status of unknown is replaced by a set transitional_status.
 func renderServer(srv *dc.Server, extras, fields []string) map[string]any {
-	b, _ := json.Marshal(srv)
-	doc := decodeDoc(b)
-	for k, v := range map[string]any{"headnode": false, "reserved": false, "reservoir": false, "traits": map[string]any{}} {
-		if _, ok := doc[k]; !ok {
-			doc[k] = v
-		}
-	}
 	status := srv.Status
 	if status == "" {
 		status = "unknown"
@@ -170,12 +165,24 @@ func renderServer(srv *dc.Server, extras, fields []string) map[string]any {
 	if status == "unknown" && srv.TransitionalStatus != "" {
 		status = srv.TransitionalStatus
 	}
-	doc["status"] = status
-	if extras == nil {
-		delete(doc, "last_heartbeat")
+	doc := map[string]any{
+		"uuid":                srv.UUID,
+		"hostname":            srv.Hostname,
+		"setup":               srv.Setup,
+		"status":              status,
+		"transitional_status": srv.TransitionalStatus,
+		"last_boot":           orNull(srv.LastBoot),
+		"headnode":            srv.Headnode,
+		"datacenter":          orNull(srv.Datacenter),
+		"reserved":            false,
+		"reservoir":           false,
+		"traits":              map[string]any{},
 	}
-	if !slices.Contains(extras, "sysinfo") && !slices.Contains(extras, "all") {
-		delete(doc, "sysinfo")
+	if extras != nil {
+		doc["last_heartbeat"] = srv.LastHeartbeat
+	}
+	if srv.Sysinfo != nil && (slices.Contains(extras, "sysinfo") || slices.Contains(extras, "all")) {
+		doc["sysinfo"] = srv.Sysinfo
 	}
 	if fields != nil {
 		out := make(map[string]any, len(fields))

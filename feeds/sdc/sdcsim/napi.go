@@ -66,15 +66,32 @@ func networkFamily(n *dc.Network) string {
 	return "ipv4"
 }
 
-// renderNetwork is NAPI's serialization: vlan_id and family always, a
-// netmask for IPv4 subnets, owner_uuids and fabric only when set.
+// renderNetwork is NAPI's serialization (sdc-napi lib/models/network.js
+// serialize; sdc-apis §4), key by key rather than from dc.Network's JSON
+// tags: vlan_id and family always, a netmask for IPv4 subnets,
+// owner_uuids and fabric only when set.
 func renderNetwork(n *dc.Network) map[string]any {
-	b, _ := json.Marshal(n)
-	doc := decodeDoc(b)
-	if n.VLANID == nil {
-		doc["vlan_id"] = 0
+	doc := map[string]any{
+		"uuid":    n.UUID,
+		"name":    n.Name,
+		"family":  networkFamily(n),
+		"vlan_id": 0,
 	}
-	doc["family"] = networkFamily(n)
+	if n.Subnet != "" {
+		doc["subnet"] = n.Subnet
+	}
+	if n.NICTag != "" {
+		doc["nic_tag"] = n.NICTag
+	}
+	if n.VLANID != nil {
+		doc["vlan_id"] = *n.VLANID
+	}
+	if n.OwnerUUIDs != nil {
+		doc["owner_uuids"] = n.OwnerUUIDs
+	}
+	if n.Fabric {
+		doc["fabric"] = true
+	}
 	if p, err := netip.ParsePrefix(n.Subnet); err == nil && p.Addr().Is4() {
 		m := uint32(0xffffffff) << (32 - p.Bits())
 		if p.Bits() == 0 {
