@@ -152,6 +152,13 @@ func quietConfig(ep sdc.Endpoints, log *requestLog) sdc.Config {
 
 // runFeed runs a feed until the test ends and waits for its first listing.
 func runFeed(t *testing.T, cfg sdc.Config) (*sdc.Feed, *recordingSink) {
+	f, sink, _ := startFeed(t, cfg)
+	return f, sink
+}
+
+// startFeed is runFeed that also returns a function stopping the feed
+// earlier (it waits for Run to return).
+func startFeed(t *testing.T, cfg sdc.Config) (*sdc.Feed, *recordingSink, func()) {
 	t.Helper()
 	sink := newRecordingSink()
 	f, err := sdc.NewFeed(cfg, sink)
@@ -161,13 +168,15 @@ func runFeed(t *testing.T, cfg sdc.Config) (*sdc.Feed, *recordingSink) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
 	select {
 	case <-sink.listed:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("no full listing")
 	}
-	return f, sink
+	return f, sink, stop
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {

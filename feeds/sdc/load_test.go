@@ -1,0 +1,179 @@
+package sdc_test
+
+import (
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
+)
+
+// TestAPILoad measures the requests a feed with the production timings
+// puts on each SDC API of a simulated data center of 500 CNs and 5,000
+// networks: during the first listing, at idle, and during a burst of
+// 1,000 VM state changes; median of 3 fresh runs. It takes a few minutes,
+// so it runs only when asked (BENCHMARKS.md, "Load on the SDC APIs"):
+//
+//	CNS_API_LOAD=1 go test ./feeds/sdc -run TestAPILoad -v -count=1
+//
+// CNS_API_LOAD_IDLE sets the idle window (default 65s, one CNAPI period).
+func TestAPILoad(t *testing.T) {
+	if os.Getenv("CNS_API_LOAD") == "" {
+		t.Skip("a measurement, not a check: set CNS_API_LOAD=1 to run it")
+	}
+	idle := 65 * time.Second
+	if v := os.Getenv("CNS_API_LOAD_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = d
+	}
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 5000, VMsPerCN: 10, Networks: 4998, Seed: 25})
+	t.Logf("data center: %d VMs, %d CNs, %d networks, %d users", len(inv.VMs), len(inv.Servers), len(inv.Networks), len(inv.Users))
+	var runs []map[string][3]float64
+	var bursts []time.Duration
+	for range 3 {
+		r, took := loadRun(t, inv, idle)
+		runs = append(runs, r)
+		bursts = append(bursts, took)
+	}
+	keys := map[string]bool{}
+	for _, r := range runs {
+		for k := range r {
+			keys[k] = true
+		}
+	}
+	med := func(k string, i int) float64 {
+		v := []float64{runs[0][k][i], runs[1][k][i], runs[2][k][i]}
+		slices.Sort(v)
+		return v[1]
+	}
+	slices.Sort(bursts)
+	t.Logf("burst applied and settled in %v (median)", bursts[1].Round(100*time.Millisecond))
+	t.Logf("| API request | first listing (requests) | idle (requests/min) | 1,000-changes burst (requests) |")
+	t.Logf("|---|---|---|---|")
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range keys {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		t.Logf("| %s | %g | %.1f | %g |", k, med(k, 0), med(k, 1), med(k, 2))
+	}
+}
+
+// loadRun is one measurement on a fresh simulator and feed: requests per
+// kind during the first listing, per minute at idle, and during the burst.
+func loadRun(t *testing.T, inv *dc.Inventory, idle time.Duration) (map[string][3]float64, time.Duration) {
+	s, err := sdcsim.New(*inv, sdcsim.Options{DeliveryInterval: 2 * time.Second, DuplicateFanout: true,
+		ResourceObject: true, PlainLDAPInConfig: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	log := &requestLog{}
+	cfg := sdc.Config{Endpoints: simEndpoints(t, s), HTTPClient: log.client()} // production timings
+	f, sink, stop := startFeed(t, cfg)
+	defer stop()
+	waitUntil(t, "the first listing's changes", func() bool { return f.Status().Pending == 0 })
+
+	out := map[string][3]float64{}
+	add := func(i int, counts map[string]int, scale float64) {
+		for k, n := range counts {
+			v := out[k]
+			v[i] = float64(n) * scale
+			out[k] = v
+		}
+	}
+	ldap := func() int { return s.Requests(sdcsim.RouteLDAPSearch) }
+	mark, ldapMark := log.len(), ldap()
+	first := classify(log.since(0, func(string) bool { return true }))
+	first["UFDS search"] = ldapMark
+	add(0, first, 1)
+
+	time.Sleep(idle)
+	idleCounts := classify(log.since(mark, func(string) bool { return true }))
+	idleCounts["UFDS search"] = ldap() - ldapMark
+	add(1, idleCounts, float64(time.Minute)/float64(idle))
+
+	// The burst: 1,000 VMs, chosen at random over every CN, stop.
+	rng := rand.New(rand.NewPCG(7, 7))
+	ids := make([]string, 0, 1000)
+	for _, i := range rng.Perm(len(inv.VMs))[:1000] {
+		ids = append(ids, inv.VMs[i].UUID)
+	}
+	mark, ldapMark = log.len(), ldap()
+	start := time.Now()
+	for _, id := range ids {
+		if err := s.SetVMState(id, "stopped"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		done := f.Status().Pending == 0
+		for _, id := range ids {
+			if vm, _ := sink.vm(strings.ToLower(id)); vm.State != "stopped" {
+				done = false
+				break
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the burst was not applied within 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // the CN look-ups the last changes asked for
+	took := time.Since(start)
+	burst := classify(log.since(mark, func(string) bool { return true }))
+	burst["UFDS search"] = ldap() - ldapMark
+	add(2, burst, 1)
+	return out, took
+}
+
+// classify names each request by API and route, with CNAPI's listings
+// told apart by what they ask for.
+func classify(urls []*url.URL) map[string]int {
+	out := map[string]int{}
+	for _, u := range urls {
+		q := u.Query()
+		var k string
+		switch p := u.Path; {
+		case p == "/vms":
+			k = "VMAPI ListVms (page)"
+		case strings.HasPrefix(p, "/vms/"):
+			k = "VMAPI GetVm"
+		case strings.HasPrefix(p, "/changefeeds"):
+			k = "VMAPI GET " + p
+		case p == "/servers" && strings.Contains(q.Get("extras"), "sysinfo"):
+			k = "CNAPI ListServers, every CN with sysinfo"
+		case p == "/servers" && q.Has("uuids"):
+			k = "CNAPI ListServers by uuid, no sysinfo"
+		case p == "/servers":
+			k = "CNAPI ListServers, every CN, no sysinfo"
+		case p == "/networks":
+			k = "NAPI ListNetworks (page)"
+		case strings.HasPrefix(p, "/networks/"):
+			k = "NAPI GetNetwork"
+		case p == "/network_pools":
+			k = "NAPI ListNetworkPools"
+		case strings.HasPrefix(p, "/nics/"):
+			k = "NAPI GetNic"
+		default:
+			k = "other " + p
+		}
+		out[k]++
+	}
+	return out
+}
