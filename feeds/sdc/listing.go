@@ -185,6 +185,9 @@ func (f *Feed) applyListing(l *listing) *dc.Inventory {
 	for i := range all {
 		owners[strings.ToLower(all[i].OwnerUUID)] = true
 	}
+	// The networks as cached now: a change may have fetched one since
+	// the listing resolved its VMs'.
+	l.nets, l.pools, _ = f.networks.snapshot()
 	inv := &dc.Inventory{VMs: all, Servers: l.servers, Networks: l.nets, NetworkPools: l.pools}
 	inv.Users = f.owners.keep(owners, admin)
 	f.sink.SetInventory(inv, "vmapi full listing")

@@ -173,12 +173,14 @@ func (f *Feed) refreshNetworksOnce(ctx context.Context) error {
 	return err
 }
 
-// applyNetworks hands the cached networks and pools to the sink.
+// applyNetworks hands the cached networks and pools to the sink. The
+// snapshot is taken under sinkMu, so that of two concurrent calls the
+// later snapshot is the one the sink keeps.
 func (f *Feed) applyNetworks(cause string) {
-	nets, pools, _ := f.networks.snapshot()
 	f.sinkMu.Lock()
+	defer f.sinkMu.Unlock()
+	nets, pools, _ := f.networks.snapshot()
 	f.sink.SetNetworks(nets, pools, cause)
-	f.sinkMu.Unlock()
 }
 
 // fetchNetworks fetches networks by uuid: one by one when few, from the
