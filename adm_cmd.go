@@ -16,10 +16,35 @@ import (
 	"github.com/tritondatacenter/cns/admin/config"
 )
 
+// cnsadm's exit codes are the reference's, which scripts test.
+const (
+	admExitUsage      = 1 // a usage error, or talking to cns or SAPI failed
+	admExitValidation = 2 // the configuration, current or new, does not validate
+)
+
+// admExitCode is cnsadm's exit status for an error its verb returned.
+func admExitCode(err error) int {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return admExitValidation
+	}
+	return admExitUsage
+}
+
+// isAdm reports whether the command line runs cnsadm (cns adm ...).
+func isAdm(args []string) bool {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a == "adm"
+		}
+	}
+	return false
+}
+
 // AdmCmd is cnsadm: the operator's tool, talking to a running cns through
 // its API (and, for config and zones, to where the configuration lives).
 type AdmCmd struct {
-	API        string `name:"api" env:"CNS_API" help:"API of the cns to talk to (default: api_server.listen in --config-file)."`
+	API        string `name:"api" env:"CNS_API" help:"API of the cns to talk to (default: the first api_server.listen address in --config-file, else 127.0.0.1:80)."`
 	Token      string `name:"token" env:"CNS_API_TOKEN" help:"Bearer token for the API."`
 	ConfigFile string `name:"config-file" env:"CNS_CONFIG" default:"/opt/triton/cns/etc/config.json" help:"The server's config file."`
 	JSON       bool   `name:"json" help:"Print the API's JSON instead of tables."`
@@ -36,6 +61,16 @@ type AdmCmd struct {
 	Backup   AdmBackupCmd   `cmd:"" help:"Write a consistent copy of the running server's db."`
 	Upgrade  AdmUpgradeCmd  `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
 	TUI      AdmTUICmd      `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live."`
+	Man      AdmManCmd      `cmd:"" hidden:"" help:"Print this manual page, cnsadm(1), in roff."`
+}
+
+// Help is cnsadm's description (cnsadm --help, and cnsadm(1)).
+func (AdmCmd) Help() string {
+	return `cnsadm is the operator's tool of cns: it reads a running server's state through its REST API, and changes the configuration the server reads. It is the cns binary installed (or linked) as cnsadm, or run as cns adm.
+
+It talks to the API at --api, else at the first api_server.listen address of --config-file, else at port 80 of 127.0.0.1, as the reference's cnsadm does. The commands the reference has (status, vm, peers, config, zones, upgrade) print its lines first, in its layout, which scripts parse, and cns's own lines after them; --json prints the API's JSON instead, for machines.
+
+config and zones validate the whole new configuration with the server's own parser before writing anything. In an SDC zone (when mdata-get sapi-url answers, or CNS_SAPI_URL is set) they change the cns service's SAPI metadata and config-agent renders the file; elsewhere they rewrite the file and ask the server to reload it.`
 }
 
 // client builds the API client: --api, else the config file's
@@ -64,6 +99,13 @@ func (a *AdmCmd) out(v any, text func(io.Writer) error) error {
 		return enc.Encode(v)
 	}
 	return text(os.Stdout)
+}
+
+// columns is the terminal's width from $COLUMNS, 0 when unset or not a
+// number: the reference's layouts fit their tables and help to it.
+func columns() int {
+	n, _ := strconv.Atoi(strings.TrimSpace(os.Getenv("COLUMNS")))
+	return n
 }
 
 func ctx() (context.Context, context.CancelFunc) {
@@ -177,6 +219,14 @@ type AdmConfigCmd struct {
 	Modifiers []string `arg:"" optional:"" help:"key=value, key+=value (lists), key-=value (lists)."`
 }
 
+func (AdmConfigCmd) Help() string {
+	return `With no modifiers, print the main settings, a list one item per line and [] when empty, with a help column when $COLUMNS is wide enough. In an SDC zone, a key whose SAPI metadata config-agent has not yet rendered into the file is marked *.
+
+A modifier key=value sets a key, key+=value adds to a list and key-=value removes from one. Booleans are true, yes, on, false, no or off; lists are comma-separated; objects are JSON. Loopback (127.0.0.1 and ::1) may always transfer: it cannot be removed from allow_transfer.
+
+The keys config edits: ` + strings.Join(config.Editable(), ", ") + `. Any other key is refused; zones are edited with cnsadm zones.`
+}
+
 func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 	mods, err := parseModifiers(cc.Modifiers)
 	if err != nil {
@@ -194,8 +244,13 @@ func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 	if err != nil {
 		return err
 	}
-	cols, _ := strconv.Atoi(os.Getenv("COLUMNS"))
-	return a.out(cfg, func(w io.Writer) error { return config.WriteConfig(w, cfg, cols) })
+	var waiting map[string]bool
+	if sapi, ok := e.Store.(config.SAPIStore); ok {
+		if waiting, err = sapi.Waiting(); err != nil {
+			return err
+		}
+	}
+	return a.out(cfg, func(w io.Writer) error { return admin.WriteConfig(w, cfg, columns(), waiting) })
 }
 
 // AdmZonesCmd is cnsadm zones.
@@ -204,6 +259,14 @@ type AdmZonesCmd struct {
 	Delete    bool     `short:"d" help:"Delete the zone."`
 	Zone      string   `arg:"" optional:"" help:"Zone name, or \"reverse\" for the reverse zones' settings."`
 	Modifiers []string `arg:"" optional:"" help:"networks=..., peers=..., hidden_primary=..., also_notify=..., zone=NEWNAME."`
+}
+
+func (AdmZonesCmd) Help() string {
+	var keys []string
+	for _, k := range config.ZoneKeys {
+		keys = append(keys, k.Name)
+	}
+	return `With no zone, the table ZONE, NETWORKS, PEERS, HIDDEN PRIMARY, the reverse zones' settings as the row (ip-reverse-lookup), fitted to $COLUMNS. With a zone, its settings; with modifiers (as for config), they change: ` + strings.Join(keys, ", ") + `, and zone=NEW renames the zone. The reverse zones' settings are the zone reverse (or ip-reverse-lookup), without networks.`
 }
 
 func (z AdmZonesCmd) Run(a *AdmCmd) error {
@@ -216,7 +279,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		if err != nil {
 			return err
 		}
-		return a.out(cfg["forward_zones"], func(w io.Writer) error { return config.WriteZones(w, cfg) })
+		return a.out(cfg["forward_zones"], func(w io.Writer) error { return admin.WriteZones(w, cfg, columns()) })
 	}
 	mods, err := parseModifiers(z.Modifiers)
 	if err != nil {
@@ -236,7 +299,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		fmt.Printf("zone %s deleted\n", z.Zone)
 		return nil
 	}
-	return a.out(zone, func(w io.Writer) error { return config.WriteZone(w, z.Zone, zone) })
+	return a.out(zone, func(w io.Writer) error { return admin.WriteZone(w, z.Zone, zone) })
 }
 
 // AdmHistoryCmd is cnsadm history.
@@ -340,7 +403,7 @@ func (AdmUpgradeCmd) Run(a *AdmCmd) error {
 	}
 	changes := config.Upgrade(cfg)
 	if len(changes) == 0 {
-		fmt.Println("no schema upgrades required")
+		fmt.Fprintln(os.Stderr, "no schema upgrades required") // on stderr, as the reference's
 		return nil
 	}
 	fmt.Println("upgrading configuration past CNS-46...")

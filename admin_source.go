@@ -78,7 +78,7 @@ func apiPeer(p serve.Peer) admin.Peer {
 		}
 		out.Zones[z] = admin.PeerZone{Serial: pz.Serial, LastTransfer: pz.LastTransfer, LastKind: pz.LastKind,
 			AXFR: pz.AXFR, IXFR: pz.IXFR, NotifySerial: pz.NotifySerial, NotifySent: pz.NotifySent,
-			NotifyAcked: pz.NotifyAcked, LastSOAQuery: pz.LastSOAQuery}
+			NotifyAcked: pz.NotifyAcked, LastSOAQuery: pz.LastSOAQuery, Signer: pz.Signer, SignerSerial: pz.SignerSerial}
 	}
 	return out
 }
@@ -104,7 +104,7 @@ func apiPropagation(p serve.Propagation) admin.Propagation {
 		out.Peers = make([]admin.PeerPropagation, 0, len(p.Peers))
 	}
 	for _, pp := range p.Peers {
-		out.Peers = append(out.Peers, admin.PeerPropagation{Address: pp.Address, Serial: pp.Serial, State: pp.State,
+		out.Peers = append(out.Peers, admin.PeerPropagation{Address: pp.Address, Serial: pp.Serial, SignerSerial: pp.SignerSerial, State: pp.State,
 			Seconds: pp.Seconds, Polls: pp.Polls, Target: pp.Target})
 	}
 	return out

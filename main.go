@@ -25,7 +25,8 @@ var (
 	commit  = ""
 )
 
-// Exit codes follow SMF conventions so svcadm shows the right state.
+// Exit codes follow SMF conventions so svcadm shows the right state;
+// cnsadm has the reference's own (admExitUsage, admExitValidation).
 const (
 	exitError       = 1
 	exitConfigError = 96 // SMF_EXIT_ERR_CONFIG: fix the config, do not restart
@@ -74,11 +75,18 @@ func main() {
 		args = append([]string{"adm"}, args...)
 		name = "cnsadm"
 	}
+	adm := isAdm(args)
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name(name),
 		kong.Description("Triton Container Naming Service."),
 		kong.UsageOnError(),
+		kong.Exit(func(code int) {
+			if adm && code != 0 {
+				code = admExitUsage // kong's usage errors are 80
+			}
+			os.Exit(code)
+		}),
 	)
 	if err != nil {
 		panic(err)
@@ -87,6 +95,9 @@ func main() {
 	parser.FatalIfErrorf(err)
 	if err := kctx.Run(&cli.DB, &cli.Adm); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		if adm {
+			os.Exit(admExitCode(err))
+		}
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			os.Exit(exitConfigError)

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
@@ -88,35 +86,6 @@ func fillFS(t *testing.T, dir string) string {
 		}
 	}
 	return path
-}
-
-// apiGet fetches an API path and decodes it into v.
-func apiGet(t *testing.T, base, path string, v any) {
-	t.Helper()
-	res, err := http.Get(base + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-}
-
-func feedHealthy(t *testing.T, base, name string) (healthy bool, reason string) {
-	t.Helper()
-	var fs admin.Feeds
-	apiGet(t, base, "/feeds", &fs)
-	for _, f := range fs.Feeds {
-		if f.Name == name {
-			return f.Healthy, f.Reason
-		}
-	}
-	return true, ""
 }
 
 // The db on a full filesystem: commits fail with a clear error, the API

@@ -91,7 +91,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	// are looked up in the background.
 	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
 		Access: transferAccess(context.Background(), cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding),
-		Propagation: servePropagation(cfg.Propagation)}, s.store)
+		Propagation: servePropagation(cfg.Propagation), Signers: cfg.Signers}, s.store)
 	if err != nil {
 		return nil, err
 	}

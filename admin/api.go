@@ -6,6 +6,7 @@ package admin
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -81,6 +82,21 @@ type PeerZone struct {
 	NotifySent   time.Time `json:"notify_sent,omitzero"`
 	NotifyAcked  time.Time `json:"notify_acked,omitzero"`
 	LastSOAQuery time.Time `json:"last_soa_query,omitzero"`
+	// Signer marks a DNSSEC-signing secondary: it serves cns's Serial
+	// under a serial of its own, SignerSerial (see "Signing with DNSSEC").
+	Signer       bool   `json:"signer,omitempty"`
+	SignerSerial uint32 `json:"signer_serial,omitempty"`
+}
+
+// SerialText is a peer's serial as cnsadm and the TUI show it: cns's
+// serial, and a signer's own after it ("1795486465 (signed 1795486470)").
+func (pz PeerZone) SerialText() string { return serialText(pz.Serial, pz.SignerSerial) }
+
+func serialText(serial, signer uint32) string {
+	if signer == 0 {
+		return strconv.FormatUint(uint64(serial), 10)
+	}
+	return fmt.Sprintf("%d (signed %d)", serial, signer)
 }
 
 // ZoneSummary is one entry of GET /zones.
@@ -236,11 +252,13 @@ type Propagation struct {
 
 // PeerPropagation is one secondary's progress with a serial.
 type PeerPropagation struct {
-	Address string  `json:"address"`
-	Serial  uint32  `json:"serial"` // last serial seen
-	State   string  `json:"state"`
-	Seconds float64 `json:"seconds"` // commit to serving; -1 while pending
-	Polls   int     `json:"polls"`
+	Address string `json:"address"`
+	Serial  uint32 `json:"serial"` // last of cns's serials seen served
+	// SignerSerial is a signer's own serial under which it serves Serial.
+	SignerSerial uint32  `json:"signer_serial,omitempty"`
+	State        string  `json:"state"`
+	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
+	Polls        int     `json:"polls"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
 }

@@ -14,7 +14,7 @@ import (
 // operators' habits and scripts still work.
 
 // Ago renders a duration the way cnsadm always has: sec, min, hr, day, wk,
-// rounded, with a plural s ("3 days").
+// rounded, with a plural s above one ("3 days", "1 day", "0 sec").
 func Ago(d time.Duration) string {
 	v := d.Seconds()
 	unit := "sec"
@@ -29,7 +29,7 @@ func Ago(d time.Duration) string {
 		unit = step.next
 	}
 	n := int(math.Round(v))
-	if n != 1 {
+	if n > 1 {
 		unit += "s"
 	}
 	return fmt.Sprintf("%d %s", n, unit)
@@ -69,7 +69,8 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 			if i == 0 {
 				addr, version = p.Address, p.Version
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", addr, z, p.Serials[z], driftText(p, z, serials), version)
+			serial := serialText(p.Serials[z], p.Zones[z].SignerSerial)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", addr, z, serial, driftText(p, z, serials), version)
 		}
 	}
 	return tw.Flush()
@@ -111,16 +112,34 @@ var reasonText = map[string]string{
 // ReasonText spells out a listing flag ("" for a flag it does not know).
 func ReasonText(flag string) string { return reasonText[flag] }
 
-// WriteVM prints cnsadm vm.
+// WriteVM prints cnsadm vm: the reference's uuid, last_visit and names,
+// then what cns adds (alias, listing decision and its reasons, problems).
 func WriteVM(w io.Writer, vm *VM, now time.Time) error {
-	fmt.Fprintf(w, "uuid:       %s\n", vm.UUID)
-	if vm.Alias != "" {
-		fmt.Fprintf(w, "alias:      %s\n", vm.Alias)
-	}
+	f := newFields(w, "uuid", "last_visit", "names")
+	f.text("uuid", vm.UUID)
+	lastVisit := "unknown"
 	if vm.LastVisit > 0 {
-		fmt.Fprintf(w, "last_visit: %s ago\n", Ago(now.Sub(time.UnixMilli(vm.LastVisit))))
+		lastVisit = Ago(now.Sub(time.UnixMilli(vm.LastVisit))) + " ago"
 	}
-	listed := []string{}
+	f.text("last_visit", lastVisit)
+	f.list("names", vm.Names, "")
+	// cns's lines.
+	if vm.Alias != "" {
+		f.text("alias", vm.Alias)
+	}
+	f.text("listed", listedText(vm))
+	if len(vm.Reasons) > 0 {
+		f.list("why", reasonLines(vm.Reasons), "")
+	}
+	for _, p := range vm.Problems {
+		f.text("problem", p)
+	}
+	return nil
+}
+
+// listedText says which of a VM's names are listed.
+func listedText(vm *VM) string {
+	var listed []string
 	if vm.ListInstance {
 		listed = append(listed, "instance names")
 	}
@@ -128,43 +147,39 @@ func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 		listed = append(listed, "service names")
 	}
 	if len(listed) == 0 {
-		listed = append(listed, "nothing")
+		return "nothing"
 	}
-	fmt.Fprintf(w, "listed:     %s\n", strings.Join(listed, ", "))
-	if len(vm.Reasons) > 0 {
-		fmt.Fprintln(w, "why:")
-		for _, r := range vm.Reasons {
-			text := reasonText[r]
-			if text == "" {
-				text = "(unknown flag)"
-			}
-			fmt.Fprintf(w, "    %-18s %s\n", r, text)
-		}
-	}
-	for _, p := range vm.Problems {
-		fmt.Fprintf(w, "problem:    %s\n", p)
-	}
-	fmt.Fprintln(w, "names:")
-	for _, n := range vm.Names {
-		fmt.Fprintf(w, "    %s\n", n)
-	}
-	return nil
+	return strings.Join(listed, ", ")
 }
 
-// WritePeer prints cnsadm peers <addr>.
+// reasonLines is each listing flag with its meaning, the flags aligned.
+func reasonLines(reasons []string) []string {
+	width := 0
+	for _, r := range reasons {
+		width = max(width, len(r))
+	}
+	lines := make([]string, len(reasons))
+	for i, r := range reasons {
+		text := reasonText[r]
+		if text == "" {
+			text = "(unknown flag)"
+		}
+		lines[i] = pad(r, width) + "  " + text
+	}
+	return lines
+}
+
+// WritePeer prints cnsadm peers <addr> as the reference does: address,
+// version, using_notify, using_ixfr, then serials and counters as
+// indented "key: value" lines, each block followed by an empty line.
 func WritePeer(w io.Writer, p *Peer) error {
-	fmt.Fprintf(w, "address:      %s\n", p.Address)
-	fmt.Fprintf(w, "version:      %s\n", p.Version)
-	fmt.Fprintf(w, "using_notify: %v\n", p.UsingNotify)
-	fmt.Fprintf(w, "using_ixfr:   %v\n", p.UsingIXFR)
-	fmt.Fprintln(w, "serials:")
-	for _, z := range sortedKeys(p.Serials) {
-		fmt.Fprintf(w, "    %s: %d\n", z, p.Serials[z])
-	}
-	fmt.Fprintln(w, "counters:")
-	for _, c := range sortedKeys(p.Counters) {
-		fmt.Fprintf(w, "    %s: %d\n", c, p.Counters[c])
-	}
+	f := newFields(w, "address", "version", "using_notify", "using_ixfr", "serials", "counters")
+	f.text("address", p.Address)
+	f.text("version", p.Version)
+	f.text("using_notify", fmt.Sprint(p.UsingNotify))
+	f.text("using_ixfr", fmt.Sprint(p.UsingIXFR))
+	f.object("serials", sortedKeys(p.Serials), func(z string) string { return fmt.Sprint(p.Serials[z]) })
+	f.object("counters", sortedKeys(p.Counters), func(c string) string { return fmt.Sprint(p.Counters[c]) })
 	return nil
 }
 
@@ -247,7 +262,7 @@ func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
 		if p.Seconds >= 0 {
 			secs = fmt.Sprintf("%.3f", p.Seconds)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", addr, p.Serial, p.State, secs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", addr, serialText(p.Serial, p.SignerSerial), p.State, secs)
 	}
 	return tw.Flush()
 }

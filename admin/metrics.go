@@ -44,6 +44,14 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 			m.sample("cns_peer_serial", float64(p.Zones[z].Serial), "peer", p.Address, "zone", z)
 		}
 	}
+	m.help("cns_peer_signer_serial", "gauge", "The serial a DNSSEC-signing secondary gives the zone (its own; cns_peer_serial is cns's serial it serves).")
+	for _, p := range peers {
+		for _, z := range sortedKeys(p.Zones) {
+			if pz := p.Zones[z]; pz.Signer {
+				m.sample("cns_peer_signer_serial", float64(pz.SignerSerial), "peer", p.Address, "zone", z)
+			}
+		}
+	}
 	m.help("cns_peer_drift_serials", "gauge", "Commits each secondary is behind, per zone.")
 	m.help("cns_peer_drift_seconds", "gauge", "Seconds since the first change each secondary lacks (-1: unknown).")
 	for _, p := range peers {

@@ -2,11 +2,9 @@ package db
 
 import (
 	"bytes"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -276,52 +274,10 @@ func (c *commit) applyVM(vc *VMChange) error {
 		oldNames = old.names
 	}
 
-	// Group the new records by name.
-	type group struct {
-		zone *zoneWork
-		key  []byte
-		own  []byte
-		rrs  []candidate
-	}
-	groups := map[string]*group{}
-	var order []string
+	var groups []*recordGroup
 	if !vc.Delete {
-		for _, r := range vc.Records {
-			z, err := c.zone(r.Zone)
-			if err != nil {
-				return err
-			}
-			if z == nil || z.remove {
-				c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
-				continue
-			}
-			owner, err := wireName(r.RR.Header().Name)
-			if err != nil {
-				c.problem("vm %s: %v", vc.UUID, err)
-				continue
-			}
-			key, ok := relativeKey(owner, z.wire)
-			if !ok {
-				c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
-				continue
-			}
-			rr, err := EncodeRR(r.RR)
-			if err != nil {
-				c.problem("vm %s: %v", vc.UUID, err)
-				continue
-			}
-			if r.Pref >= candStamped {
-				c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
-				continue
-			}
-			gk := z.name + "\x00" + string(key)
-			g := groups[gk]
-			if g == nil {
-				g = &group{zone: z, key: key, own: owner}
-				groups[gk] = g
-				order = append(order, gk)
-			}
-			g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
+		if groups, err = c.groupRecords(vc, id); err != nil {
+			return err
 		}
 	}
 
@@ -341,9 +297,8 @@ func (c *commit) applyVM(vc *VMChange) error {
 		nw.cands = slices.DeleteFunc(nw.cands, func(x candidate) bool { return x.vm == id })
 	}
 	// Names it feeds now.
-	newNames := make([]vmName, 0, len(order))
-	for _, gk := range order {
-		g := groups[gk]
+	newNames := make([]vmName, 0, len(groups))
+	for _, g := range groups {
 		nw, err := c.name(g.zone, g.key, g.own)
 		if err != nil {
 			return err
@@ -375,6 +330,60 @@ func (c *commit) applyVM(vc *VMChange) error {
 		return nil
 	}
 	return vms.Put(vmKey, entry)
+}
+
+// recordGroup is a VM's new records at one owner name.
+type recordGroup struct {
+	zone *zoneWork
+	key  []byte
+	own  []byte
+	rrs  []candidate
+}
+
+// groupRecords groups vc's records by owner name, in the order they come.
+// A record the store cannot take (no such zone, a name outside its zone,
+// a bad pref) is left out and reported as a problem of the commit.
+func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error) {
+	byName := map[string]*recordGroup{}
+	var groups []*recordGroup
+	for _, r := range vc.Records {
+		z, err := c.zone(r.Zone)
+		if err != nil {
+			return nil, err
+		}
+		if z == nil || z.remove {
+			c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
+			continue
+		}
+		owner, err := wireName(r.RR.Header().Name)
+		if err != nil {
+			c.problem("vm %s: %v", vc.UUID, err)
+			continue
+		}
+		key, ok := relativeKey(owner, z.wire)
+		if !ok {
+			c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
+			continue
+		}
+		rr, err := EncodeRR(r.RR)
+		if err != nil {
+			c.problem("vm %s: %v", vc.UUID, err)
+			continue
+		}
+		if r.Pref >= candStamped {
+			c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
+			continue
+		}
+		gk := z.name + "\x00" + string(key)
+		g := byName[gk]
+		if g == nil {
+			g = &recordGroup{zone: z, key: key, own: owner}
+			byName[gk] = g
+			groups = append(groups, g)
+		}
+		g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
+	}
+	return groups, nil
 }
 
 // name returns the work record of one owner name, loading its stored
@@ -618,80 +627,4 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 
 func (c *commit) problem(format string, args ...any) {
 	c.probs = append(c.probs, fmt.Sprintf(format, args...))
-}
-
-// vmEntry is what the store keeps per VM.
-type vmEntry struct {
-	meta  []byte
-	names []vmName
-}
-
-// vmName is one name a VM contributes to.
-type vmName struct {
-	zone string
-	key  []byte
-}
-
-// encode writes the names grouped by zone, so a zone's name is stored once
-// per VM rather than once per name.
-func (v *vmEntry) encode() []byte {
-	e := &enc{}
-	e.u8(2)
-	e.bytes32(v.meta)
-	names := slices.Clone(v.names)
-	slices.SortStableFunc(names, func(a, b vmName) int { return strings.Compare(a.zone, b.zone) })
-	var groups int
-	for i := range names {
-		if i == 0 || names[i].zone != names[i-1].zone {
-			groups++
-		}
-	}
-	e.u16(uint16(groups))
-	for i := 0; i < len(names); {
-		j := i
-		for j < len(names) && names[j].zone == names[i].zone {
-			j++
-		}
-		e.str(names[i].zone)
-		e.u32(uint32(j - i))
-		for _, n := range names[i:j] {
-			e.bytes16(n.key)
-		}
-		i = j
-	}
-	return e.b
-}
-
-func decodeVMEntry(b []byte) (vmEntry, error) {
-	d := &dec{b: b}
-	d.version(2, "vm entry")
-	v := vmEntry{meta: d.bytes32()}
-	groups := int(d.u16())
-	for g := 0; g < groups && d.err == nil; g++ {
-		zone := d.str()
-		n := int(d.u32())
-		for i := 0; i < n && d.err == nil; i++ {
-			v.names = append(v.names, vmName{zone: zone, key: d.bytes16()})
-		}
-	}
-	return v, d.done("vm entry")
-}
-
-// parseUUID turns a textual UUID into its 16 bytes.
-func parseUUID(s string) ([16]byte, error) {
-	var id [16]byte
-	h := strings.ReplaceAll(s, "-", "")
-	if len(s) != 36 || len(h) != 32 {
-		return id, fmt.Errorf("vm uuid %q is not a UUID", s)
-	}
-	if _, err := hex.Decode(id[:], []byte(h)); err != nil {
-		return id, fmt.Errorf("vm uuid %q is not a UUID", s)
-	}
-	return id, nil
-}
-
-// formatUUID is the inverse of parseUUID, in lower case.
-func formatUUID(id [16]byte) string {
-	h := hex.EncodeToString(id[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }

@@ -35,10 +35,23 @@ type Peer struct {
 
 // PeerZone is one peer's view of one zone.
 type PeerZone struct {
-	// Serial is the newest serial the peer is known to have: the serial
-	// of its last transfer, or what it answered to an SOA probe.
+	// Serial is the newest of cns's serials the peer is known to serve:
+	// the serial of its last transfer, or what it answered to an SOA
+	// probe; for a signer, the serial it had transferred when its own
+	// serial last advanced (see signers.go).
 	Serial   uint32    `json:"serial"`
 	SerialAt time.Time `json:"serial_at,omitzero"`
+	// TransferSerial is the serial the last transfer to the peer ended
+	// at, Sent the last few such serials (newest last).
+	TransferSerial uint32   `json:"transfer_serial,omitempty"`
+	Sent           []uint32 `json:"sent,omitempty"`
+	// Signer marks a peer that serves the zone under serials of its own
+	// (a DNSSEC signer: Knot's dnssec-signing, BIND's inline-signing),
+	// detected or set in config; SignerSerial is the serial it reports
+	// and SignerSerialAt when that last advanced.
+	Signer         bool      `json:"signer,omitempty"`
+	SignerSerial   uint32    `json:"signer_serial,omitempty"`
+	SignerSerialAt time.Time `json:"signer_serial_at,omitzero"`
 	// LastTransfer and LastKind describe the last transfer (AXFR, IXFR,
 	// IXFR-SOA when it was up to date).
 	LastTransfer time.Time `json:"last_transfer,omitzero"`
@@ -135,7 +148,11 @@ func (t *peerTracker) transferred(addr netip.Addr, zone string, r transferResult
 	t.mu.Lock()
 	p := t.peer(addr)
 	z := p.zone(zone)
-	z.Serial, z.SerialAt = r.serial, now
+	z.sent(r.serial)
+	z.Signer = z.Signer || t.s.forcedSigner(addr)
+	if !z.Signer {
+		z.Serial, z.SerialAt = r.serial, now
+	}
 	z.LastTransfer, z.LastKind = now, r.kind
 	switch r.kind {
 	case "AXFR":
@@ -216,6 +233,7 @@ func (p *Peer) clone() Peer {
 	c.Zones = make(map[string]*PeerZone, len(p.Zones))
 	for k, z := range p.Zones {
 		zz := *z
+		zz.Sent = slices.Clone(z.Sent)
 		c.Zones[k] = &zz
 	}
 	c.Counters = maps.Clone(p.Counters)
@@ -296,12 +314,9 @@ func (t *peerTracker) probe(ctx context.Context, p probe) {
 	m.SetQuestion(dns.Fqdn(p.zone), dns.TypeSOA)
 	if r, _, err := c.Exchange(m, to.String()); err == nil && len(r.Answer) > 0 {
 		if soa, ok := r.Answer[0].(*dns.SOA); ok {
+			serves, _ := t.observeSOA(p.addr, p.zone, soa.Serial, time.Now())
 			t.mu.Lock()
-			z := t.peer(p.addr).zone(p.zone)
-			if db.SerialLess(z.Serial, soa.Serial) || z.Serial == soa.Serial {
-				z.Serial, z.SerialAt = soa.Serial, time.Now()
-			}
-			if cur, ok := t.s.ZoneSerial(p.zone); ok && cur == soa.Serial {
+			if cur, ok := t.s.ZoneSerial(p.zone); ok && cur == serves {
 				t.peer(p.addr).Counters["goodxfer"]++
 			}
 			t.mu.Unlock()

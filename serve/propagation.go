@@ -81,11 +81,14 @@ type Propagation struct {
 
 // PeerPropagation is one secondary's progress with a serial.
 type PeerPropagation struct {
-	Address string  `json:"address"`
-	Serial  uint32  `json:"serial"` // last serial seen
-	State   string  `json:"state"`
-	Seconds float64 `json:"seconds"` // commit to serving; -1 while pending
-	Polls   int     `json:"polls"`
+	Address string `json:"address"`
+	Serial  uint32 `json:"serial"` // last of cns's serials seen served
+	// SignerSerial is a signer's own serial (0 for other peers): it
+	// serves Serial under that one (see signers.go).
+	SignerSerial uint32  `json:"signer_serial,omitempty"`
+	State        string  `json:"state"`
+	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
+	Polls        int     `json:"polls"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
 }
@@ -170,7 +173,7 @@ func (t *propagation) latest(zone string) *Propagation {
 
 // observe records that the peer polled at target serves serial of zone,
 // which can activate several tracked serials at once.
-func (t *propagation) observe(target netip.AddrPort, zone string, serial uint32, now time.Time) {
+func (t *propagation) observe(target netip.AddrPort, zone string, serial, signerSerial uint32, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	touched := false
@@ -179,6 +182,10 @@ func (t *propagation) observe(target netip.AddrPort, zone string, serial uint32,
 			pp := &p.Peers[i]
 			if pp.Target != target {
 				continue
+			}
+			if signerSerial != 0 && pp.SignerSerial != signerSerial {
+				pp.SignerSerial = signerSerial
+				touched = true
 			}
 			if pp.Serial == 0 || db.SerialLess(pp.Serial, serial) {
 				pp.Serial = serial
@@ -299,8 +306,14 @@ func (t *propagation) pollPending(ctx context.Context) bool {
 	var wg sync.WaitGroup
 	for _, j := range jobs {
 		wg.Go(func() {
-			if serial, ok := t.soa(ctx, j.target, j.zone); ok {
-				t.observe(j.target, j.zone, serial, time.Now())
+			if reported, ok := t.soa(ctx, j.target, j.zone); ok {
+				now := time.Now()
+				serves, signer := t.s.peers.observeSOA(j.target.Addr(), j.zone, reported, now)
+				own := uint32(0)
+				if signer {
+					own = reported
+				}
+				t.observe(j.target, j.zone, serves, own, now)
 			}
 		})
 	}

@@ -59,6 +59,9 @@ type Config struct {
 	Forwarding Forwarding
 	// Propagation tunes how serials are followed to the secondaries.
 	Propagation PropagationPolicy
+	// Signers are peers known to serve cns's zones under serials of their
+	// own (DNSSEC signers); others are detected (see signers.go).
+	Signers []netip.Addr
 }
 
 // Server serves the zones of one store.

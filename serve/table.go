@@ -47,6 +47,10 @@ type entry struct {
 	children uint32
 }
 
+// exists reports whether the name is in the zone: it has records, or
+// names below it (an empty non-terminal).
+func (e *entry) exists() bool { return len(e.rrs) > 0 || e.children > 0 }
+
 var hashSeed = maphash.MakeSeed()
 
 func hashName(name []byte) uint64 { return maphash.Bytes(hashSeed, name) }
@@ -227,7 +231,6 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 		pending[name] = e
 		return e
 	}
-	exists := func(e *entry) bool { return len(e.rrs) > 0 || e.children > 0 }
 	// adjust adds d to the child count of name's parent, and carries the
 	// change upwards when the parent appears or disappears.
 	var adjust func(name string, d int)
@@ -237,17 +240,17 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 			return // the apex is not a node
 		}
 		p := get(parent)
-		before := exists(p)
+		before := p.exists()
 		p.children = uint32(int(p.children) + d)
-		if after := exists(p); after != before {
+		if after := p.exists(); after != before {
 			adjust(parent, sign(after))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(changes)) {
 		e := get(name)
-		before := exists(e)
+		before := e.exists()
 		e.rrs = changes[name]
-		if after := exists(e); after != before {
+		if after := e.exists(); after != before {
 			adjust(name, sign(after))
 		}
 	}
@@ -264,9 +267,9 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 			old = nd != nil
 		}
 		switch {
-		case exists(e) && !old:
+		case e.exists() && !old:
 			size++
-		case !exists(e) && old:
+		case !e.exists() && old:
 			size--
 		}
 	}
@@ -278,7 +281,7 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 			})
 		}
 		for name, e := range pending {
-			if exists(e) {
+			if e.exists() {
 				all[name] = *e
 			} else {
 				delete(all, name)
@@ -286,14 +289,19 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 		}
 		return newTable(all)
 	}
+	return t.rebuildShards(pending, size)
+}
+
+// rebuildShards returns a table that is t with the names in pending
+// replaced (or removed, when they no longer exist), rebuilding only the
+// shards they fall in, on every core: a big commit touches most of them.
+func (t *table) rebuildShards(pending map[string]*entry, size int) *table {
 	nt := &table{shards: slices.Clone(t.shards), shift: t.shift, names: size}
 	touched := map[int][]string{}
 	for name := range pending {
 		i := t.shardOf(hashName([]byte(name)))
 		touched[i] = append(touched[i], name)
 	}
-	// Rebuild the touched shards, on every core: a big commit touches
-	// most of them.
 	work := make(chan int, len(touched))
 	for i := range touched {
 		work <- i
@@ -312,7 +320,7 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 					}
 				}
 				for _, name := range names {
-					if e := pending[name]; exists(e) {
+					if e := pending[name]; e.exists() {
 						items = append(items, item{name, *e})
 					}
 				}

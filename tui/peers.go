@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -154,7 +153,7 @@ func (p *peersPage) rebuild() {
 		}
 		serial := "-"
 		if r.known || r.pz.Serial != 0 {
-			serial = strconv.FormatUint(uint64(r.pz.Serial), 10)
+			serial = r.pz.SerialText()
 		}
 		rows = append(rows, row{key: r.key(), mark: m, cells: []string{r.addr, r.zone, serial, p.driftText(r),
 			transferText(p.c.Now, r.pz), p.notifyText(r), r.version}})
@@ -295,6 +294,9 @@ func (p *peersPage) rowDetail(r peerRow) []string {
 	}
 	lines := []string{fmt.Sprintf("%s for %s: %s", r.addr, r.zone, state)}
 	has := fmt.Sprintf("has serial %d, the zone is at %d", pz.Serial, pz.ZoneSerial)
+	if pz.Signer {
+		has += fmt.Sprintf("; signs it with DNSSEC, as serial %d", pz.SignerSerial)
+	}
 	if r.version != "" {
 		has += "; version " + r.version
 	}

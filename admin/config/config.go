@@ -71,6 +71,7 @@ type Config struct {
 
 	// Replication.
 	AlsoNotify  []netip.AddrPort  // also_notify, every zone
+	Signers     []netip.Addr      // signers: DNSSEC-signing secondaries
 	TSIGKeys    []TSIGKey         // tsig_keys
 	PeerKeys    map[string]string // peer_keys: peer name or address → key name
 	Journal     db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s

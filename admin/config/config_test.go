@@ -110,6 +110,8 @@ func TestParseConfigErrorsAndWarnings(t *testing.T) {
 		{"reverse_v4_prefix string", func(m map[string]any) { m["reverse_v4_prefix"] = "8" }, "reverse_v4_prefix", ""},
 		{"reverse_v6_prefix 48", func(m map[string]any) { m["reverse_v6_prefix"] = 48 }, "", ""},
 		{"reverse_v6_prefix 56", func(m map[string]any) { m["reverse_v6_prefix"] = 56 }, "reverse_v6_prefix: must be 32, 48 or 64", ""},
+		{"signers", func(m map[string]any) { m["signers"] = []string{"192.0.2.53", "2001:db8::53"} }, "", ""},
+		{"signer by name", func(m map[string]any) { m["signers"] = []string{"ns2.example"} }, "signers[0]", ""},
 		{"reverse_v6_prefix 0", func(m map[string]any) { m["reverse_v6_prefix"] = 0 }, "reverse_v6_prefix", ""},
 	}
 	for _, tc := range cases {

@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -142,6 +141,50 @@ func (s SAPIStore) Load() (map[string]any, error) {
 		m[k] = v
 	}
 	return m, nil
+}
+
+// Waiting is the keys of the rendered file whose SAPI metadata differs
+// from it: changes config-agent has yet to apply, which cnsadm config
+// marks "*" as the reference does. Loopback in allow_transfer is left out
+// of the comparison: templates add it.
+func (s SAPIStore) Waiting() (map[string]bool, error) {
+	file, err := s.Base.Load()
+	if err != nil {
+		return nil, nil // nothing rendered yet: nothing to compare
+	}
+	_, meta, err := s.service()
+	if err != nil {
+		return nil, err
+	}
+	waiting := map[string]bool{}
+	for k, v := range file {
+		m, ok := meta[k]
+		if !ok {
+			continue
+		}
+		if k == "allow_transfer" {
+			v, m = withoutLoopback(v), withoutLoopback(m)
+		}
+		if !reflect.DeepEqual(v, m) {
+			waiting[k] = true
+		}
+	}
+	return waiting, nil
+}
+
+// withoutLoopback is a JSON list without its loopback entries.
+func withoutLoopback(v any) any {
+	list, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	out := []any{}
+	for _, it := range list {
+		if s, ok := it.(string); !ok || !isLoopback(s) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // Save writes the changes as service metadata: PUT /services/<uuid>
@@ -323,8 +366,12 @@ func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, e
 	}
 	changes := map[string]any{}
 	for _, m := range mods {
-		if k, _ := Lookup(m.Key); strings.Contains(m.Key, ".") || k.Cnsadm == ZonesOnly {
+		k, known := Lookup(m.Key)
+		switch {
+		case strings.Contains(m.Key, ".") || known && k.Cnsadm == ZonesOnly:
 			return nil, fmt.Errorf("%s: edit zones with cnsadm zones", m.Key)
+		case !known || k.Cnsadm == Unedited:
+			return nil, fmt.Errorf("%s: not a key cnsadm config edits; it edits %s (and zones with cnsadm zones)", m.Key, strings.Join(Editable(), ", "))
 		}
 		if err := m.Apply(cfg); err != nil {
 			return nil, err
@@ -390,6 +437,9 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 			newName = strings.ToLower(strings.TrimSuffix(m.Value, "."))
 			continue
 		}
+		if !zoneKeyEditable(m.Key, reverse) {
+			return nil, fmt.Errorf("%s: not a zone setting; cnsadm zones edits %s", m.Key, strings.Join(zoneKeyNames(reverse), ", "))
+		}
 		if err := m.Apply(z); err != nil {
 			return nil, err
 		}
@@ -402,6 +452,27 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 	zones[newName] = z
 	cfg["forward_zones"] = zones
 	return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
+}
+
+// zoneKeyEditable reports whether key is a setting of a forward zone (or,
+// with reverse, of the reverse zones).
+func zoneKeyEditable(key string, reverse bool) bool {
+	return slices.Contains(zoneKeyNames(reverse), key)
+}
+
+// zoneKeyNames is the settings cnsadm zones edits, zone=NEW included for
+// forward zones.
+func zoneKeyNames(reverse bool) []string {
+	var names []string
+	for _, zk := range ZoneKeys {
+		if zk.Reverse || !reverse {
+			names = append(names, zk.Name)
+		}
+	}
+	if !reverse {
+		names = append(names, "zone")
+	}
+	return names
 }
 
 // Commit validates the whole new configuration cfg, saves the changed
@@ -428,85 +499,3 @@ func (e *Editor) Commit(ctx context.Context, cfg, changes map[string]any) error 
 
 // IsNothingToDo reports a zones -a without modifiers.
 func IsNothingToDo(err error) bool { return errors.Is(err, errNothingToDo) }
-
-// WriteConfig prints cnsadm config: the main settings (the keys the table
-// marks Shown), with a help column when the terminal is wide enough.
-func WriteConfig(w io.Writer, cfg map[string]any, columns int) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, key := range Keys {
-		if key.Cnsadm != Shown {
-			continue
-		}
-		k := key.Name
-		v := cfg[k]
-		var s string
-		switch x := v.(type) {
-		case nil:
-			s = "(unset)"
-		case []any:
-			parts := make([]string, len(x))
-			for i, it := range x {
-				parts[i] = fmt.Sprint(it)
-			}
-			s = strings.Join(parts, ", ")
-		default:
-			s = fmt.Sprint(x)
-		}
-		if columns >= 100 {
-			fmt.Fprintf(tw, "%s:\t%s\t%s\n", k, s, key.Help)
-		} else {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, s)
-		}
-	}
-	return tw.Flush()
-}
-
-// WriteZones prints cnsadm zones: ZONE NETWORKS PEERS HIDDEN PRIMARY, the
-// reverse settings as (ip-reverse-lookup).
-func WriteZones(w io.Writer, cfg map[string]any) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ZONE\tNETWORKS\tPEERS\tHIDDEN PRIMARY")
-	zones, _ := cfg["forward_zones"].(map[string]any)
-	for _, name := range slices.Sorted(maps.Keys(zones)) {
-		z, _ := zones[name].(map[string]any)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", name, networksText(z["networks"]), listText(z["peers"]), z["hidden_primary"] == true)
-	}
-	rev, _ := cfg["reverse_zones"].(map[string]any)
-	fmt.Fprintf(tw, "(ip-reverse-lookup)\t\t%s\t%v\n", listText(rev["peers"]), rev["hidden_primary"] == true)
-	return tw.Flush()
-}
-
-// WriteZone prints one zone's settings.
-func WriteZone(w io.Writer, name string, z map[string]any) error {
-	fmt.Fprintf(w, "zone:           %s\n", name)
-	if name != "reverse" && name != "ip-reverse-lookup" {
-		fmt.Fprintf(w, "networks:       %s\n", listText(z["networks"]))
-	}
-	fmt.Fprintf(w, "peers:          %s\n", listText(z["peers"]))
-	fmt.Fprintf(w, "hidden_primary: %v\n", z["hidden_primary"] == true)
-	if an := listText(z["also_notify"]); an != "" {
-		fmt.Fprintf(w, "also_notify:    %s\n", an)
-	}
-	return nil
-}
-
-func listText(v any) string {
-	list, _ := v.([]any)
-	parts := make([]string, len(list))
-	for i, it := range list {
-		parts[i] = fmt.Sprint(it)
-	}
-	return strings.Join(parts, ", ")
-}
-
-// networksText is "*", "(N UUIDs)" or empty, as the reference shows it.
-func networksText(v any) string {
-	list, _ := v.([]any)
-	if slices.Contains(list, any("*")) {
-		return "*"
-	}
-	if len(list) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("(%d UUIDs)", len(list))
-}

@@ -9,31 +9,6 @@ import (
 	"testing"
 )
 
-// cnsadm config prints the table's Shown keys in the table's order, with
-// their help when the terminal is wide.
-func TestWriteConfig(t *testing.T) {
-	cfg := map[string]any{"my_name": "ns.example.com", "hostmaster": "h@example.com", "use_alias": true,
-		"allow_transfer": []any{"10.0.0.1", "10.1.0.0/16"}}
-	var b strings.Builder
-	if err := WriteConfig(&b, cfg, 120); err != nil {
-		t.Fatal(err)
-	}
-	want := `my_name:         ns.example.com         this server's name: SOA MNAME and first NS
-hostmaster:      h@example.com          zone contact (SOA RNAME), user@domain
-use_login:       (unset)                add names with the owner's login
-use_alias:       true                   add names with the VM's alias
-allow_transfer:  10.0.0.1, 10.1.0.0/16  addresses and prefixes allowed to transfer zones (and loopback, always)
-`
-	if b.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
-	}
-	b.Reset()
-	WriteConfig(&b, cfg, 80)
-	if strings.Contains(b.String(), "SOA MNAME") || !strings.HasPrefix(b.String(), "my_name:         ns.example.com\n") {
-		t.Errorf("narrow terminal: %q", b.String())
-	}
-}
-
 // A modifier's value takes the key's kind from the table, for a key the
 // file does not have yet too; zone keys have theirs.
 func TestModifierKinds(t *testing.T) {
@@ -111,5 +86,71 @@ func TestLoopbackTransferKept(t *testing.T) {
 		if tc.refused == "" && err != nil || tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
 			t.Errorf("%s: %v, want refused %q", tc.mod, err, tc.refused)
 		}
+	}
+}
+
+// cnsadm config edits only the keys the table lets it (Settable and
+// Shown): an unknown key, or one cns ignores, is refused with the list of
+// editable keys, and the file is left alone; cnsadm zones edits only a
+// zone's settings.
+func TestEditorRefusesUnknownKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(referenceConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &Editor{Store: FileStore{Path: path}, File: path}
+	mods := func(args ...string) []Modifier {
+		var ms []Modifier
+		for _, s := range args {
+			m, err := ParseModifier(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, m)
+		}
+		return ms
+	}
+	editable := strings.Join(Editable(), ", ")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"foo=bar"}, "foo: not a key cnsadm config edits; it edits " + editable + " (and zones with cnsadm zones)"},
+		{[]string{"use_login=true", "colour=blue"}, "colour: not a key cnsadm config edits"},
+		{[]string{"redis_opts={}"}, "redis_opts: not a key cnsadm config edits"},
+		{[]string{`reverse_zones={"peers":["ns1.example.org"]}`}, "reverse_zones: edit zones with cnsadm zones"},
+	} {
+		_, err := e.Config(context.Background(), mods(tc.args...))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("config %v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		zone, mod, want string
+	}{
+		{"example.org", "colour=blue", "colour: not a zone setting; cnsadm zones edits networks, peers, hidden_primary, also_notify, zone"},
+		{"reverse", "networks=*", "networks: not a zone setting; cnsadm zones edits peers, hidden_primary, also_notify"},
+	} {
+		_, err := e.Zone(context.Background(), tc.zone, false, false, mods(tc.mod))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("zones %s %s: %v, want %q", tc.zone, tc.mod, err, tc.want)
+		}
+	}
+	if data, _ := os.ReadFile(path); string(data) != referenceConfig {
+		t.Error("a refused edit changed the file")
+	}
+	for _, want := range []string{"my_name", "allow_transfer", "max_rrset", "catalog_zone"} {
+		if !strings.Contains(editable, want) {
+			t.Errorf("%s not editable: %s", want, editable)
+		}
+	}
+	for _, not := range []string{"forward_zones", "reverse_zones", "redis_opts", "binder_domain"} {
+		if strings.Contains(editable, not) {
+			t.Errorf("%s editable: %s", not, editable)
+		}
+	}
+	// A known key still goes through.
+	if _, err := e.Config(context.Background(), mods("max_rrset=50")); err != nil {
+		t.Errorf("max_rrset=50: %v", err)
 	}
 }

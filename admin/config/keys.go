@@ -21,7 +21,7 @@ var Keys = []Key{
 	{Name: "forward_zones", Default: "required", Kind: Object, Section: Zones, Cnsadm: ZonesOnly, parse: parseForwardZones,
 		Help:  "`{zone: {settings}}` (a zone's settings are below); zones are tried for a NIC in file order",
 		value: func(c *Config) any { return c.Forward }},
-	{Name: "reverse_zones", Kind: Object, Section: Zones, parse: parseReverseZones,
+	{Name: "reverse_zones", Kind: Object, Section: Zones, Cnsadm: ZonesOnly, parse: parseReverseZones,
 		Help:  "`{peers, hidden_primary, also_notify}` for every reverse zone (`cnsadm zones reverse`)",
 		value: func(c *Config) any { return c.Reverse }},
 	{Name: "use_login", Kind: Bool, Section: Zones, Cnsadm: Shown, Default: "false",
@@ -83,6 +83,9 @@ var Keys = []Key{
 	{Name: "also_notify", Kind: List, Section: Replication, parse: parseAlsoNotify,
 		Help:  "extra NOTIFY targets for every zone: `\"ip\"`, `\"ip:port\"`, `\"[v6]:port\"` (also per zone)",
 		value: func(c *Config) any { return c.AlsoNotify }},
+	{Name: "signers", Kind: List, Section: Replication, Restart: true, Default: "(detected)", parse: parseSigners,
+		Help:  "addresses of secondaries that sign the zones with DNSSEC under serials of their own (see \"Signing with DNSSEC\"); others are detected",
+		value: func(c *Config) any { return c.Signers }},
 	{Name: "tsig_keys", Kind: Object, Section: Replication, parse: parseTSIGKeys,
 		Help:  "`{\"name\": {\"algorithm\": \"hmac-sha256\", \"secret\": \"base64\"}}`",
 		value: func(c *Config) any { return c.TSIGKeys }},
@@ -184,7 +187,19 @@ const (
 	Settable  CnsadmUse = iota // cnsadm config key=value
 	Shown                      // also printed by cnsadm config, with its help
 	ZonesOnly                  // only through cnsadm zones
+	Unedited                   // cnsadm does not change it (keys cns ignores)
 )
+
+// Editable is the keys cnsadm config may change, in table order.
+func Editable() []string {
+	var names []string
+	for _, k := range Keys {
+		if k.Cnsadm == Settable || k.Cnsadm == Shown {
+			names = append(names, k.Name)
+		}
+	}
+	return names
+}
 
 // ZoneKey is a key of one forward zone's settings (and, where Reverse, of
 // reverse_zones).
@@ -240,5 +255,5 @@ func sdcOptionKey(name, help string) Key {
 }
 
 func ignoredKey(name string, kind Kind) Key {
-	return Key{Name: name, Kind: kind, Section: Ignored, Help: "the reference's; cns does not use it"}
+	return Key{Name: name, Kind: kind, Section: Ignored, Cnsadm: Unedited, Help: "the reference's; cns does not use it"}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,24 @@ func parseAlsoNotify(p *parser) error {
 	var err error
 	p.c.AlsoNotify, err = p.notifyTargets("also_notify", notify)
 	return err
+}
+
+// parseSigners reads signers: peer addresses (what they transfer from),
+// not names, as cns matches them against transfer sources.
+func parseSigners(p *parser) error {
+	var list []string
+	if err := p.getInto("signers", &list); err != nil {
+		return err
+	}
+	p.c.Signers = nil
+	for i, s := range list {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return p.bad(fmt.Sprintf("signers[%d]", i), "%q is not an IP address", s)
+		}
+		p.c.Signers = append(p.c.Signers, a.Unmap())
+	}
+	return nil
 }
 
 func parseTSIGKeys(p *parser) error {

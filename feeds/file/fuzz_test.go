@@ -1,10 +1,14 @@
 package file
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tritondatacenter/cns/db"
@@ -58,6 +62,27 @@ func FuzzInventory(f *testing.F) {
 			}
 			return
 		}
+		// Written out as JSON, an accepted inventory parses again, and
+		// from then on it is a fixed point (the first pass only spells
+		// absent lists as empty ones).
+		out, err := json.Marshal(inv)
+		if err != nil {
+			t.Fatalf("an accepted inventory does not marshal: %v", err)
+		}
+		again, err := dc.ParseInventory(out)
+		if err != nil {
+			t.Fatalf("an accepted inventory, written out, is refused (%v):\n%s", err, out)
+		}
+		out2, _ := json.Marshal(again)
+		third, err := dc.ParseInventory(out2)
+		if err != nil {
+			t.Fatalf("an accepted inventory, written out twice, is refused (%v):\n%s", err, out2)
+		}
+		if out3, _ := json.Marshal(third); !bytes.Equal(out3, out2) {
+			t.Fatalf("an accepted inventory does not survive a round trip:\n%s\n%s", out2, out3)
+		}
+		// It commits whole: nothing pending, the updater knows exactly
+		// its VMs, and the store's zones, serials and journals agree.
 		u.SetInventory(inv, "fuzz")
 		for range 100 {
 			if u.Pending() == 0 {
@@ -66,6 +91,23 @@ func FuzzInventory(f *testing.F) {
 			if err := u.Flush(); err != nil {
 				t.Fatalf("an accepted inventory failed to commit: %v", err)
 			}
+		}
+		if n := u.Pending(); n != 0 {
+			t.Fatalf("%d VMs still pending after the commits", n)
+		}
+		want := map[string]bool{}
+		for _, vm := range inv.VMs {
+			want[strings.ToLower(vm.UUID)] = true
+		}
+		got := map[string]bool{}
+		for _, id := range u.VMUUIDs() {
+			got[strings.ToLower(id)] = true
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("the updater holds %d VMs, the inventory has %d", len(got), len(want))
+		}
+		if problems, err := store.Check(); err != nil || len(problems) > 0 {
+			t.Fatalf("db check after the commit: %v %q", err, problems)
 		}
 	})
 }

@@ -41,7 +41,7 @@ func bindConf(cfg *Config, port int, identity string) (string, error) {
 	dump-file %s;
 	statistics-file %s;
 	memstatistics-file %s;
-	listen-on port %d { 127.0.0.1; };
+	listen-on port %d { %s; };
 	listen-on-v6 { none; };
 	server-id %s;
 	recursion no;
@@ -55,10 +55,10 @@ func bindConf(cfg *Config, port int, identity string) (string, error) {
 	min-retry-time 1;
 	max-retry-time 2;
 	masterfile-format text;
-%s`, quote(d), quote(filepath.Join(d, "named.pid")), quote(filepath.Join(d, "session.key")), quote(d),
+%s%s`, quote(d), quote(filepath.Join(d, "named.pid")), quote(filepath.Join(d, "session.key")), quote(d),
 		quote(filepath.Join(d, "bind.keys")), quote(filepath.Join(d, "named_dump.db")),
 		quote(filepath.Join(d, "named.stats")), quote(filepath.Join(d, "named.memstats")),
-		port, quote(identity), notify, bindRates(cfg))
+		port, cfg.Address, quote(identity), notify, bindRates(cfg), bindSources(cfg))
 	if cfg.Catalog != "" {
 		if err := os.MkdirAll(filepath.Join(d, "catz"), 0o755); err != nil {
 			return "", err
@@ -67,6 +67,7 @@ func bindConf(cfg *Config, port int, identity string) (string, error) {
 			quote(cfg.Catalog+"."), primaries, quote(filepath.Join(d, "catz")))
 	}
 	b.WriteString("};\ncontrols { };\n")
+	b.WriteString(bindPolicy(cfg))
 	// named runs with -f -d 3: xfer-in logs at debug 3 whether a transfer
 	// was incremental; everything else at info, all on stderr.
 	b.WriteString(`logging {
@@ -81,8 +82,8 @@ func bindConf(cfg *Config, port int, identity string) (string, error) {
 		zones = append([]string{cfg.Catalog}, zones...)
 	}
 	for _, z := range zones {
-		fmt.Fprintf(&b, "zone %s {\n\ttype secondary;\n\tprimaries { %s; };\n\tfile %s;\n};\n",
-			quote(z+"."), primaries, quote(zoneFile(z)))
+		fmt.Fprintf(&b, "zone %s {\n\ttype secondary;\n\tprimaries { %s; };\n\tfile %s;\n%s};\n",
+			quote(z+"."), primaries, quote(zoneFile(z)), bindZoneSigning(cfg))
 	}
 	return b.String(), nil
 }
@@ -117,7 +118,7 @@ func knotConf(cfg *Config, port int, identity string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, `server:
     rundir: %s
-    listen: 127.0.0.1@%d
+    listen: %s@%d
     identity: %s
     udp-workers: 1
     tcp-workers: 1
@@ -133,13 +134,14 @@ database:
 
 control:
     listen: %s
-`, quote(d), port, quote(identity), quote(d), quote(filepath.Join(d, "knot.sock")))
+`, quote(d), cfg.Address, port, quote(identity), quote(d), quote(filepath.Join(d, "knot.sock")))
 	keyRef := ""
 	if cfg.Key != nil {
 		fmt.Fprintf(&b, "\nkey:\n  - id: %s\n    algorithm: %s\n    secret: %s\n", quote(cfg.Key.Name), cfg.Key.algorithm(), quote(cfg.Key.Secret))
 		keyRef = "    key: " + quote(cfg.Key.Name) + "\n"
 	}
-	fmt.Fprintf(&b, "\nremote:\n  - id: primary\n    address: %s@%s\n%s", host, pport, keyRef)
+	fmt.Fprintf(&b, "\nremote:\n  - id: primary\n    address: %s@%s\n%s%s", host, pport, knotVia(cfg), keyRef)
+	b.WriteString(knotPolicy(cfg))
 	fmt.Fprintf(&b, "\nacl:\n  - id: notify_from_primary\n    address: 127.0.0.1\n    action: notify\n%s  - id: transfer_to_local\n    address: 127.0.0.1\n    action: transfer\n", keyRef)
 	fmt.Fprintf(&b, `
 template:
@@ -176,7 +178,7 @@ template:
 		fmt.Fprintf(&b, "  - domain: %s\n    catalog-role: interpret\n    catalog-template: member\n", quote(cfg.Catalog+"."))
 	}
 	for _, z := range cfg.Zones {
-		fmt.Fprintf(&b, "  - domain: %s\n", quote(z+"."))
+		fmt.Fprintf(&b, "  - domain: %s\n%s", quote(z+"."), knotZoneSigning(cfg))
 	}
 	return b.String(), nil
 }
@@ -195,7 +197,7 @@ func nsdConf(cfg *Config, port int, identity string) (string, error) {
 	d := cfg.Dir
 	var b strings.Builder
 	fmt.Fprintf(&b, `server:
-    ip-address: 127.0.0.1@%d
+    ip-address: %s@%d
     do-ip4: yes
     do-ip6: no
     server-count: 1
@@ -222,7 +224,7 @@ func nsdConf(cfg *Config, port int, identity string) (string, error) {
 
 remote-control:
     control-enable: no
-`, port, quote(d), quote(filepath.Join(d, "zone.list")), quote(filepath.Join(d, "xfrd.state")),
+`, cfg.Address, port, quote(d), quote(filepath.Join(d, "zone.list")), quote(filepath.Join(d, "xfrd.state")),
 		quote(d), quote(filepath.Join(d, "nsd.pid")), quote(filepath.Join(d, "nsd.log")), quote(identity))
 	keyName := "NOKEY"
 	if cfg.Key != nil {
@@ -235,13 +237,14 @@ zone:
     name: %s
     zonefile: %s
     request-xfr: %s@%s %s
+    outgoing-interface: %s
     allow-notify: 127.0.0.1 %s
     allow-axfr-fallback: yes
     provide-xfr: 127.0.0.1 NOKEY
     min-refresh-time: 1
     min-retry-time: 1
     max-retry-time: 2
-`, quote(z+"."), quote(zoneFile(z)), host, pport, keyName, keyName)
+`, quote(z+"."), quote(zoneFile(z)), host, pport, keyName, cfg.Address, keyName)
 	}
 	return b.String(), nil
 }
@@ -253,7 +256,7 @@ func knotFilesConf(cfg *Config, port int, identity string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `server:
     rundir: %s
-    listen: 127.0.0.1@%d
+    listen: %s@%d
     identity: %s
     udp-workers: 1
     tcp-workers: 1
@@ -278,7 +281,7 @@ template:
     semantic-checks: off
 
 zone:
-`, quote(d), port, quote(identity), quote(d), quote(filepath.Join(d, "knot.sock")), quote(d))
+`, quote(d), cfg.Address, port, quote(identity), quote(d), quote(filepath.Join(d, "knot.sock")), quote(d))
 	for _, z := range sortedKeys(cfg.ZoneFiles) {
 		fmt.Fprintf(&b, "  - domain: %s\n    file: %s\n", quote(z+"."), quote(cfg.ZoneFiles[z]))
 	}
@@ -291,7 +294,7 @@ func nsdFilesConf(cfg *Config, port int, identity string) string {
 	d := cfg.Dir
 	var b strings.Builder
 	fmt.Fprintf(&b, `server:
-    ip-address: 127.0.0.1@%d
+    ip-address: %s@%d
     do-ip4: yes
     do-ip6: no
     server-count: 1
@@ -315,7 +318,7 @@ func nsdFilesConf(cfg *Config, port int, identity string) string {
 
 remote-control:
     control-enable: no
-`, port, quote(d), quote(filepath.Join(d, "zone.list")), quote(filepath.Join(d, "xfrd.state")),
+`, cfg.Address, port, quote(d), quote(filepath.Join(d, "zone.list")), quote(filepath.Join(d, "xfrd.state")),
 		quote(d), quote(filepath.Join(d, "nsd.pid")), quote(filepath.Join(d, "nsd.log")), quote(identity))
 	for _, z := range sortedKeys(cfg.ZoneFiles) {
 		fmt.Fprintf(&b, "\nzone:\n    name: %s\n    zonefile: %s\n", quote(z+"."), quote(cfg.ZoneFiles[z]))

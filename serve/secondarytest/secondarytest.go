@@ -35,7 +35,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +100,14 @@ type Config struct {
 	// secondary: Primary, Zones, Catalog and Key are then ignored. Knot
 	// and NSD only. Differential tests load what cns exports this way.
 	ZoneFiles map[string]string
+	// Address is the loopback IPv4 address the server listens on and
+	// sends from (default 127.0.0.1): cns tells peers apart by address.
+	// BIND listens only on addresses an interface has (127.0.0.1 on a
+	// stock lo); Knot and NSD bind any 127/8 address.
+	Address string
+	// Signing, when set, makes a BIND or Knot secondary sign the zones it
+	// transfers with DNSSEC (see signing.go).
+	Signing *Signing
 	// StockRates keeps the server's own rate limits instead of the fast
 	// ones this package sets. For BIND that is serial-query-rate 20/s,
 	// whose rate limiter ticks every 500 ms: the SOA query a NOTIFY
@@ -229,6 +236,12 @@ func Start(t testing.TB, cfg Config) *Secondary {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 20 * time.Second
 	}
+	if cfg.Address == "" {
+		cfg.Address = "127.0.0.1"
+	}
+	if cfg.Signing != nil && cfg.Kind == NSD {
+		t.Fatalf("secondarytest: NSD does not sign zones")
+	}
 	if len(cfg.ZoneFiles) > 0 {
 		if cfg.Kind == BIND {
 			t.Fatalf("secondarytest: ZoneFiles is for Knot and NSD")
@@ -305,7 +318,7 @@ func (s *Secondary) start(dir string) error {
 	lf.Close() // the child holds its own descriptor
 	done := make(chan struct{})
 	s.mu.Lock()
-	s.cmd, s.done, s.addr, s.log, s.stopped, s.waitErr = cmd, done, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), logPath, false, nil
+	s.cmd, s.done, s.addr, s.log, s.stopped, s.waitErr = cmd, done, net.JoinHostPort(s.cfg.Address, strconv.Itoa(port)), logPath, false, nil
 	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -322,7 +335,7 @@ func (s *Secondary) start(dir string) error {
 		// held by someone else once the server is gone says it too.
 		taken = taken || !portFree(port)
 		if taken {
-			return fmt.Errorf("%w: %v", errPortTaken, err)
+			return fmt.Errorf("%w: %v\n%s log:\n%s", errPortTaken, err, s.cfg.Kind, tail(s.Log(), 20))
 		}
 		return fmt.Errorf("%v\n%s log:\n%s", err, s.cfg.Kind, tail(s.Log(), 40))
 	}
@@ -383,53 +396,10 @@ func (s *Secondary) logMentions(needles []string) bool {
 // pickPort is freePort, but tests of this package hand out a taken port.
 var pickPort = freePort
 
-// FreePort returns a port that was free on 127.0.0.1 for both UDP and TCP
-// a moment ago, for Config.Port (or a primary's own listener).
-func FreePort() (int, error) { return freePort() }
-
-// freePort returns a port that was free on 127.0.0.1 for both UDP and TCP
-// a moment ago. The server may still lose a race for it; Start retries.
-func freePort() (int, error) {
-	for i := 0; i < 50; i++ {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		if port < 1024 {
-			continue
-		}
-		return port, nil
-	}
-	return 0, errors.New("no free port on 127.0.0.1")
-}
-
-// portFree reports whether port can be bound on 127.0.0.1, UDP and TCP.
-func portFree(port int) bool {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	l, err := net.Listen("tcp4", addr)
-	if err != nil {
-		return false
-	}
-	defer l.Close()
-	u, err := net.ListenPacket("udp4", addr)
-	if err != nil {
-		return false
-	}
-	u.Close()
-	return true
-}
-
 // Kind returns the kind of server.
 func (s *Secondary) Kind() Kind { return s.cfg.Kind }
 
-// Addr returns the 127.0.0.1:PORT the secondary answers on (UDP and TCP)
+// Addr returns the ADDRESS:PORT the secondary answers on (UDP and TCP)
 // and listens for NOTIFY on.
 func (s *Secondary) Addr() string {
 	s.mu.Lock()
@@ -719,85 +689,4 @@ func quote(s string) string { return strconv.Quote(s) }
 func hostPort(addr string) (string, string) {
 	h, p, _ := net.SplitHostPort(addr)
 	return h, p
-}
-
-// Xfr is one zone transfer a secondary logged as received and applied.
-type Xfr struct {
-	Zone   string // no trailing dot
-	Serial uint32 // the serial it brought the zone to
-	// Type is "IXFR" or "AXFR" as the secondary saw it (an AXFR-style
-	// answer to an IXFR request is "AXFR"); NSD does not log it: "".
-	Type  string
-	Bytes int // as the secondary counts them
-	// Took is how long the secondary says the transfer took (BIND: the
-	// transfer; Knot: the whole refresh, SOA query to the zone applied;
-	// NSD: receiving it).
-	Took time.Duration
-}
-
-var (
-	bindXfrType  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: got (incremental|nonincremental) response`)
-	bindXfrState = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer status: (.*)`)
-	bindXfrDone  = regexp.MustCompile(`transfer of '([^/]+)/IN' from \S+: Transfer completed: \d+ messages, \d+ records, (\d+) bytes, ([\d.]+) secs .*\(serial (\d+)\)`)
-	knotXfrDone  = regexp.MustCompile(`\[(\S+?)\.?\] (IXFR|AXFR), incoming, remote \S+, finished, [\d.]+ seconds, \d+ messages, (\d+) bytes`)
-	knotXfrApply = regexp.MustCompile(`\[(\S+?)\.?\] refresh, remote \S+, zone updated, ([\d.]+) seconds, serial \S+ -> (\d+)`)
-	nsdXfr       = regexp.MustCompile(`\bzone (\S+?)\.? received update to serial (\d+) at .* of (\d+) bytes in ([\d.e+-]+) seconds`)
-)
-
-// Transfers lists the transfers the secondary has logged so far, oldest
-// first, read from its log.
-func (s *Secondary) Transfers() []Xfr {
-	var out []Xfr
-	pending := map[string]Xfr{}   // zone → type/bytes seen, serial not yet
-	status := map[string]string{} // zone → BIND's last transfer status
-	for _, line := range strings.Split(s.Log(), "\n") {
-		switch s.cfg.Kind {
-		case BIND:
-			if m := bindXfrType.FindStringSubmatch(line); m != nil {
-				t := "AXFR"
-				if m[2] == "incremental" {
-					t = "IXFR"
-				}
-				pending[m[1]] = Xfr{Zone: m[1], Type: t}
-			} else if m := bindXfrState.FindStringSubmatch(line); m != nil {
-				status[m[1]] = strings.TrimSpace(m[2])
-			} else if m := bindXfrDone.FindStringSubmatch(line); m != nil {
-				// BIND says "completed" after a failed transfer too.
-				x := pending[m[1]]
-				delete(pending, m[1])
-				if status[m[1]] != "success" {
-					continue
-				}
-				x.Zone, x.Bytes, x.Took, x.Serial = m[1], atoi(m[2]), seconds(m[3]), uint32(atoi(m[4]))
-				out = append(out, x)
-			}
-		case Knot:
-			if m := knotXfrDone.FindStringSubmatch(line); m != nil {
-				pending[m[1]] = Xfr{Zone: m[1], Type: m[2], Bytes: atoi(m[3])}
-			} else if m := knotXfrApply.FindStringSubmatch(line); m != nil {
-				x, ok := pending[m[1]]
-				if !ok {
-					continue
-				}
-				delete(pending, m[1])
-				x.Took, x.Serial = seconds(m[2]), uint32(atoi(m[3]))
-				out = append(out, x)
-			}
-		case NSD:
-			if m := nsdXfr.FindStringSubmatch(line); m != nil {
-				out = append(out, Xfr{Zone: m[1], Serial: uint32(atoi(m[2])), Bytes: atoi(m[3]), Took: seconds(m[4])})
-			}
-		}
-	}
-	return out
-}
-
-func seconds(s string) time.Duration {
-	f, _ := strconv.ParseFloat(s, 64)
-	return time.Duration(f * float64(time.Second))
-}
-
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }
