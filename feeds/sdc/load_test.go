@@ -96,12 +96,12 @@ func loadRun(t *testing.T, inv *dc.Inventory, idle time.Duration) (map[string][4
 	}
 	ldap := func() int { return s.Requests(sdcsim.RouteLDAPSearch) }
 	mark, ldapMark := log.len(), ldap()
-	first := classify(log.since(0, func(string) bool { return true }))
+	first := classify(log.since(0, func(string) bool { return true }), len(inv.Servers))
 	first["UFDS search"] = ldapMark
 	add(0, first, 1)
 
 	time.Sleep(idle)
-	idleCounts := classify(log.since(mark, func(string) bool { return true }))
+	idleCounts := classify(log.since(mark, func(string) bool { return true }), len(inv.Servers))
 	idleCounts["UFDS search"] = ldap() - ldapMark
 	add(1, idleCounts, float64(time.Minute)/float64(idle))
 
@@ -132,7 +132,7 @@ func loadRun(t *testing.T, inv *dc.Inventory, idle time.Duration) (map[string][4
 		if col == 0 {
 			took = time.Since(start)
 		}
-		counts := classify(log.since(mark, func(string) bool { return true }))
+		counts := classify(log.since(mark, func(string) bool { return true }), len(inv.Servers))
 		counts["UFDS search"] = ldap() - ldapMark
 		add(2+col, counts, 1)
 	}
@@ -162,8 +162,9 @@ func waitApplied(t *testing.T, f *sdc.Feed, sink *recordingSink, ids []string, s
 }
 
 // classify names each request by API and route, with CNAPI's listings
-// told apart by what they ask for.
-func classify(urls []*url.URL) map[string]int {
+// told apart by what they ask for, and counts the CN objects asked for
+// (a listing of every CN asks for all cns of them).
+func classify(urls []*url.URL, cns int) map[string]int {
 	out := map[string]int{}
 	for _, u := range urls {
 		q := u.Query()
@@ -177,10 +178,13 @@ func classify(urls []*url.URL) map[string]int {
 			k = "VMAPI GET " + p
 		case p == "/servers" && strings.Contains(q.Get("extras"), "sysinfo"):
 			k = "CNAPI ListServers, every CN with sysinfo"
+			out["(CNAPI server objects asked for)"] += cns
 		case p == "/servers" && q.Has("uuids"):
 			k = "CNAPI ListServers by uuid, no sysinfo"
+			out["(CNAPI server objects asked for)"] += len(strings.Split(q.Get("uuids"), ","))
 		case p == "/servers":
 			k = "CNAPI ListServers, every CN, no sysinfo"
+			out["(CNAPI server objects asked for)"] += cns
 		case p == "/networks":
 			k = "NAPI ListNetworks (page)"
 		case strings.HasPrefix(p, "/networks/"):
