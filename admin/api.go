@@ -29,10 +29,16 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 type VM struct {
 	UUID string `json:"uuid"`
 	// Names are the FQDNs whose TXT is the VM's UUID: its instance names
-	// and listed service names (what CloudAPI shows as dns_names).
+	// and listed service names (what CloudAPI shows as dns_names). For a
+	// compute node, its CMON names.
 	Names []string `json:"names"`
-	// LastVisit is when cns last computed the VM, in ms since the epoch.
+	// LastVisit is when a feed last saw the VM (a listing or a change),
+	// in ms since the epoch; read from a db file, it may be up to
+	// feeds.LastSeenSaveEvery older.
 	LastVisit int64 `json:"last_visit"`
+	// ComputeNode marks a compute node (a CNAPI server), which has only
+	// its <server_uuid>.cmon names.
+	ComputeNode bool `json:"compute_node,omitempty"`
 	// Added by cns: the listing decision and its reasons.
 	Alias        string   `json:"alias,omitempty"`
 	Owner        string   `json:"owner_uuid,omitempty"`
@@ -177,6 +183,29 @@ type Feeds struct {
 	Feeds      []FeedStatus `json:"feeds"`
 	Pending    int          `json:"pending"` // VMs waiting for the next commit
 	LastCommit *Commit      `json:"last_commit,omitempty"`
+	// Sources are the zones an aggregator follows (absent: none).
+	Sources []AggregateSource `json:"sources,omitempty"`
+}
+
+// AggregateSource is one zone an aggregator follows for a region zone
+// (RFD 172), in GET /feeds and GET /status.
+type AggregateSource struct {
+	Region string `json:"region"`
+	Zone   string `json:"zone"`
+	// State: ok (at the source's serial), syncing (no copy yet), stale
+	// (the source does not answer; its last copy is served), expired
+	// (past its SOA expire: its records left the region).
+	State        string    `json:"state"`
+	Serial       uint32    `json:"serial"`
+	LastTransfer time.Time `json:"last_transfer,omitzero"`
+	LastKind     string    `json:"last_kind,omitempty"` // IXFR or AXFR
+	LastCheck    time.Time `json:"last_check,omitzero"`
+	// LagSeconds is how long ago the copy was last confirmed current
+	// (-1: never).
+	LagSeconds float64 `json:"lag_seconds"`
+	Names      int     `json:"names"`
+	Skipped    int     `json:"skipped,omitempty"` // names too long under the region
+	Error      string  `json:"error,omitempty"`
 }
 
 // FeedStatus is one source of truth's health.
@@ -211,6 +240,8 @@ type Status struct {
 	Peers   []Peer               `json:"peers"`
 	// Propagation of each zone's newest serial, by zone.
 	Propagation map[string]Propagation `json:"propagation"`
+	// Sources are the zones an aggregator follows (absent: none).
+	Sources []AggregateSource `json:"sources,omitempty"`
 }
 
 // VMSearch is GET /vms?q=&limit=: the stored VMs matching a query.

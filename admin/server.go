@@ -35,7 +35,9 @@ type Server struct {
 	ReadToken string
 	// Reload re-reads the configuration (POST /config/reload).
 	Reload func() error
-	Log    *slog.Logger
+	// Sources, when set, reports the zones an aggregator follows.
+	Sources func() []AggregateSource
+	Log     *slog.Logger
 }
 
 // maxBody bounds request bodies: the API takes small JSON objects only.
@@ -228,7 +230,14 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("VM not found")
 	}
-	return writeJSON(w, http.StatusOK, VMJSON(vm))
+	out := VMJSON(vm)
+	if s.Updater != nil {
+		// The store has the last-seen time coarsely; the updater exactly.
+		if t, ok := s.Updater.LastSeen(vm.UUID); ok {
+			out.LastVisit = max(out.LastVisit, t.UnixMilli())
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) error {
@@ -337,6 +346,9 @@ func (s *Server) getFeeds(w http.ResponseWriter, r *http.Request) error {
 	if s.Updater != nil {
 		out = feedsView(s.Updater)
 	}
+	if s.Sources != nil {
+		out.Sources = s.Sources()
+	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -425,6 +437,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		if p, ok := s.DNS.Propagation(z.Name, 0); ok {
 			out.Propagation[z.Name] = p
 		}
+	}
+	if s.Sources != nil {
+		out.Sources = s.Sources()
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

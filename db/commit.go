@@ -30,6 +30,10 @@ type ChangeSet struct {
 	// services it names (opaque, owned by feeds; nil deletes), in the
 	// same transaction as the records its decisions produced.
 	Hysteresis map[string][]byte
+	// Sources change the aggregator's stored copies of the zones it
+	// follows, in the same transaction as the region records they
+	// produced (see SourceUpdate).
+	Sources []SourceUpdate
 }
 
 // VMChange replaces everything one VM contributes.
@@ -115,6 +119,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 			}
 		}
 		if err := putHysteresis(tx, cs.Hysteresis); err != nil {
+			return err
+		}
+		if err := putSources(tx, cs.Sources); err != nil {
 			return err
 		}
 		out, err = c.finish()
@@ -314,6 +321,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 	}
 	if vc.Delete {
 		if err := hashes.Delete(vmKey); err != nil {
+			return err
+		}
+		if err := deleteLastSeen(c.tx, vmKey); err != nil {
 			return err
 		}
 		if oldRaw != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/miekg/dns"
 	bolt "go.etcd.io/bbolt"
@@ -229,6 +230,9 @@ type VM struct {
 	UUID    string
 	Meta    []byte
 	Records []VMRecord
+	// LastSeen is when a feed last reported the VM, as last saved
+	// (SaveLastSeen); zero when never saved.
+	LastSeen time.Time
 }
 
 // VM returns the stored VM; ok is false when the store does not know it.
@@ -244,6 +248,7 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 			return nil
 		}
 		ok = true
+		vm.LastSeen = lastSeen(tx, []byte(vm.UUID))
 		e, err := decodeVMEntry(raw)
 		if err != nil {
 			return fmt.Errorf("vm %s: %w", uuid, err)

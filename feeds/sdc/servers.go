@@ -206,43 +206,9 @@ func (f *Feed) refreshServers(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// CNVMs returns the reference's fake VMs for compute nodes (TRITON-359): one
-// per CN, owned by the admin account, with the CN's hostname as its
-// smartdc_role and one admin NIC. Record generation strips the admin NIC,
-// leaving exactly the <server_uuid>.cmon names CMON looks CNs up by.
-// Without an admin account there are none, as in the reference.
-func CNVMs(servers []dc.Server, adminUUID string) []dc.VM {
-	if adminUUID == "" {
-		return nil
-	}
-	out := make([]dc.VM, 0, len(servers))
-	for _, s := range servers {
-		if !dc.IsUUID(s.UUID) {
-			continue
-		}
-		role := s.Hostname
-		if role == "" {
-			role = strings.ToLower(s.UUID)
-		}
-		vlan := 0
-		vm := dc.VM{
-			UUID: strings.ToLower(s.UUID), OwnerUUID: adminUUID, State: "running",
-			Tags:             map[string]any{"smartdc_role": role},
-			CustomerMetadata: map[string]any{},
-			NICs:             []dc.NIC{{Interface: "net0", NICTag: s.AdminNICTag(), VLANID: &vlan, IP: "192.0.2.1"}},
-		}
-		if s.Hostname != "" {
-			alias := s.Hostname
-			vm.Alias = &alias
-		}
-		out = append(out, vm)
-	}
-	return out
-}
-
-// applyServers hands a CNAPI answer to the sink, with the CN cmon VMs
-// that follow from it, and returns the CNs whose VMs need a fresh look.
-// A partial answer updates the CNs it names.
+// applyServers hands a CNAPI answer to the sink (which gives each set-up
+// CN its CMON names) and returns the CNs whose VMs need a fresh look. A
+// partial answer updates the CNs it names.
 func (f *Feed) applyServers(servers []dc.Server, partial bool) []string {
 	now := f.now()
 	f.sinkMu.Lock()
@@ -255,26 +221,7 @@ func (f *Feed) applyServers(servers []dc.Server, partial bool) []string {
 			moved = append(moved, id)
 		}
 	}
-	admin := f.owners.adminUUID()
-	all := sortedServers(cur)
-	f.sink.SetServers(all, "compute nodes polled")
-	changed := all
-	if partial {
-		changed = make([]dc.Server, 0, len(servers))
-		for _, s := range servers {
-			changed = append(changed, cur[strings.ToLower(s.UUID)])
-		}
-	}
-	for _, vm := range CNVMs(changed, admin) {
-		f.sink.SetVM(&vm, "compute nodes polled")
-	}
-	if admin != "" {
-		for id := range old {
-			if _, ok := cur[id]; !ok {
-				f.sink.RemoveVM(id, "compute node removed")
-			}
-		}
-	}
+	f.sink.SetServers(sortedServers(cur), "compute nodes polled")
 	return moved
 }
 
