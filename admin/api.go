@@ -183,6 +183,29 @@ type Feeds struct {
 	Feeds      []FeedStatus `json:"feeds"`
 	Pending    int          `json:"pending"` // VMs waiting for the next commit
 	LastCommit *Commit      `json:"last_commit,omitempty"`
+	// Sources are the zones an aggregator follows (absent: none).
+	Sources []AggregateSource `json:"sources,omitempty"`
+}
+
+// AggregateSource is one zone an aggregator follows for a region zone
+// (RFD 172), in GET /feeds and GET /status.
+type AggregateSource struct {
+	Region string `json:"region"`
+	Zone   string `json:"zone"`
+	// State: ok (at the source's serial), syncing (no copy yet), stale
+	// (the source does not answer; its last copy is served), expired
+	// (past its SOA expire: its records left the region).
+	State        string    `json:"state"`
+	Serial       uint32    `json:"serial"`
+	LastTransfer time.Time `json:"last_transfer,omitzero"`
+	LastKind     string    `json:"last_kind,omitempty"` // IXFR or AXFR
+	LastCheck    time.Time `json:"last_check,omitzero"`
+	// LagSeconds is how long ago the copy was last confirmed current
+	// (-1: never).
+	LagSeconds float64 `json:"lag_seconds"`
+	Names      int     `json:"names"`
+	Skipped    int     `json:"skipped,omitempty"` // names too long under the region
+	Error      string  `json:"error,omitempty"`
 }
 
 // FeedStatus is one source of truth's health.
@@ -217,6 +240,8 @@ type Status struct {
 	Peers   []Peer               `json:"peers"`
 	// Propagation of each zone's newest serial, by zone.
 	Propagation map[string]Propagation `json:"propagation"`
+	// Sources are the zones an aggregator follows (absent: none).
+	Sources []AggregateSource `json:"sources,omitempty"`
 }
 
 // VMSearch is GET /vms?q=&limit=: the stored VMs matching a query.

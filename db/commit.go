@@ -30,6 +30,10 @@ type ChangeSet struct {
 	// services it names (opaque, owned by feeds; nil deletes), in the
 	// same transaction as the records its decisions produced.
 	Hysteresis map[string][]byte
+	// Sources change the aggregator's stored copies of the zones it
+	// follows, in the same transaction as the region records they
+	// produced (see SourceUpdate).
+	Sources []SourceUpdate
 	// SerialFloors moves each named zone's serial above the given serial
 	// (RFC 1982) when it is not already: a secondary holds that serial, so
 	// a lower one would be ignored. Such a zone gets a new version even
@@ -124,6 +128,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 			}
 		}
 		if err := putHysteresis(tx, cs.Hysteresis); err != nil {
+			return err
+		}
+		if err := putSources(tx, cs.Sources); err != nil {
 			return err
 		}
 		if err := c.raiseSerials(cs.SerialFloors); err != nil {

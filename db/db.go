@@ -12,6 +12,7 @@
 //	zones/<zone>/journal/<seq> JournalEntry, seq increasing
 //	tombstones/<zone>         last serial of a zone that was removed
 //	vms/<uuid>                the VM's opaque facts and the names it feeds
+//	aggregate/<source>/...    copies of aggregated zones (aggregate.go)
 //
 // One change set is one bbolt transaction: records, serials and journal
 // entries land together or not at all.

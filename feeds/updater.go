@@ -81,6 +81,7 @@ type Updater struct {
 	feeds      map[string]FeedStatus
 	health     *serviceHealth  // self-removal hysteresis (selfremoval.go)
 	seenDue    map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
+	sources    []queuedSource  // aggregated sources' changes (sources.go)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the

@@ -62,6 +62,8 @@ type Config struct {
 	// Signers are peers known to serve cns's zones under serials of their
 	// own (DNSSEC signers); others are detected (see signers.go).
 	Signers []netip.Addr
+	// Notified, when set, takes incoming NOTIFYs (see Notified).
+	Notified Notified
 }
 
 // Server serves the zones of one store.
@@ -312,8 +314,7 @@ func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte 
 		return s.errorReply(q, b, dns.RcodeFormatError)
 	case parseNotImp:
 		if q.opcode == dns.OpcodeNotify {
-			// cns is a primary: it takes NOTIFY from nobody.
-			return s.errorReply(q, b, dns.RcodeRefused)
+			return s.respondNotify(q, b)
 		}
 		return s.errorReply(q, b, dns.RcodeNotImplemented)
 	case parseBadVers:

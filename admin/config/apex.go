@@ -27,6 +27,11 @@ func (c *Config) ZoneConfig() db.ZoneConfig {
 	for _, z := range c.Forward {
 		zc.Forward[z.Name] = c.apex(z.Peers, z.HiddenPrimary)
 	}
+	for _, r := range c.Aggregate {
+		// The region's apex is the aggregator's own, not its sources'
+		// (RFD 172's NS pitfall).
+		zc.Forward[r.Zone] = c.apex(nil, false)
+	}
 	if c.Catalog != "" {
 		// RFC 9432 §4.1: a catalog's NS is "invalid."; it is data for
 		// secondaries, not a zone anyone resolves.

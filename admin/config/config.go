@@ -80,6 +80,7 @@ type Config struct {
 	RRL         RRL               // rrl: response rate limiting, off by default
 	Forwarding  Forwarding        // forwarding: resolve other names for chosen clients
 	Propagation Propagation       // propagation: how serials are followed to the secondaries
+	Aggregate   []Region          // aggregate: region zones made of other cns zones (RFD 172)
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
 	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
