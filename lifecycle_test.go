@@ -26,7 +26,7 @@ import (
 
 const demoZone = "us-west-1.cns.example.com"
 
-func soaSerial(t *testing.T, p *proc, zone string) uint32 {
+func soaSerial(t testing.TB, p *proc, zone string) uint32 {
 	t.Helper()
 	r := p.query("udp", zone, dns.TypeSOA)
 	if len(r.Answer) != 1 {
@@ -428,7 +428,7 @@ func mutate(inv *dc.Inventory, rng *rand.Rand, gen, n int) {
 
 // writeInventory replaces the file atomically, as an operator's tooling
 // would, so the feed never reads half a file.
-func writeInventory(t *testing.T, path string, inv *dc.Inventory) {
+func writeInventory(t testing.TB, path string, inv *dc.Inventory) {
 	data, err := json.Marshal(inv)
 	if err != nil {
 		panic(err)
