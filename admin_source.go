@@ -106,7 +106,7 @@ func apiPropagation(p serve.Propagation) admin.Propagation {
 	}
 	for _, pp := range p.Peers {
 		out.Peers = append(out.Peers, admin.PeerPropagation{Address: pp.Address, Serial: pp.Serial, SignerSerial: pp.SignerSerial, State: pp.State,
-			Seconds: pp.Seconds, Polls: pp.Polls, Target: pp.Target})
+			Seconds: pp.Seconds, Polls: pp.Polls, Error: pp.Error, Target: pp.Target})
 	}
 	return out
 }

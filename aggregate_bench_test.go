@@ -16,17 +16,22 @@ import (
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
-// TestAggregateBenchmark measures an aggregator (RFD 172) over three data
-// centers of CNS_AGG_BENCH_VMS VMs each (skipped without it): the region
+// BenchmarkAggregateRegion measures an aggregator (RFD 172) over three data
+// centers of CNS_AGG_BENCH_VMS VMs each (default 10000); run it alone, once:
+//
+//	CNS_AGG_BENCH_VMS=10000 go test -run '^$' -bench AggregateRegion -benchtime 1x .
+//
+// the region
 // zone's first build and the aggregator's memory, then one-VM changes in
 // one data center: the time from the DC answering the new name to the
 // aggregator answering it (NOTIFY → IXFR → merge → commit) and to a BIND
 // secondary of the region answering it, and the region's IXFR size.
 // BENCHMARKS.md reports it.
-func TestAggregateBenchmark(t *testing.T) {
+func BenchmarkAggregateRegion(b *testing.B) {
+	t := b // the measurement runs once, whatever b.N
 	vms, _ := strconv.Atoi(os.Getenv("CNS_AGG_BENCH_VMS"))
 	if vms == 0 {
-		t.Skip("set CNS_AGG_BENCH_VMS (e.g. 10000) to run the aggregation benchmark")
+		vms = 10000
 	}
 	changes := 40
 	if n, _ := strconv.Atoi(os.Getenv("CNS_AGG_BENCH_CHANGES")); n > 0 {
@@ -127,7 +132,7 @@ func TestAggregateBenchmark(t *testing.T) {
 
 // addBenchVM adds one VM to a DC and returns its region name (by alias,
 // under the owner's UUID).
-func addBenchVM(t *testing.T, dc *aggDC, n int, alias, ip string) string {
+func addBenchVM(t testing.TB, dc *aggDC, n int, alias, ip string) string {
 	owner := dc.inv.Users[0]
 	dc.inv.VMs = append(dc.inv.VMs, interopVM(dc.inv, n, owner.UUID, alias, ip, ""))
 	writeInventory(t, dc.path, dc.inv)
@@ -143,7 +148,7 @@ func aggPercentiles(ds []time.Duration) string {
 }
 
 // aggIXFRSize is the wire size of the IXFR of zone from serial.
-func aggIXFRSize(t *testing.T, addr, zone string, from uint32) int {
+func aggIXFRSize(t testing.TB, addr, zone string, from uint32) int {
 	t.Helper()
 	co, err := dns.Dial("tcp", addr)
 	if err != nil {

@@ -39,7 +39,7 @@ type aggDC struct {
 // startAggDC runs a data center's cns on its own inventory and suffix,
 // NOTIFYing the aggregator; with key, transfers from loopback must be
 // signed.
-func startAggDC(t *testing.T, n int, inv *dc.Inventory, aggPort int, key bool) *aggDC {
+func startAggDC(t testing.TB, n int, inv *dc.Inventory, aggPort int, key bool) *aggDC {
 	dir := t.TempDir()
 	dc := &aggDC{zone: fmt.Sprintf("us-west-%d.cns.example.com", n), inv: inv, path: filepath.Join(dir, "inv.json")}
 	writeInventory(t, dc.path, inv)
@@ -71,7 +71,7 @@ func moveIPs(inv *dc.Inventory, second byte) {
 	}
 }
 
-func aggAXFR(t *testing.T, addr, zone string) []dns.RR {
+func aggAXFR(t testing.TB, addr, zone string) []dns.RR {
 	t.Helper()
 	rrs, err := aggTryAXFR(addr, zone)
 	if err != nil {
@@ -140,7 +140,7 @@ func aggLookupA(addr, name string, qtype uint16) []string {
 	return out
 }
 
-func aggFreePort(t *testing.T) int {
+func aggFreePort(t testing.TB) int {
 	t.Helper()
 	port, err := secondarytest.FreePort()
 	if err != nil {
@@ -375,7 +375,7 @@ func TestAggregateRegion(t *testing.T) {
 	})
 }
 
-func aggGetText(t *testing.T, url string) string {
+func aggGetText(t testing.TB, url string) string {
 	t.Helper()
 	res, err := http.Get(url)
 	if err != nil {
@@ -405,7 +405,7 @@ type fakeSource struct {
 	garbage    atomic.Bool
 }
 
-func startFakeSource(t *testing.T, zone string) *fakeSource {
+func startFakeSource(t testing.TB, zone string) *fakeSource {
 	f := &fakeSource{zone: zone}
 	soa := func(serial uint32) dns.RR {
 		rr, _ := dns.NewRR(fmt.Sprintf("%s. 30 IN SOA ns.%s. h.%s. %d 30 60 3600 30", zone, zone, zone, serial))

@@ -295,6 +295,9 @@ type PeerPropagation struct {
 	State        string  `json:"state"`
 	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
 	Polls        int     `json:"polls"`
+	// Error says why the state is ERROR when it is not the retries
+	// running out (a peer holding a serial ahead of cns's).
+	Error string `json:"error,omitempty"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
 }

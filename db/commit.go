@@ -34,6 +34,11 @@ type ChangeSet struct {
 	// follows, in the same transaction as the region records they
 	// produced (see SourceUpdate).
 	Sources []SourceUpdate
+	// SerialFloors moves each named zone's serial above the given serial
+	// (RFC 1982) when it is not already: a secondary holds that serial, so
+	// a lower one would be ignored. Such a zone gets a new version even
+	// without record changes (an empty journal entry).
+	SerialFloors map[string]uint32
 }
 
 // VMChange replaces everything one VM contributes.
@@ -107,6 +112,10 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 	if d.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
+	// Commits from different goroutines (the updater, the serial check)
+	// reach the hooks in the order they landed.
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
 	var out *Committed
 	err := d.bolt.Update(func(tx *bolt.Tx) error {
 		c, err := newCommit(tx, d, cs.Cause)
@@ -127,6 +136,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 			return err
 		}
 		if err := putSources(tx, cs.Sources); err != nil {
+			return err
+		}
+		if err := c.raiseSerials(cs.SerialFloors); err != nil {
 			return err
 		}
 		out, err = c.finish()
@@ -171,6 +183,9 @@ type zoneWork struct {
 	added    []JournalRR
 	names    []NameUpdate
 	remove   bool
+	// floor, when raise is set, is a serial the new one must pass.
+	floor uint32
+	raise bool
 }
 
 // nameWork is one owner name whose candidates change.
@@ -501,7 +516,7 @@ func (c *commit) fate(z *zoneWork) zoneFate {
 	switch {
 	case z.remove || (isReverseZone(z.name) && z.exists && z.meta.Names == 0 && len(z.added) == 0 && len(z.deleted) > 0):
 		return zoneRemoved
-	case z.exists && !z.apexDiff && len(z.added) == 0 && len(z.deleted) == 0:
+	case z.exists && !z.apexDiff && !z.raise && len(z.added) == 0 && len(z.deleted) == 0:
 		return zoneUnchanged
 	case !z.exists && isReverseZone(z.name) && len(z.added) == 0:
 		return zoneUnchanged // a reverse zone is created by its first record
@@ -595,6 +610,9 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 		}
 	}
 	serial := nextSerial(last, have, c.now)
+	if z.raise && !SerialLess(z.floor, serial) {
+		serial = nonZero(z.floor + 1)
+	}
 	prevApex := z.meta.Apex
 	if z.apexDiff {
 		oldNS, err := prevApex.nsRRs(z.name)

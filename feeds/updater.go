@@ -100,7 +100,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		u.log = slog.Default()
 	}
 	if u.now == nil {
-		u.now = time.Now
+		u.now = db.Now // hysteresis times are stored: steps of the system clock must not move them
 	}
 	if u.window == 0 {
 		u.window = 100 * time.Millisecond

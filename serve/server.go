@@ -88,6 +88,7 @@ type Server struct {
 	notify           *notifier
 	fwd              *forwarder // nil: forwarding off
 	prop             *propagation
+	serials          *serialCheck
 
 	lmu       sync.Mutex
 	udp       []net.PacketConn
@@ -164,6 +165,7 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 		}
 	}
 	s.snap.Store(sn)
+	s.serials = newSerialCheck(s, zones)
 	store.OnCommit(s.apply)
 	return s, nil
 }
@@ -180,6 +182,7 @@ func (s *Server) apply(c *db.Committed) {
 		return
 	}
 	s.snap.Store(next)
+	s.serials.commit(c)
 	s.notify.commit(c)
 	s.prop.commit(c, time.Now())
 }
@@ -202,6 +205,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() { s.notify.run(ctx) })
 	wg.Go(func() { s.peers.run(ctx) })
 	wg.Go(func() { s.prop.run(ctx) })
+	wg.Go(func() { s.serials.run(ctx) })
 	if s.fwd != nil {
 		wg.Go(func() { s.fwd.run(ctx) })
 	}
