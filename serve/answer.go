@@ -191,12 +191,7 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	for hop := 0; ; hop++ {
 		rrs, found, err := z.node(name)
 		if err != nil {
-			s.log.Error("lookup failed", "zone", z.name, "err", err)
-			r.b = r.b[:r.qend]
-			r.an = 0
-			r.flags &^= flagAA
-			r.rcode = dns.RcodeServerFailure
-			return r.finish(q.id)
+			return s.lookupFailed(&r, z, q, err)
 		}
 		if !found {
 			if hop == 0 && !scoped && sn.clients != nil {
@@ -245,6 +240,17 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 		}
 		name, ptr = target, rdOff
 	}
+	return r.finish(q.id)
+}
+
+// lookupFailed answers SERVFAIL, without any record, to a query whose
+// lookup in the store failed (a cold zone read from a damaged db).
+func (s *Server) lookupFailed(r *response, z *zone, q *query, err error) []byte {
+	s.log.Error("lookup failed", "zone", z.name, "err", err)
+	r.b = r.b[:r.qend]
+	r.an = 0
+	r.flags &^= flagAA
+	r.rcode = dns.RcodeServerFailure
 	return r.finish(q.id)
 }
 
