@@ -283,7 +283,7 @@ func TestDBCommands(t *testing.T) {
 			}
 		}
 	}
-	if out, _, _ := runCNS(t, "db", "--db", backup, "info"); !strings.Contains(out, "vms:     24") {
+	if out, _, _ := runCNS(t, "db", "--db", backup, "info"); !strings.Contains(out, "vms:     24\nservers: 4\n") {
 		t.Errorf("backup info:\n%s", out)
 	}
 	if _, _, code := runCNS(t, "db", "--db", dbPath, "vm", "00000000-0000-4000-8000-000000000000"); code == 0 {

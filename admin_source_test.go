@@ -30,7 +30,7 @@ func zeroFields(v any, skip ...string) []string {
 func TestAPIConversionsCarryEveryField(t *testing.T) {
 	at := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 	prop := apiPropagation(serve.Propagation{Zone: "z.example", Serial: 7, State: serve.StateError, Committed: at,
-		Peers: []serve.PeerPropagation{{Address: "192.0.2.1", Serial: 6, State: serve.StateError, Seconds: 1.5, Polls: 20,
+		Peers: []serve.PeerPropagation{{Address: "192.0.2.1", Serial: 6, SignerSerial: 9, State: serve.StateError, Seconds: 1.5, Polls: 20,
 			Target: netip.MustParseAddrPort("192.0.2.1:53")}}})
 	if z := zeroFields(prop); len(z) > 0 {
 		t.Errorf("propagation: %v are zero", z)
@@ -42,7 +42,8 @@ func TestAPIConversionsCarryEveryField(t *testing.T) {
 	stored, err := json.Marshal(serve.Peer{Address: "192.0.2.1", Version: "9.18.28", NotifyFailures: 2,
 		Counters: map[string]uint64{"axfr": 1, "ixfr": 3},
 		Zones: map[string]*serve.PeerZone{"z.example": {Serial: 6, LastTransfer: at, LastKind: "IXFR", AXFR: 1, IXFR: 3,
-			NotifySerial: 7, NotifySent: at, NotifyAcked: at, LastSOAQuery: at}, "gone.example": nil}})
+			NotifySerial: 7, NotifySent: at, NotifyAcked: at, LastSOAQuery: at, Signer: true, SignerSerial: 9, SignerSerialAt: at},
+			"gone.example": nil}})
 	if err != nil {
 		t.Fatal(err)
 	}

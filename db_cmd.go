@@ -15,6 +15,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
 )
 
 // DBCmd inspects a db file without changing it. The file is opened
@@ -75,8 +76,15 @@ func (DBInfoCmd) Run(c *DBCmd) error {
 	if err != nil {
 		return err
 	}
-	vms := 0
-	if err := store.EachVM(func(string, []byte) error { vms++; return nil }); err != nil {
+	vms, servers := 0, 0
+	if err := store.EachVM(func(_ string, meta []byte) error {
+		if m, err := feeds.DecodeVMMeta(meta); err == nil && m.ComputeNode {
+			servers++ // a compute node's CMON names
+		} else {
+			vms++
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	peers, err := store.Peers()
@@ -91,15 +99,16 @@ func (DBInfoCmd) Run(c *DBCmd) error {
 		Names   int    `json:"names"`
 		Records int    `json:"records"`
 		VMs     int    `json:"vms"`
+		Servers int    `json:"servers"`
 		Peers   int    `json:"peers"`
-	}{File: c.Path, Bytes: fi.Size(), Schema: db.SchemaVersion, Zones: len(zones), VMs: vms, Peers: len(peers)}
+	}{File: c.Path, Bytes: fi.Size(), Schema: db.SchemaVersion, Zones: len(zones), VMs: vms, Servers: servers, Peers: len(peers)}
 	for _, z := range zones {
 		info.Names += z.Names
 		info.Records += z.Records
 	}
 	return c.print(info, func(w io.Writer) error {
-		fmt.Fprintf(w, "file:    %s (%d bytes)\nschema:  %d\nzones:   %d\nnames:   %d\nrecords: %d\nvms:     %d\npeers:   %d\n",
-			info.File, info.Bytes, info.Schema, info.Zones, info.Names, info.Records, info.VMs, info.Peers)
+		fmt.Fprintf(w, "file:    %s (%d bytes)\nschema:  %d\nzones:   %d\nnames:   %d\nrecords: %d\nvms:     %d\nservers: %d\npeers:   %d\n",
+			info.File, info.Bytes, info.Schema, info.Zones, info.Names, info.Records, info.VMs, info.Servers, info.Peers)
 		return nil
 	})
 }

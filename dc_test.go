@@ -22,9 +22,9 @@ import (
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
-// computedDC computes with records.Compute what the embedded default data
-// center must publish: every (owner, type) with its records, the union
-// over VMs, one PTR per address. It shares the naming rules with the
+// computedDC computes with records.Compute and records.ComputeNode what
+// the embedded default data center must publish: every (owner, type) with
+// its records, the union over VMs and compute nodes, one PTR per address. It shares the naming rules with the
 // server, so it checks the store, the served RRsets and the answers, not
 // the rules themselves: those are held to hand-written answers by
 // feeds/records/testdata/dc.golden and TestDefaultDataCenterLiterals.
@@ -89,6 +89,12 @@ func computedDC(t *testing.T) (map[rrKey][]string, []records.Result, *dc.Invento
 			if !slices.Contains(want[k], text) {
 				want[k] = append(want[k], text)
 			}
+		}
+	}
+	for i := range inv.Servers {
+		for _, r := range records.ComputeNode(&rc, &inv.Servers[i]).Records {
+			k := rrKey{r.RR.Header().Name, r.RR.Header().Rrtype}
+			want[k] = append(want[k], strings.ReplaceAll(r.RR.String(), "\t", " "))
 		}
 	}
 	for owner, cands := range ptrs {

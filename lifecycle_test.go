@@ -139,7 +139,9 @@ func TestKill9DuringChanges(t *testing.T) {
 		// Kill at a random moment once commits are flowing; on the way,
 		// record the zone as an AXFR shows it.
 		mark := p.mark()
-		p.waitLogFrom(mark, 20*time.Second, func(l logLine) bool { return l.str("msg") == "committed" })
+		// A bound, not a pace: a 3000-VM inventory is re-read on every edit,
+		// which takes seconds under -race on a loaded machine.
+		p.waitLogFrom(mark, 60*time.Second, func(l logLine) bool { return l.str("msg") == "committed" })
 		for range 2 {
 			if serial, content, err := axfrContent(p.addr, zone); err != nil {
 				t.Fatalf("kill %d: AXFR: %v", k, err)

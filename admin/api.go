@@ -29,10 +29,16 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 type VM struct {
 	UUID string `json:"uuid"`
 	// Names are the FQDNs whose TXT is the VM's UUID: its instance names
-	// and listed service names (what CloudAPI shows as dns_names).
+	// and listed service names (what CloudAPI shows as dns_names). For a
+	// compute node, its CMON names.
 	Names []string `json:"names"`
-	// LastVisit is when cns last computed the VM, in ms since the epoch.
+	// LastVisit is when a feed last saw the VM (a listing or a change),
+	// in ms since the epoch; read from a db file, it may be up to
+	// feeds.LastSeenSaveEvery older.
 	LastVisit int64 `json:"last_visit"`
+	// ComputeNode marks a compute node (a CNAPI server), which has only
+	// its <server_uuid>.cmon names.
+	ComputeNode bool `json:"compute_node,omitempty"`
 	// Added by cns: the listing decision and its reasons.
 	Alias        string   `json:"alias,omitempty"`
 	Owner        string   `json:"owner_uuid,omitempty"`

@@ -107,6 +107,7 @@ var reasonText = map[string]string{
 	"inst_en_tag":       "the triton.cns.disable tag is set: not listed",
 	"destroyed":         "the VM is destroyed: not listed",
 	"held":              "status down, but the self-removal hysteresis keeps it in its services for now",
+	"compute_node":      "a compute node: its <uuid>.cmon names in every forward zone while it is set up, whatever its state",
 }
 
 // ReasonText spells out a listing flag ("" for a flag it does not know).
@@ -145,6 +146,9 @@ func listedText(vm *VM) string {
 	}
 	if vm.ListServices {
 		listed = append(listed, "service names")
+	}
+	if vm.ComputeNode {
+		listed = append(listed, "CMON names (a compute node)")
 	}
 	if len(listed) == 0 {
 		return "nothing"

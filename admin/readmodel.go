@@ -111,20 +111,25 @@ func feedsView(u *feeds.Updater) Feeds {
 	return out
 }
 
-// VMJSON renders a stored VM.
+// VMJSON renders a stored VM. Its last_visit is when a feed last saw it
+// as far as the store knows: the later of its last change and its saved
+// last-seen time (the live API adds the updater's newer word).
 func VMJSON(vm db.VM) VM {
 	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
 	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
+		// A VM is seen when it changes, and its meta is written then.
 		out.LastVisit = m.Updated.UnixMilli()
 		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
 		out.ListInstance, out.ListServices = m.ListInstance, m.ListServices
 		out.Reasons = append(out.Reasons, m.Reasons...)
 		out.Services, out.Problems = m.Services, m.Problems
+		out.ComputeNode = m.ComputeNode
 	}
 	for _, rec := range vm.Records {
 		for _, rr := range rec.RRs {
 			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
-			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID {
+			_, cname := rr.(*dns.CNAME)
+			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID || out.ComputeNode && cname {
 				name := strings.TrimSuffix(rec.Owner, ".")
 				if !slices.Contains(out.Names, name) {
 					out.Names = append(out.Names, name)
@@ -133,6 +138,7 @@ func VMJSON(vm db.VM) VM {
 		}
 	}
 	slices.Sort(out.Names)
+	out.LastVisit = max(out.LastVisit, vm.LastSeen.UnixMilli())
 	return out
 }
 

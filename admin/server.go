@@ -228,7 +228,14 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("VM not found")
 	}
-	return writeJSON(w, http.StatusOK, VMJSON(vm))
+	out := VMJSON(vm)
+	if s.Updater != nil {
+		// The store has the last-seen time coarsely; the updater exactly.
+		if t, ok := s.Updater.LastSeen(vm.UUID); ok {
+			out.LastVisit = max(out.LastVisit, t.UnixMilli())
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) error {

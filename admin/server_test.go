@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,9 +39,17 @@ const (
 type storedDemo struct {
 	store *db.DB
 	upd   *feeds.Updater
+	inv   *dc.Inventory
 }
 
 func startStoredDemo(t testing.TB) *storedDemo {
+	t.Helper()
+	return startStoredDemoAt(t, nil)
+}
+
+// startStoredDemoAt is startStoredDemo with the updater on clock now (nil:
+// time.Now).
+func startStoredDemoAt(t testing.TB, now func() time.Time) *storedDemo {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
@@ -54,7 +64,7 @@ func startStoredDemo(t testing.TB) *storedDemo {
 		{Name: publicZone, Networks: []string{"c66bd90b-6e21-4a55-a4b5-18f6010c6b14"}},
 		{Name: "us-west-1.int.example.com", Networks: []string{"*"}},
 	}}
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, Logger: log})
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, Logger: log, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +78,7 @@ func startStoredDemo(t testing.TB) *storedDemo {
 			t.Fatal(err)
 		}
 	}
-	return &storedDemo{store: store, upd: u}
+	return &storedDemo{store: store, upd: u, inv: inv}
 }
 
 // server is an API server over the demo.
@@ -191,11 +201,64 @@ func TestServeWaitsForItsShutdown(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
+	// A goroutine that has signalled its end may still be returning: give
+	// it a moment (as goleak does) before calling it a leak. The old Serve
+	// left its shutdown goroutine blocked on the long poll for seconds.
 	buf := make([]byte, 1<<20)
-	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "admin.(*Server).Serve.func") {
-		t.Errorf("a goroutine of Serve outlives it:\n%s", stacks)
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "admin.(*Server).Serve.func") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("a goroutine of Serve outlives it:\n%s", stacks)
+			break
+		}
 	}
 	if err := <-polled; err != nil {
 		t.Errorf("the long poll in flight at shutdown: %v", err)
+	}
+}
+
+// GET /vm/:uuid's last_visit is when a feed last saw the VM: a full
+// listing that sees it unchanged moves it, and changes neither its
+// records nor the zone's serial.
+func TestLastVisitIsLastSeen(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	d := startStoredDemoAt(t, now)
+	h := d.server(slog.New(slog.DiscardHandler)).Handler()
+	get := func() VM {
+		t.Helper()
+		req := httptest.NewRequest("GET", "/vm/"+cloudapiVM, nil)
+		req.RemoteAddr = "127.0.0.1:1"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var vm VM
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &vm) != nil {
+			t.Fatalf("GET /vm: %d %s", rec.Code, rec.Body)
+		}
+		return vm
+	}
+	first := get()
+	zi, _, _ := d.store.Zone(publicZone)
+	if first.LastVisit != clock.UnixMilli() {
+		t.Errorf("last_visit %d, want %d", first.LastVisit, clock.UnixMilli())
+	}
+	mu.Lock()
+	clock = clock.Add(90 * time.Second)
+	mu.Unlock()
+	d.upd.SetInventory(d.inv, "vmapi full listing")
+	if err := d.upd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	again := get()
+	if again.LastVisit != now().UnixMilli() {
+		t.Errorf("seen again: last_visit %d, want %d", again.LastVisit, now().UnixMilli())
+	}
+	zi2, _, _ := d.store.Zone(publicZone)
+	if zi2.Serial != zi.Serial || !slices.Equal(again.Records, first.Records) || !slices.Equal(again.Names, first.Names) {
+		t.Errorf("an unchanged VM seen again changed: serial %d -> %d, records %q -> %q", zi.Serial, zi2.Serial, first.Records, again.Records)
 	}
 }

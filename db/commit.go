@@ -316,6 +316,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 		if err := hashes.Delete(vmKey); err != nil {
 			return err
 		}
+		if err := deleteLastSeen(c.tx, vmKey); err != nil {
+			return err
+		}
 		if oldRaw != nil {
 			return vms.Delete(vmKey)
 		}

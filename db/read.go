@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/miekg/dns"
 	bolt "go.etcd.io/bbolt"
@@ -242,6 +243,9 @@ type VM struct {
 	UUID    string
 	Meta    []byte
 	Records []VMRecord
+	// LastSeen is when a feed last reported the VM, as last saved
+	// (SaveLastSeen); zero when never saved.
+	LastSeen time.Time
 }
 
 // VM returns the stored VM; ok is false when the store does not know it.
@@ -257,6 +261,7 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 			return nil
 		}
 		ok = true
+		vm.LastSeen = lastSeen(tx, []byte(vm.UUID))
 		e, err := decodeVMEntry(raw)
 		if err != nil {
 			return fmt.Errorf("vm %s: %w", uuid, err)

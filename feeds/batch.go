@@ -47,6 +47,9 @@ func (u *Updater) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-tick.C:
 			u.Tick()
+			if err := u.SaveLastSeen(); err != nil {
+				u.log.Warn("saving when VMs were last seen failed; kept in memory", "err", err)
+			}
 			continue
 		case <-due:
 			u.Tick()
@@ -106,7 +109,7 @@ func (u *Updater) Flush() error {
 
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.lastCommit = CommitInfo{Time: u.now(), VMs: len(cs.VMs), Duration: time.Since(start)}
+	u.lastCommit = CommitInfo{Time: u.now(), VMs: len(cs.VMs) - b.computeNodes, Duration: time.Since(start)}
 	if err != nil {
 		u.lastCommit.Err = err.Error()
 		return err
@@ -141,6 +144,12 @@ type batch struct {
 	gens       map[string]uint64
 	healthGens map[string]uint64
 	unchanged  int // VMs recomputed to what the store holds already
+	// computeNodes counts the entries of cs.VMs that are compute nodes'
+	// CMON names, not VMs.
+	computeNodes int
+	// at is when the batch was computed: its VMs' stored meta says they
+	// were seen then (Updated is no older).
+	at int64
 }
 
 // collect computes the next change set; u.mu is held. A very large batch
@@ -148,7 +157,7 @@ type batch struct {
 // each chunk is consistent, and the write transaction's memory stays
 // bounded.
 func (u *Updater) collect() *batch {
-	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]uint64{}}
+	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]uint64{}, at: u.now().UnixMilli()}
 	if u.zonesDirty {
 		z := u.zones
 		b.cs.Zones = &z
@@ -168,6 +177,9 @@ func (u *Updater) collect() *batch {
 		default:
 			b.gens[uuid] = gen
 			b.cs.VMs = append(b.cs.VMs, vc)
+			if !vc.Delete && u.vms[uuid] == nil {
+				b.computeNodes++
+			}
 		}
 	}
 	b.cs.Hysteresis, b.healthGens = u.health.writes()
@@ -195,6 +207,11 @@ func (u *Updater) settle(b *batch) bool {
 		} else {
 			u.known[vc.UUID] = true
 			u.hashes[vc.UUID] = vc.Hash
+			if v := u.vms[vc.UUID]; v != nil {
+				v.seen.saved = max(v.seen.saved, b.at)
+			} else if f := u.servers[vc.UUID]; f != nil {
+				f.seen.saved = max(f.seen.saved, b.at)
+			}
 		}
 	}
 	return u.endOfBurst()

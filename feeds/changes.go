@@ -17,6 +17,9 @@ import (
 func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	stored := u.vms[uuid]
 	if stored == nil {
+		if f := u.servers[uuid]; f != nil && f.server.Setup {
+			return u.computeNodeChange(uuid, f), true
+		}
 		u.leaveServices(uuid)
 		return db.VMChange{UUID: uuid, Delete: true}, u.known[uuid]
 	}
@@ -38,7 +41,31 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 		cnDown = f.down
 	}
 	res := u.computeListing(records.Input{VM: vm, Owner: owner, CNDown: cnDown})
-	m := newVMMeta(vm, owner, cnDown, &res, time.Time{})
+	vc := u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res)
+	if len(res.Problems) > 0 {
+		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
+	}
+	// The reference updater's debug line, field for field (operators grep
+	// for it): why, list services, list instance, services, records.
+	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
+		"svcs", len(res.Services), "c", len(vc.Records))
+	return vc, true
+}
+
+// computeNodeChange builds the change of a set-up compute node: its CMON
+// names, stored under the server's UUID as the reference's fake admin VM
+// was, so GET /vm/:uuid and cnsadm vm explain it too. A VM with the same
+// UUID (possible only in a hand-written inventory) takes precedence.
+func (u *Updater) computeNodeChange(uuid string, f *serverFacts) db.VMChange {
+	res := records.ComputeNode(&u.cfg, &f.server)
+	m := &VMMeta{UUID: uuid, Alias: f.server.Hostname, Server: uuid, CNDown: f.down, ComputeNode: true,
+		Reasons: []string{string(records.ReasonComputeNode)}, Problems: res.Problems}
+	return u.vmChange(uuid, m, &res)
+}
+
+// vmChange is the change storing m (its Updated set now) and res's
+// records, hashed without the time.
+func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result) db.VMChange {
 	timeless, err := json.Marshal(m) // what the hash covers: the decision, not when it was made
 	if err != nil {
 		timeless = nil
@@ -53,14 +80,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
 	vc.Hash = changeHash(timeless, vc.Records)
-	if len(res.Problems) > 0 {
-		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
-	}
-	// The reference updater's debug line, field for field (operators grep
-	// for it): why, list services, list instance, services, records.
-	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
-		"svcs", len(res.Services), "c", len(vc.Records))
-	return vc, true
+	return vc
 }
 
 // changeHash identifies a VM's computed state: its decision (meta

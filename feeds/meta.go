@@ -14,13 +14,15 @@ import (
 // came from and the decision itself, for `cnsadm vm`, GET /vm/:uuid and
 // offline inspection.
 type VMMeta struct {
-	UUID         string    `json:"uuid"`
-	Alias        string    `json:"alias,omitempty"`
-	Owner        string    `json:"owner_uuid"`
-	Login        string    `json:"login,omitempty"`
-	Server       string    `json:"server_uuid,omitempty"`
-	State        string    `json:"state"`
-	CNDown       bool      `json:"cn_down,omitempty"`
+	UUID   string `json:"uuid"`
+	Alias  string `json:"alias,omitempty"`
+	Owner  string `json:"owner_uuid"`
+	Login  string `json:"login,omitempty"`
+	Server string `json:"server_uuid,omitempty"`
+	State  string `json:"state"`
+	CNDown bool   `json:"cn_down,omitempty"`
+	// ComputeNode marks a compute node's entry (its CMON names), not a VM.
+	ComputeNode  bool      `json:"compute_node,omitempty"`
 	ListInstance bool      `json:"list_instance"`
 	ListServices bool      `json:"list_services"`
 	Reasons      []string  `json:"reasons"`

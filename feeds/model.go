@@ -18,6 +18,7 @@ type serverFacts struct {
 	server dc.Server
 	state  dc.CNState
 	down   bool // the effective decision (unknown keeps the previous one)
+	seen   lastSeen
 }
 
 // SetInventory applies a complete description of the data center: VMs
@@ -29,7 +30,11 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	u.setUsers(inv.Users, cause)
 	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
 	u.setServers(inv.Servers, cause)
-	seen := make(map[string]bool, len(inv.VMs))
+	u.sawServers(u.now())
+	seen := make(map[string]bool, len(inv.VMs)+len(inv.Servers))
+	for id := range u.servers {
+		seen[id] = true // a compute node's CMON names are not a VM's
+	}
 	for i := range inv.VMs {
 		vm := &inv.VMs[i]
 		seen[strings.ToLower(vm.UUID)] = true
@@ -90,6 +95,7 @@ func (u *Updater) SetServers(servers []dc.Server, cause string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.setServers(servers, cause)
+	u.sawServers(u.now())
 	u.wake()
 }
 
@@ -102,7 +108,7 @@ func (u *Updater) SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause s
 }
 
 // VMUUIDs returns the UUIDs of the VMs the updater knows of, in memory or
-// in the store.
+// in the store; not the compute nodes' entries.
 func (u *Updater) VMUUIDs() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -110,13 +116,21 @@ func (u *Updater) VMUUIDs() []string {
 	for id := range u.vms {
 		set[id] = true
 	}
+	for id := range u.servers {
+		if u.vms[id] == nil {
+			delete(set, id)
+		}
+	}
 	return slices.Sorted(maps.Keys(set))
 }
 
-// markAll marks every VM, and every VM the store knows, for recomputation.
+// markAll marks every VM and compute node for recomputation.
 func (u *Updater) markAll(cause string) {
 	for uuid := range u.vms {
 		u.mark(uuid)
+	}
+	for uuid := range u.servers {
+		u.mark(uuid) // CMON names follow the zones
 	}
 	u.causes[cause]++
 }
@@ -206,6 +220,9 @@ func (u *Updater) setServers(servers []dc.Server, cause string) {
 		id := strings.ToLower(s.UUID)
 		f := &serverFacts{server: s, state: dc.ServerState(&s, now)}
 		old := u.servers[id]
+		if old != nil {
+			f.seen = old.seen
+		}
 		switch f.state {
 		case dc.CNDown:
 			f.down = true
@@ -215,11 +232,17 @@ func (u *Updater) setServers(servers []dc.Server, cause string) {
 		if old == nil || old.down != f.down {
 			u.markSet(u.byServer[id], cause)
 		}
+		if old == nil || old.down != f.down || old.server.Setup != s.Setup || old.server.Hostname != s.Hostname {
+			u.mark(id) // its CMON names, and what cnsadm vm says of it
+			u.causes[cause]++
+		}
 		next[id] = f
 	}
 	for id := range u.servers {
 		if next[id] == nil {
 			u.markSet(u.byServer[id], cause)
+			u.mark(id)
+			u.causes[cause]++
 		}
 	}
 	u.servers = next
@@ -248,6 +271,7 @@ func (u *Updater) Tick() {
 type storedVM struct {
 	owner, server string
 	facts         []byte
+	seen          lastSeen
 }
 
 // vm decodes the stored facts.
@@ -269,7 +293,8 @@ func (u *Updater) intern(s string) string {
 	return s
 }
 
-// setVM records vm's current state and marks it when it changed.
+// setVM records vm's current state, and that a feed saw it now, and
+// marks it when it changed.
 func (u *Updater) setVM(vm *dc.VM, cause string) {
 	t := trimVM(vm)
 	facts, err := json.Marshal(t)
@@ -277,15 +302,21 @@ func (u *Updater) setVM(vm *dc.VM, cause string) {
 		u.log.Warn("vm not encodable; ignored", "vm", t.UUID, "err", err)
 		return
 	}
+	now := u.now()
 	old := u.vms[t.UUID]
 	if old != nil && bytes.Equal(old.facts, facts) {
+		u.saw(t.UUID, &old.seen, now) // seen, unchanged: nothing to recompute
 		return
 	}
+	var seen lastSeen
 	if old != nil {
+		seen = old.seen
 		delete(u.byOwner[old.owner], t.UUID)
 		delete(u.byServer[old.server], t.UUID)
 	}
-	u.vms[t.UUID] = &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts}
+	v := &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts, seen: seen}
+	u.saw(t.UUID, &v.seen, now)
+	u.vms[t.UUID] = v
 	addIndex(u.byOwner, t.OwnerUUID, t.UUID)
 	addIndex(u.byServer, t.ServerUUID, t.UUID)
 	u.mark(t.UUID)

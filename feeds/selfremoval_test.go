@@ -98,9 +98,7 @@ func (w *hzWorld) open() {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	rc := records.Config{Zones: []records.Zone{{Name: hzZone, Networks: []string{"*"}}}}
-	zc := db.ZoneConfig{Forward: map[string]db.Apex{hzZone: {MName: "ns." + hzZone + ".", RName: "hostmaster." + hzZone + ".",
-		Refresh: 30, Retry: 60, Expire: 86400, Minimum: 30, SOATTL: 30, NS: []string{"ns." + hzZone + "."}, NSTTL: 3600}}}
+	rc, zc := hzConfig()
 	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, Now: w.now, Hysteresis: w.policy,
 		BatchWindow: w.window, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -113,6 +111,15 @@ func (w *hzWorld) open() {
 	inv.VMs = slices.Clone(inv.VMs)
 	u.SetInventory(&inv, "test inventory")
 	w.settle()
+}
+
+// hzConfig is the naming and zone configuration: one zone taking every
+// network.
+func hzConfig() (records.Config, db.ZoneConfig) {
+	rc := records.Config{Zones: []records.Zone{{Name: hzZone, Networks: []string{"*"}}}}
+	zc := db.ZoneConfig{Forward: map[string]db.Apex{hzZone: {MName: "ns." + hzZone + ".", RName: "hostmaster." + hzZone + ".",
+		Refresh: 30, Retry: 60, Expire: 86400, Minimum: 30, SOATTL: 30, NS: []string{"ns." + hzZone + "."}, NSTTL: 3600}}}
+	return rc, zc
 }
 
 // restart closes the store and starts over on the same file.

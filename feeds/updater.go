@@ -79,7 +79,8 @@ type Updater struct {
 	hist       metrics.Histogram // commit durations
 	burst      int               // VMs computed since the dirty set was last empty
 	feeds      map[string]FeedStatus
-	health     *serviceHealth // self-removal hysteresis (selfremoval.go)
+	health     *serviceHealth  // self-removal hysteresis (selfremoval.go)
+	seenDue    map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the
@@ -92,7 +93,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
 		known: map[string]bool{}, dirty: map[string]uint64{}, causes: map[string]int{},
-		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds),
+		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds), seenDue: map[string]bool{},
 	}
 	if u.log == nil {
 		u.log = slog.Default()

@@ -62,6 +62,7 @@ func fullMetadata() map[string]any {
 		"hysteresis_last_member_delay_ms": 300000,
 		"dns_listen":                      []any{"0.0.0.0:53", "[::]:53", "127.0.0.1:5353"},
 		"also_notify":                     []any{"10.1.1.1", "10.1.1.2:5300"},
+		"signers":                         []any{"10.1.1.1", "10.1.1.3"},
 		"db_path":                         "/data/cns/other.db",
 		"log_level":                       "debug",
 		"api_server":                      map[string]any{"token": "write-token", "read_token": "read-token"},
@@ -203,6 +204,9 @@ func TestTemplateFull(t *testing.T) {
 	}
 	if want := []netip.AddrPort{netip.MustParseAddrPort("10.1.1.1:53"), netip.MustParseAddrPort("10.1.1.2:5300")}; !slices.Equal(cfg.AlsoNotify, want) {
 		t.Errorf("also_notify %v, want %v", cfg.AlsoNotify, want)
+	}
+	if want := []netip.Addr{netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("10.1.1.3")}; !slices.Equal(cfg.Signers, want) {
+		t.Errorf("signers %v, want %v", cfg.Signers, want)
 	}
 	if cfg.DBPath != "/data/cns/other.db" || cfg.LogLevel != "debug" || cfg.APIToken != "write-token" || cfg.APIReadToken != "read-token" || cfg.APIListen != nil {
 		t.Errorf("db %q log %q api %q/%q listen %v", cfg.DBPath, cfg.LogLevel, cfg.APIToken, cfg.APIReadToken, cfg.APIListen)

@@ -111,7 +111,7 @@ func (b *builder) build(svcs []Service, nics []dc.NIC) {
 	for i := range b.cfg.Zones {
 		zone := zoneName(&b.cfg.Zones[i])
 		if name, ok := b.fqdn(b.uuid+".cmon", zone); ok {
-			b.add(zone, &dns.CNAME{Hdr: header(name, dns.TypeCNAME), Target: "cmon." + zone + "."}, 0)
+			b.add(zone, cmonCNAME(name, zone), 0)
 		}
 	}
 }

@@ -45,7 +45,8 @@ func TestDefaultDataCenter(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "; The embedded default data center, VM by VM: what records.Compute makes\n")
+	fmt.Fprintf(&out, "; The embedded default data center, VM by VM and compute node by compute\n")
+	fmt.Fprintf(&out, "; node: what records.Compute and records.ComputeNode make\n")
 	fmt.Fprintf(&out, "; of testdata/inventory.json with testdata/cns.json. Regenerate with\n")
 	fmt.Fprintf(&out, ";   go test ./feeds/records/ -run TestDefaultDataCenter -update\n")
 	fmt.Fprintf(&out, "; and review the difference by hand: this file is the spec of the demo DC.\n")
@@ -58,6 +59,10 @@ func TestDefaultDataCenter(t *testing.T) {
 		}
 		res := Compute(cfg, w, Input{VM: vm, Owner: owner, CNDown: cnDown(servers[vm.ServerUUID], now)})
 		writeVM(&out, vm, owner, res)
+	}
+	for i := range inv.Servers {
+		s := &inv.Servers[i]
+		writeServer(&out, s, ComputeNode(cfg, s))
 	}
 
 	const golden = "testdata/dc.golden"
@@ -122,8 +127,12 @@ func writeVM(out *bytes.Buffer, vm *dc.VM, owner *dc.User, res Result) {
 	for _, n := range res.Names {
 		fmt.Fprintf(out, "; name: %s\n", n)
 	}
+	writeRecords(out, res.Records)
+}
+
+func writeRecords(out *bytes.Buffer, recs []Record) {
 	zone := ""
-	for _, r := range res.Records {
+	for _, r := range recs {
 		if r.Zone != zone {
 			zone = r.Zone
 			fmt.Fprintf(out, "; zone %s\n", zone)
@@ -137,6 +146,15 @@ func writeVM(out *bytes.Buffer, vm *dc.VM, owner *dc.User, res Result) {
 		}
 		fmt.Fprintln(out, line)
 	}
+}
+
+func writeServer(out *bytes.Buffer, s *dc.Server, res Result) {
+	fmt.Fprintf(out, "\n; ---- compute node %s %q (setup %v, status %s)\n", s.UUID, s.Hostname, s.Setup, s.Status)
+	fmt.Fprintf(out, "; reasons: %s\n", orNone(res.Reasons))
+	for _, p := range res.Problems {
+		fmt.Fprintf(out, "; problem: %s\n", p)
+	}
+	writeRecords(out, res.Records)
 }
 
 func orNone[T ~string](xs []T) string {

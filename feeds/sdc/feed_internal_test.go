@@ -197,23 +197,6 @@ func TestParseEndpoints(t *testing.T) {
 	}
 }
 
-func TestCNVMs(t *testing.T) {
-	servers := []dc.Server{{UUID: "44454C4C-4800-1034-804A-B2C04F354D31", Hostname: "cn07", Sysinfo: map[string]any{"Admin NIC Tag": "admin_rack_7"}},
-		{UUID: "not-a-uuid"}}
-	if vms := CNVMs(servers, ""); vms != nil {
-		t.Fatal("fake VMs without an admin account")
-	}
-	vms := CNVMs(servers, "930896af-bf8c-48d4-885c-6573a94b1853")
-	if len(vms) != 1 {
-		t.Fatalf("%d VMs", len(vms))
-	}
-	vm := vms[0]
-	if vm.UUID != "44454c4c-4800-1034-804a-b2c04f354d31" || vm.AliasString() != "cn07" || vm.Tags["smartdc_role"] != "cn07" ||
-		vm.State != "running" || len(vm.NICs) != 1 || vm.NICs[0].NICTag != "admin_rack_7" || *vm.NICs[0].VLANID != 0 {
-		t.Fatalf("%+v", vm)
-	}
-}
-
 func TestChangedAttrs(t *testing.T) {
 	for in, want := range map[string][]string{
 		`[{"operation":"replace","modification":{"type":"triton_cns_enabled","vals":["true"]}},{"operation":"delete","modification":{"type":"Login","vals":[]}}]`: {"triton_cns_enabled", "login"},

@@ -159,14 +159,14 @@ func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 	return l, nil
 }
 
-// applyListing hands a listing, with the changes that overtook it and the
-// CN cmon VMs, to the sink as one complete inventory, and ends the
-// listing's record of changes.
+// applyListing hands a listing, with the changes that overtook it, to the
+// sink as one complete inventory, and ends the listing's record of
+// changes.
 func (f *Feed) applyListing(l *listing) *dc.Inventory {
 	f.sinkMu.Lock()
 	defer f.sinkMu.Unlock()
 	admin := f.owners.adminUUID()
-	all := mergeRecent(append(l.vms, CNVMs(l.servers, admin)...), f.recent)
+	all := mergeRecent(l.vms, f.recent)
 	f.listing, f.recent = false, nil
 	owners := make(map[string]bool)
 	for i := range all {

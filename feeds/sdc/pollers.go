@@ -98,47 +98,13 @@ func (f *Feed) pollNetworks(ctx context.Context) error {
 	return nil
 }
 
-// CNVMs returns the reference's fake VMs for compute nodes (TRITON-359): one
-// per CN, owned by the admin account, with the CN's hostname as its
-// smartdc_role and one admin NIC. Record generation strips the admin NIC,
-// leaving exactly the <server_uuid>.cmon names CMON looks CNs up by.
-// Without an admin account there are none, as in the reference.
-func CNVMs(servers []dc.Server, adminUUID string) []dc.VM {
-	if adminUUID == "" {
-		return nil
-	}
-	out := make([]dc.VM, 0, len(servers))
-	for _, s := range servers {
-		if !dc.IsUUID(s.UUID) {
-			continue
-		}
-		role := s.Hostname
-		if role == "" {
-			role = strings.ToLower(s.UUID)
-		}
-		vlan := 0
-		vm := dc.VM{
-			UUID: strings.ToLower(s.UUID), OwnerUUID: adminUUID, State: "running",
-			Tags:             map[string]any{"smartdc_role": role},
-			CustomerMetadata: map[string]any{},
-			NICs:             []dc.NIC{{Interface: "net0", NICTag: s.AdminNICTag(), VLANID: &vlan, IP: "192.0.2.1"}},
-		}
-		if s.Hostname != "" {
-			alias := s.Hostname
-			vm.Alias = &alias
-		}
-		out = append(out, vm)
-	}
-	return out
-}
-
-// applyServers hands a CNAPI listing to the sink, with the CN cmon VMs
-// that follow from it, and returns the CNs whose VMs need a fresh look.
+// applyServers hands a CNAPI listing to the sink (which gives each set-up
+// CN its CMON names) and returns the CNs whose VMs need a fresh look.
 func (f *Feed) applyServers(servers []dc.Server) []string {
 	now := f.now()
 	f.sinkMu.Lock()
 	defer f.sinkMu.Unlock()
-	old, cur := f.last.setServers(servers)
+	old := f.last.setServers(servers)
 	var moved []string
 	for _, s := range servers {
 		id := strings.ToLower(s.UUID)
@@ -146,18 +112,7 @@ func (f *Feed) applyServers(servers []dc.Server) []string {
 			moved = append(moved, id)
 		}
 	}
-	admin := f.owners.adminUUID()
 	f.sink.SetServers(servers, "compute nodes polled")
-	for _, vm := range CNVMs(servers, admin) {
-		f.sink.SetVM(&vm, "compute nodes polled")
-	}
-	if admin != "" {
-		for id := range old {
-			if _, ok := cur[id]; !ok {
-				f.sink.RemoveVM(id, "compute node removed")
-			}
-		}
-	}
 	return moved
 }
 
@@ -207,15 +162,15 @@ func newLastListings() *lastListings {
 }
 
 // setServers records a CNAPI listing and returns the one it replaces.
-func (l *lastListings) setServers(servers []dc.Server) (old, cur map[string]dc.Server) {
-	cur = make(map[string]dc.Server, len(servers))
+func (l *lastListings) setServers(servers []dc.Server) (old map[string]dc.Server) {
+	cur := make(map[string]dc.Server, len(servers))
 	for _, s := range servers {
 		cur[strings.ToLower(s.UUID)] = s
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old, l.servers, l.haveCNAPI = l.servers, cur, true
-	return old, cur
+	return old
 }
 
 // lastServers returns the last CNAPI listing, and whether there was one.

@@ -46,65 +46,8 @@ func StartValidator(t testing.TB, dir string, zones map[string]ValidatorZone) *V
 	if err != nil {
 		t.Fatal(err)
 	}
-	hints := filepath.Join(dir, "root.hints")
-	// A root that is not there: anything outside the stubs fails on
-	// loopback instead of reaching the internet.
-	if err := os.WriteFile(hints, []byte(".\t3600000\tNS\tno-root.invalid.\nno-root.invalid.\t3600000\tA\t127.0.0.254\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var anchors, stubs, local strings.Builder
-	names := make([]string, 0, len(zones))
-	for z := range zones {
-		names = append(names, z)
-	}
-	sort.Strings(names)
-	for _, z := range names {
-		for _, k := range zones[z].Anchors {
-			anchors.WriteString(k.String() + "\n")
-		}
-		// Unbound answers some names itself (test., RFC 1918 reverse
-		// zones...): not these.
-		labels := dns.SplitDomainName(z)
-		for i := range labels {
-			fmt.Fprintf(&local, "    local-zone: %s nodefault\n", quote(dns.Fqdn(strings.Join(labels[i:], "."))))
-		}
-		host, p := hostPort(zones[z].Server)
-		fmt.Fprintf(&stubs, "stub-zone:\n    name: %s\n    stub-addr: %s@%s\n    stub-prime: no\n", quote(dns.Fqdn(z)), host, p)
-	}
-	ta := filepath.Join(dir, "anchors")
-	if err := os.WriteFile(ta, []byte(anchors.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conf := fmt.Sprintf(`server:
-    interface: 127.0.0.1@%d
-    port: %d
-    do-ip4: yes
-    do-ip6: no
-    outgoing-interface: 127.0.0.1
-    access-control: 127.0.0.0/8 allow
-    do-not-query-localhost: no
-    username: ""
-    chroot: ""
-    directory: %s
-    pidfile: %s
-    use-syslog: no
-    logfile: ""
-    verbosity: 1
-    val-log-level: 2
-    module-config: "validator iterator"
-    root-hints: %s
-    trust-anchor-file: %s
-    target-fetch-policy: "0 0 0 0 0"
-    qname-minimisation: no
-    cache-max-ttl: 0
-    cache-max-negative-ttl: 0
-%s
-remote-control:
-    control-enable: no
-
-%s`, port, port, quote(dir), quote(filepath.Join(dir, "unbound.pid")), quote(hints), quote(ta), local.String(), stubs.String())
-	confPath := filepath.Join(dir, "unbound.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+	confPath, err := writeUnboundConf(dir, port, zones)
+	if err != nil {
 		t.Fatal(err)
 	}
 	v := &Validator{addr: fmt.Sprintf("127.0.0.1:%d", port), log: filepath.Join(dir, "unbound.log"), done: make(chan struct{})}
@@ -151,6 +94,74 @@ remote-control:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// writeUnboundConf writes Unbound's configuration into dir: listening on
+// 127.0.0.1:port, one stub zone and trust anchor per zone, and a root that
+// is not there, so nothing outside the stubs leaves loopback.
+func writeUnboundConf(dir string, port int, zones map[string]ValidatorZone) (string, error) {
+	hints := filepath.Join(dir, "root.hints")
+	// A root that is not there: anything outside the stubs fails on
+	// loopback instead of reaching the internet.
+	if err := os.WriteFile(hints, []byte(".\t3600000\tNS\tno-root.invalid.\nno-root.invalid.\t3600000\tA\t127.0.0.254\n"), 0o644); err != nil {
+		return "", err
+	}
+	var anchors, stubs, local strings.Builder
+	names := make([]string, 0, len(zones))
+	for z := range zones {
+		names = append(names, z)
+	}
+	sort.Strings(names)
+	for _, z := range names {
+		for _, k := range zones[z].Anchors {
+			anchors.WriteString(k.String() + "\n")
+		}
+		// Unbound answers some names itself (test., RFC 1918 reverse
+		// zones...): not these.
+		labels := dns.SplitDomainName(z)
+		for i := range labels {
+			fmt.Fprintf(&local, "    local-zone: %s nodefault\n", quote(dns.Fqdn(strings.Join(labels[i:], "."))))
+		}
+		host, p := hostPort(zones[z].Server)
+		fmt.Fprintf(&stubs, "stub-zone:\n    name: %s\n    stub-addr: %s@%s\n    stub-prime: no\n", quote(dns.Fqdn(z)), host, p)
+	}
+	ta := filepath.Join(dir, "anchors")
+	if err := os.WriteFile(ta, []byte(anchors.String()), 0o644); err != nil {
+		return "", err
+	}
+	conf := fmt.Sprintf(`server:
+    interface: 127.0.0.1@%d
+    port: %d
+    do-ip4: yes
+    do-ip6: no
+    outgoing-interface: 127.0.0.1
+    access-control: 127.0.0.0/8 allow
+    do-not-query-localhost: no
+    username: ""
+    chroot: ""
+    directory: %s
+    pidfile: %s
+    use-syslog: no
+    logfile: ""
+    verbosity: 1
+    val-log-level: 2
+    module-config: "validator iterator"
+    root-hints: %s
+    trust-anchor-file: %s
+    target-fetch-policy: "0 0 0 0 0"
+    qname-minimisation: no
+    cache-max-ttl: 0
+    cache-max-negative-ttl: 0
+%s
+remote-control:
+    control-enable: no
+
+%s`, port, port, quote(dir), quote(filepath.Join(dir, "unbound.pid")), quote(hints), quote(ta), local.String(), stubs.String())
+	confPath := filepath.Join(dir, "unbound.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return "", err
+	}
+	return confPath, nil
 }
 
 // Addr is the 127.0.0.1:PORT Unbound answers on.
