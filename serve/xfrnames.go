@@ -15,7 +15,8 @@ import (
 //
 // The dictionary is an open-addressing array tagged with a generation, so
 // starting the next message (reset) clears nothing: a transfer writes
-// thousands of messages.
+// thousands of messages. It starts small (an IXFR of one VM holds a few
+// dozen names) and doubles while a message fills it.
 type nameDict struct {
 	slots []dictSlot
 	gen   uint32
@@ -28,13 +29,16 @@ type dictSlot struct {
 	off  uint16
 }
 
-// dictSlots holds twice the suffixes one message can point at (one per
-// two bytes below maxPointer, at most).
-const dictSlots = 16384
+// Dictionary sizes: a message can hold at most one suffix per two bytes
+// below maxPointer, so maxDictSlots keeps the load under one half.
+const (
+	minDictSlots = 64
+	maxDictSlots = 16384
+)
 
 func (d *nameDict) reset() {
 	if d.slots == nil {
-		d.slots = make([]dictSlot, dictSlots)
+		d.slots = make([]dictSlot, minDictSlots)
 	}
 	d.gen++
 	d.used = 0
@@ -45,7 +49,8 @@ func (d *nameDict) reset() {
 }
 
 func (d *nameDict) get(h uint64) (int, bool) {
-	for i := h & (dictSlots - 1); ; i = (i + 1) & (dictSlots - 1) {
+	mask := uint64(len(d.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
 		sl := &d.slots[i]
 		if sl.gen != d.gen {
 			return 0, false
@@ -57,10 +62,14 @@ func (d *nameDict) get(h uint64) (int, bool) {
 }
 
 func (d *nameDict) set(h uint64, off int) {
-	if d.used >= dictSlots/2 {
-		return
+	if d.used >= len(d.slots)/2 {
+		if len(d.slots) >= maxDictSlots {
+			return
+		}
+		d.grow()
 	}
-	for i := h & (dictSlots - 1); ; i = (i + 1) & (dictSlots - 1) {
+	mask := uint64(len(d.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
 		sl := &d.slots[i]
 		if sl.gen != d.gen {
 			*sl = dictSlot{hash: h, gen: d.gen, off: uint16(off)}
@@ -70,6 +79,17 @@ func (d *nameDict) set(h uint64, off int) {
 		if sl.hash == h {
 			sl.off = uint16(off)
 			return
+		}
+	}
+}
+
+// grow doubles the array, keeping this message's entries.
+func (d *nameDict) grow() {
+	old, gen := d.slots, d.gen
+	d.slots, d.gen, d.used = make([]dictSlot, 2*len(old)), 1, 0
+	for _, sl := range old {
+		if sl.gen == gen {
+			d.set(sl.hash, int(sl.off))
 		}
 	}
 }
