@@ -132,8 +132,9 @@ def main():
                 line("UDP answers per capped CPU-s (qps / %.0f%% quota) ≥ 1.2× %s's" % (quota, NAMES[who]),
                      "udp_per_quota", (who,), False, "{:,.0f}", factor=1.2)
             line("TCP answers per capped CPU-s ≥ 2× Knot's", "tcp_per_quota", ("knot",), False, "{:,.0f}", factor=2)
-            print("| %s | spread of the capped figures (min-max) | %s | - | - | - | - |" % (n, "; ".join(
-                x for x in (capped_note(s, n, p) for p in ("udp", "tcp") for s in ("custom", "nsd", "knot", "bind")) if x)))
+            for p in ("udp", "tcp"):
+                print("| %s | spread of the capped %s figures (min-max) | %s | - | - | - | - |" % (n, p.upper(), "; ".join(
+                    x for x in (capped_note(s, n, p) for s in ("custom", "nsd", "knot", "bind")) if x)))
         old = " (old yardstick: per measured server CPU share)" if quota else ""
         line("UDP answers per server-CPU-s ≥ NSD's and Knot's" + old, "udp_per_cpu", ("nsd", "knot"), False, "{:,.0f}")
         line("TCP answers per server-CPU-s ≥ BIND's" + old, "tcp_per_cpu", ("bind",), False, "{:,.0f}")
@@ -179,7 +180,7 @@ def main():
             print()
             print("Initial load of each size through `cns serve` (inventory file → records → commits):")
             print()
-            print("| N | VMs | seconds | VM changes/s | commits | met (≥ 5,000/s)? |")
+            print("| N | VMs | seconds | VM changes/s | commits | met (≥ 20,000/s, issue 21)? |")
             print("|---|---|---|---|---|---|")
             for f in prep:
                 if len(f) < 4:
@@ -187,7 +188,7 @@ def main():
                 n, vms, secs, commits = f[:4]
                 rate = float(vms) / float(secs) if float(secs) > 0 else 0
                 print("| %s | %s | %s | %.0f | %s | %s |" % (n, vms, secs, rate, commits,
-                                                            "met" if rate >= 5000 else "**missed**"))
+                                                            "met" if rate >= 20000 else "**missed**"))
     if len(sys.argv) > 4:
         restart_table(sys.argv[4])
 
