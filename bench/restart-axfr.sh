@@ -79,6 +79,7 @@ for b in dict.fromkeys(r["build"] for r in rows):
     cells = []
     for c in cols:
         v = [float(r[c]) for r in rows if r["build"] == b and r[c]]
-        cells.append("%.6g (%.6g-%.6g)" % (statistics.median(v), min(v), max(v)) if v else "-")
+        f = "%.0f" if v and max(v) >= 1000 else "%g"
+        cells.append((f + " (" + f + "-" + f + ")") % (statistics.median(v), min(v), max(v)) if v else "-")
     print("| %s | %s |" % (b, " | ".join(cells)))
 PY
