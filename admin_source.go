@@ -56,6 +56,7 @@ func (d apiDNS) AllowedPeers() []admin.AllowedPeer {
 func (d apiDNS) Metrics() admin.DNSMetrics {
 	qs, fs, ts := d.srv.QueryStats(), d.srv.ForwardStats(), d.srv.TransferStats()
 	m := admin.DNSMetrics{AnswersByType: qs.ByType, AnswersByRcode: qs.ByRcode, Dropped: qs.Dropped,
+		ClientScoped: qs.ClientScoped, ClientUnidentified: qs.Unidentified,
 		ForwardHits: fs.Hits, ForwardMisses: fs.Misses, ForwardFailures: fs.Failures, ForwardCached: fs.Cached,
 		RRLLimited: d.srv.RRLLimited(), AXFR: ts.AXFR, IXFR: ts.IXFR, UpToDate: ts.UpToDate, Refused: ts.Refused,
 		Propagation: d.srv.PropagationHistograms()}
@@ -105,7 +106,7 @@ func apiPropagation(p serve.Propagation) admin.Propagation {
 	}
 	for _, pp := range p.Peers {
 		out.Peers = append(out.Peers, admin.PeerPropagation{Address: pp.Address, Serial: pp.Serial, SignerSerial: pp.SignerSerial, State: pp.State,
-			Seconds: pp.Seconds, Polls: pp.Polls, Target: pp.Target})
+			Seconds: pp.Seconds, Polls: pp.Polls, Error: pp.Error, Target: pp.Target})
 	}
 	return out
 }

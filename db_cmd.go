@@ -20,9 +20,11 @@ import (
 
 // DBCmd inspects a db file without changing it. The file is opened
 // read-only; a file a running server holds is refused with a pointer to
-// `cns adm backup`, which gets a consistent copy through the API.
+// `cns adm backup`, which gets a consistent copy through the API. Restore
+// and compact are the two offline writers: each replaces the file
+// atomically and refuses one a running server holds.
 type DBCmd struct {
-	Path string `name:"db" required:"" type:"existingfile" help:"The db file."`
+	Path string `name:"db" required:"" type:"path" help:"The db file."`
 	JSON bool   `name:"json" help:"Print JSON."`
 
 	Info     DBInfoCmd     `cmd:"" help:"Schema, size and counts."`
@@ -34,6 +36,8 @@ type DBCmd struct {
 	Services DBServicesCmd `cmd:"" help:"Services' self-removal hysteresis state."`
 	Check    DBCheckCmd    `cmd:"" help:"Verify the file: journals replay to the stored zones, serials increase, no orphans."`
 	Backup   DBBackupCmd   `cmd:"" help:"Write a consistent copy of the file."`
+	Restore  DBRestoreCmd  `cmd:"" help:"Install a backup as the db (offline), marked so that cns serve moves its serials past the secondaries' before announcing any."`
+	Compact  DBCompactCmd  `cmd:"" help:"Rewrite the file without its free pages (offline; after the data center shrank)."`
 }
 
 // open opens the file read-only.
@@ -336,4 +340,29 @@ func (DBServicesCmd) Run(c *DBCmd) error {
 		return err
 	}
 	return c.print(views, func(w io.Writer) error { return admin.WriteServices(w, views, now) })
+}
+
+// DBRestoreCmd installs a backup.
+type DBRestoreCmd struct {
+	Backup string `arg:"" type:"existingfile" help:"The backup (from cns adm backup or cns db backup)."`
+}
+
+func (r DBRestoreCmd) Run(c *DBCmd) error {
+	if err := db.Restore(r.Backup, c.Path); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "restored %s from %s; at its next start cns serve asks the secondaries for their serials and continues above them\n", c.Path, r.Backup)
+	return nil
+}
+
+// DBCompactCmd compacts the file.
+type DBCompactCmd struct{}
+
+func (DBCompactCmd) Run(c *DBCmd) error {
+	res, err := db.Compact(c.Path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "compacted %s: %d -> %d bytes; the copy passed cns db check\n", c.Path, res.Before, res.After)
+	return nil
 }

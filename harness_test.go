@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"go.uber.org/goleak"
+
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
 )
@@ -34,12 +36,20 @@ import (
 //     store, the updater, the feed's status).
 // Both take a config written by testConfig.
 
-// TestMain removes the binary the tests built, if any.
+// TestMain removes the binary the tests built, if any, and fails the run
+// when a test left a goroutine behind (in-process services and simulators
+// have owners that wait for them).
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
@@ -81,7 +91,7 @@ func cnsBin(t testing.TB) string {
 // testConfig writes a config derived from testdata/cns.json into dir: its
 // own db, an ephemeral port, and inventory (copied into dir when it names
 // a file). It returns the config's path.
-func testConfig(t *testing.T, dir, inventory string, edit func(map[string]any)) string {
+func testConfig(t testing.TB, dir, inventory string, edit func(map[string]any)) string {
 	return writeConfig(t, dir, inventory, edit)
 }
 
@@ -130,7 +140,7 @@ func (l logLine) str(k string) string { s, _ := l[k].(string); return s }
 
 // proc is a running cns serve.
 type proc struct {
-	t     *testing.T
+	t     testing.TB
 	cmd   *exec.Cmd
 	addr  string // the DNS address
 	start time.Time
@@ -143,13 +153,13 @@ type proc struct {
 }
 
 // startCNS runs `cns serve -c cfg` and waits until it listens.
-func startCNS(t *testing.T, cfg string) *proc {
+func startCNS(t testing.TB, cfg string) *proc {
 	t.Helper()
 	return startCNSEnv(t, cfg)
 }
 
 // startCNSEnv is startCNS with extra environment variables (KEY=value).
-func startCNSEnv(t *testing.T, cfg string, env ...string) *proc {
+func startCNSEnv(t testing.TB, cfg string, env ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, grew: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(cnsBin(t), "serve", "-c", cfg)
@@ -267,7 +277,7 @@ func (p *proc) query(proto, name string, qtype uint16) *dns.Msg {
 
 // runCNS runs the binary to completion and returns stdout, stderr and the
 // exit code.
-func runCNS(t *testing.T, args ...string) (string, string, int) {
+func runCNS(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(cnsBin(t), args...)
 	var stdout, stderr strings.Builder
@@ -357,7 +367,7 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 // ---- the API ----
 
 // apiGet fetches an API path and decodes it into v.
-func apiGet(t *testing.T, base, path string, v any) {
+func apiGet(t testing.TB, base, path string, v any) {
 	t.Helper()
 	res, err := http.Get(base + path)
 	if err != nil {
@@ -373,7 +383,7 @@ func apiGet(t *testing.T, base, path string, v any) {
 	}
 }
 
-func feedHealthy(t *testing.T, base, name string) (healthy bool, reason string) {
+func feedHealthy(t testing.TB, base, name string) (healthy bool, reason string) {
 	t.Helper()
 	var fs admin.Feeds
 	apiGet(t, base, "/feeds", &fs)

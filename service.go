@@ -17,6 +17,7 @@ import (
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/aggregate"
 	"github.com/tritondatacenter/cns/feeds/file"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/sdc"
@@ -38,7 +39,8 @@ type service struct {
 	store   *db.DB
 	dns     *serve.Server
 	updater *feeds.Updater
-	feed    interface{ Run(context.Context) error }
+	feed    interface{ Run(context.Context) error } // nil: a standalone aggregator
+	agg     *aggregate.Aggregator                   // follows nothing without an aggregate key
 	api     *admin.Server
 	apiLns  []net.Listener
 
@@ -57,8 +59,9 @@ type logging struct {
 // timings too slow for a test (poll intervals, the updater's clock). cns
 // serve uses the zero value.
 type serviceTuning struct {
-	Updater func(*feeds.Options)
-	SDC     func(*sdc.Config)
+	Updater   func(*feeds.Options)
+	SDC       func(*sdc.Config)
+	Aggregate func(*aggregate.Options)
 }
 
 // newService builds everything the config asks for and starts listening
@@ -91,7 +94,8 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	// are looked up in the background.
 	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
 		Access: transferAccess(context.Background(), cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding),
-		Propagation: servePropagation(cfg.Propagation), Signers: cfg.Signers}, s.store)
+		Propagation: servePropagation(cfg.Propagation), Signers: cfg.Signers, Notified: s.notified,
+		ClientAnswers: serveClientAnswers(cfg.ClientAnswers)}, s.store)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +124,21 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 	}
 
-	if cfg.InventoryFile != "" {
+	// Built even without aggregate: sources the db still holds from an
+	// earlier config are forgotten, their records leave.
+	ao := aggregateOptions(cfg, s.store, s.updater, log)
+	if tune.Aggregate != nil {
+		tune.Aggregate(&ao)
+	}
+	if s.agg, err = aggregate.New(ao); err != nil {
+		return nil, err
+	}
+	if s.api != nil && len(cfg.Aggregate) > 0 {
+		s.api.Sources = s.aggregateSources
+	}
+	if cfg.Standalone() {
+		log.Info("standalone aggregator: no data center feed", "regions", len(cfg.Aggregate))
+	} else if cfg.InventoryFile != "" {
 		s.feed = &file.Feed{Path: cfg.InventoryFile, Sink: s.updater, Logger: log}
 	} else if s.feed, err = newSDCFeed(cfg, s.updater, log, tune.SDC); err != nil {
 		return nil, err
@@ -198,7 +216,10 @@ func (s *service) start(ctx context.Context) {
 		})
 	}
 	s.wg.Go(func() { s.updater.Run(ctx) })
-	s.wg.Go(func() { s.feed.Run(ctx) })
+	if s.feed != nil {
+		s.wg.Go(func() { s.feed.Run(ctx) })
+	}
+	s.wg.Go(func() { s.agg.Run(ctx) })
 }
 
 // stop waits, once ctx given to start has ended, for every part to stop

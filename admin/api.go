@@ -52,6 +52,11 @@ type VM struct {
 	Problems     []string `json:"problems,omitempty"`
 	// Records are every record the VM contributes, in zone file text.
 	Records []string `json:"records,omitempty"`
+	// With client_answers: the addresses that identify the VM when it
+	// asks cns, and the owner-less short names its owner's instances can
+	// use for it (self.inst.<zone> for itself).
+	ClientAddrs []string `json:"client_addrs,omitempty"`
+	ShortNames  []string `json:"short_names,omitempty"`
 }
 
 // PeerSummary is one entry of GET /peers.
@@ -183,6 +188,29 @@ type Feeds struct {
 	Feeds      []FeedStatus `json:"feeds"`
 	Pending    int          `json:"pending"` // VMs waiting for the next commit
 	LastCommit *Commit      `json:"last_commit,omitempty"`
+	// Sources are the zones an aggregator follows (absent: none).
+	Sources []AggregateSource `json:"sources,omitempty"`
+}
+
+// AggregateSource is one zone an aggregator follows for a region zone
+// (RFD 172), in GET /feeds and GET /status.
+type AggregateSource struct {
+	Region string `json:"region"`
+	Zone   string `json:"zone"`
+	// State: ok (at the source's serial), syncing (no copy yet), stale
+	// (the source does not answer; its last copy is served), expired
+	// (past its SOA expire: its records left the region).
+	State        string    `json:"state"`
+	Serial       uint32    `json:"serial"`
+	LastTransfer time.Time `json:"last_transfer,omitzero"`
+	LastKind     string    `json:"last_kind,omitempty"` // IXFR or AXFR
+	LastCheck    time.Time `json:"last_check,omitzero"`
+	// LagSeconds is how long ago the copy was last confirmed current
+	// (-1: never).
+	LagSeconds float64 `json:"lag_seconds"`
+	Names      int     `json:"names"`
+	Skipped    int     `json:"skipped,omitempty"` // names too long under the region
+	Error      string  `json:"error,omitempty"`
 }
 
 // FeedStatus is one source of truth's health.
@@ -217,6 +245,8 @@ type Status struct {
 	Peers   []Peer               `json:"peers"`
 	// Propagation of each zone's newest serial, by zone.
 	Propagation map[string]Propagation `json:"propagation"`
+	// Sources are the zones an aggregator follows (absent: none).
+	Sources []AggregateSource `json:"sources,omitempty"`
 }
 
 // VMSearch is GET /vms?q=&limit=: the stored VMs matching a query.
@@ -265,6 +295,9 @@ type PeerPropagation struct {
 	State        string  `json:"state"`
 	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
 	Polls        int     `json:"polls"`
+	// Error says why the state is ERROR when it is not the retries
+	// running out (a peer holding a serial ahead of cns's).
+	Error string `json:"error,omitempty"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
 }

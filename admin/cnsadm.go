@@ -73,6 +73,35 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", addr, z, serial, driftText(p, z, serials), version)
 		}
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeSources(w, st.Sources, now)
+}
+
+// writeSources prints an aggregator's sources (nothing when there are
+// none).
+func writeSources(w io.Writer, sources []AggregateSource, now time.Time) error {
+	if len(sources) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tREGION\tSTATE\tSERIAL\tLAST TRANSFER\tLAG\tNAMES\tERROR")
+	for _, x := range sources {
+		last := "never"
+		if !x.LastTransfer.IsZero() {
+			last = Ago(now.Sub(x.LastTransfer)) + " ago"
+			if x.LastKind != "" {
+				last += " (" + x.LastKind + ")"
+			}
+		}
+		lag := "-"
+		if x.LagSeconds >= 0 && !x.LastCheck.IsZero() {
+			lag = Ago(time.Duration(x.LagSeconds * float64(time.Second)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", x.Zone, x.Region, x.State, x.Serial, last, lag, x.Names, x.Error)
+	}
 	return tw.Flush()
 }
 
@@ -134,6 +163,12 @@ func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 	}
 	for _, p := range vm.Problems {
 		f.text("problem", p)
+	}
+	// client_answers: where the VM asks from, and the owner-less names
+	// its owner's instances have for it.
+	if len(vm.ClientAddrs) > 0 {
+		f.text("asks_from", strings.Join(vm.ClientAddrs, ", "))
+		f.list("scoped", vm.ShortNames, "")
 	}
 	return nil
 }
@@ -234,6 +269,9 @@ func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\n", x.Name, state, Ago(now.Sub(x.Since)), lastOK, x.Reason)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := writeSources(w, f.Sources, now); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\npending VMs: %d\n", f.Pending)

@@ -158,6 +158,31 @@ func (s *Server) writeFeedMetrics(m *metricWriter) {
 		}
 		m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
 	}
+	if s.Sources != nil {
+		writeSourceMetrics(m, s.Sources())
+	}
+}
+
+// writeSourceMetrics writes an aggregator's sources (RFD 172).
+func writeSourceMetrics(m *metricWriter, sources []AggregateSource) {
+	m.help("cns_aggregate_source_serial", "gauge", "Serial of each aggregated source zone's copy.")
+	for _, x := range sources {
+		m.sample("cns_aggregate_source_serial", float64(x.Serial), "region", x.Region, "zone", x.Zone)
+	}
+	m.help("cns_aggregate_source_lag_seconds", "gauge", "Seconds since each source's copy was last confirmed current (-1: never).")
+	for _, x := range sources {
+		m.sample("cns_aggregate_source_lag_seconds", x.LagSeconds, "region", x.Region, "zone", x.Zone)
+	}
+	m.help("cns_aggregate_source_names", "gauge", "Names in each source's copy.")
+	for _, x := range sources {
+		m.sample("cns_aggregate_source_names", float64(x.Names), "region", x.Region, "zone", x.Zone)
+	}
+	m.help("cns_aggregate_source_state", "gauge", "1 for each source's state: ok, syncing, stale or expired.")
+	for _, x := range sources {
+		for _, st := range []string{"ok", "syncing", "stale", "expired"} {
+			m.sample("cns_aggregate_source_state", b2f(x.State == st), "region", x.Region, "zone", x.Zone, "state", st)
+		}
+	}
 }
 
 // writeDNSMetrics writes the DNS server's counters.
@@ -175,6 +200,8 @@ func writeDNSMetrics(m *metricWriter, dm DNSMetrics) {
 		}
 	}
 	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(dm.Dropped))
+	m.counter("cns_dns_client_scoped_total", "Owner-less names answered in the asking instance's scope (client_answers).", float64(dm.ClientScoped))
+	m.counter("cns_dns_client_unidentified_total", "Owner-less names asked from an address that identifies no instance, or several.", float64(dm.ClientUnidentified))
 	if dm.ForwardHits+dm.ForwardMisses > 0 {
 		m.help("cns_forward_queries_total", "counter", "Forwarded queries by cache outcome.")
 		m.sample("cns_forward_queries_total", float64(dm.ForwardHits), "cache", "hit")

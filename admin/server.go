@@ -35,7 +35,9 @@ type Server struct {
 	ReadToken string
 	// Reload re-reads the configuration (POST /config/reload).
 	Reload func() error
-	Log    *slog.Logger
+	// Sources, when set, reports the zones an aggregator follows.
+	Sources func() []AggregateSource
+	Log     *slog.Logger
 }
 
 // maxBody bounds request bodies: the API takes small JSON objects only.
@@ -344,6 +346,9 @@ func (s *Server) getFeeds(w http.ResponseWriter, r *http.Request) error {
 	if s.Updater != nil {
 		out = feedsView(s.Updater)
 	}
+	if s.Sources != nil {
+		out.Sources = s.Sources()
+	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -432,6 +437,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		if p, ok := s.DNS.Propagation(z.Name, 0); ok {
 			out.Propagation[z.Name] = p
 		}
+	}
+	if s.Sources != nil {
+		out.Sources = s.Sources()
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -8,6 +8,9 @@
 #   bench/reliability.sh fuzz       only the fuzzers ($FUZZTIME each, default 5m)
 #   bench/reliability.sh corpus     copy what the fuzzers found (Go's fuzz cache)
 #                                   into testdata/fuzz/, where every go test runs it
+#   bench/reliability.sh soak       the soak (TestSoak) for $SOAK_DURATION (10m; LONG=1:
+#                                   60m), sampled every $SOAK_INTERVAL (10s; LONG=1: 60s),
+#                                   plotted to bench/soak.svg with the slopes in $OUT/soak.md
 #
 # Knobs: FUZZTIME (5m), FUZZ (a regexp selecting fuzzers), TESTS (a regexp
 # selecting tests), OUT (where logs go, default /tmp/cns-reliability). Fuzzers run one at a time with one
@@ -18,7 +21,7 @@ OUT=${OUT:-/tmp/cns-reliability}
 FUZZTIME=${FUZZTIME:-5m}
 FUZZ=${FUZZ:-.}
 # The reliability scenarios (RELIABILITY.md) and the older tests they build on.
-TESTS=${TESTS:-'Kill9|DiskFull|DNSAbuse|RRL|Secrets|Differential|SDCChaos|SDCFaults|TCPLimits|ProtocolEdges|TSIGError|TransferACL|ClassANY|RemoteCallers|Authorization'}
+TESTS=${TESTS:-'Kill9|DiskFull|DNSAbuse|RRL|Secrets|Differential|SDCChaos|SDCFaults|TCPLimits|ProtocolEdges|TSIGError|TransferACL|ClassANY|RemoteCallers|Authorization|SerialContinuity|SerialCheck|ClockSteps|Soak|ChurnDBSize|Compact|Restore'}
 mkdir -p "$OUT"
 
 # package fuzzer
@@ -89,16 +92,30 @@ tests() {
 	fi
 	echo "== fuzz seed corpora and reliability tests"
 	go test -count=1 -timeout 60m -run '^Fuzz' ./... || return 1
-	go test -count=1 -timeout 90m -v -run "$TESTS" ./ ./serve/ ./admin/ 2>&1 | tee "$OUT/tests.log" |
+	go test -count=1 -timeout 90m -v -run "$TESTS" ./ ./serve/ ./admin/ ./db/ ./feeds/hysteresis/ 2>&1 | tee "$OUT/tests.log" |
 		grep -E '^(--- |PASS|FAIL|ok|\s+\S+_test.go:[0-9]+: )'
 	return "${PIPESTATUS[0]}"
 }
 
+soak() {
+	local long=${LONG:-}
+	local duration=${SOAK_DURATION:-$([ -n "$long" ] && echo 60m || echo 10m)}
+	local interval=${SOAK_INTERVAL:-$([ -n "$long" ] && echo 60s || echo 10s)}
+	echo "== soak ($duration, a sample every $interval)"
+	CNS_SOAK_DURATION=$duration CNS_SOAK_INTERVAL=$interval CNS_SOAK_OUT="$OUT/soak.tsv" \
+		go test -count=1 -timeout 3h -v -run '^TestSoak$' . 2>&1 | tee "$OUT/soak.log" |
+		grep -E '^(--- |PASS|FAIL|ok|\s+\S+_test.go:[0-9]+: )'
+	[ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+	python3 bench/soakplot.py "$OUT/soak.tsv" bench/soak.svg "${SOAK_WARMUP:-0.2}" | tee "$OUT/soak.md"
+	cp "$OUT/soak.tsv" bench/soak.tsv
+}
+
 case "${1:-}" in
 fuzz) fuzz ;;
+soak) soak ;;
 corpus) corpus ;;
 *)
 	tests || exit 1
-	[ -n "${LONG:-}" ] && fuzz
+	[ -n "${LONG:-}" ] && fuzz && soak
 	;;
 esac

@@ -30,6 +30,15 @@ type ChangeSet struct {
 	// services it names (opaque, owned by feeds; nil deletes), in the
 	// same transaction as the records its decisions produced.
 	Hysteresis map[string][]byte
+	// Sources change the aggregator's stored copies of the zones it
+	// follows, in the same transaction as the region records they
+	// produced (see SourceUpdate).
+	Sources []SourceUpdate
+	// SerialFloors moves each named zone's serial above the given serial
+	// (RFC 1982) when it is not already: a secondary holds that serial, so
+	// a lower one would be ignored. Such a zone gets a new version even
+	// without record changes (an empty journal entry).
+	SerialFloors map[string]uint32
 }
 
 // VMChange replaces everything one VM contributes.
@@ -42,6 +51,9 @@ type VMChange struct {
 	Meta []byte
 	// Records are all the records the VM contributes now.
 	Records []Record
+	// Client is how the VM is recognised when it queries cns (nil or no
+	// addresses: it is not).
+	Client *Client
 	// Hash, when not zero, is kept with the VM (see VMHashes): the
 	// updater's digest of what it computed, to skip unchanged VMs.
 	Hash uint64
@@ -69,6 +81,8 @@ type Committed struct {
 	// Problems are records or zones the commit skipped or cut, each a
 	// sentence for the log.
 	Problems []string
+	// Clients are the VMs whose Client changed.
+	Clients []ClientUpdate
 }
 
 // ZoneUpdate is one zone's new version.
@@ -98,6 +112,10 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 	if d.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
+	// Commits from different goroutines (the updater, the serial check)
+	// reach the hooks in the order they landed.
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
 	var out *Committed
 	err := d.bolt.Update(func(tx *bolt.Tx) error {
 		c, err := newCommit(tx, d, cs.Cause)
@@ -115,6 +133,12 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 			}
 		}
 		if err := putHysteresis(tx, cs.Hysteresis); err != nil {
+			return err
+		}
+		if err := putSources(tx, cs.Sources); err != nil {
+			return err
+		}
+		if err := c.raiseSerials(cs.SerialFloors); err != nil {
 			return err
 		}
 		out, err = c.finish()
@@ -141,7 +165,9 @@ type commit struct {
 	cfg   ZoneConfig
 	zones map[string]*zoneWork
 	names map[string]*nameWork // by zone + "\x00" + key
-	probs []string
+	// clients are the VMs whose Client changed.
+	clients []ClientUpdate
+	probs   []string
 }
 
 // zoneWork collects one zone's changes.
@@ -157,6 +183,9 @@ type zoneWork struct {
 	added    []JournalRR
 	names    []NameUpdate
 	remove   bool
+	// floor, when raise is set, is a serial the new one must pass.
+	floor uint32
+	raise bool
 }
 
 // nameWork is one owner name whose candidates change.
@@ -308,6 +337,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 		newNames = append(newNames, vmName{zone: g.zone.name, key: g.key})
 	}
 
+	if err := c.applyClient(vmKey, vc); err != nil {
+		return err
+	}
 	hashes, err := c.tx.CreateBucketIfNotExists(bucketVMHashes)
 	if err != nil {
 		return err
@@ -451,6 +483,7 @@ func (c *commit) finish() (*Committed, error) {
 		}
 	}
 	out.Problems = c.probs
+	out.Clients = c.clients
 	return out, nil
 }
 
@@ -483,7 +516,7 @@ func (c *commit) fate(z *zoneWork) zoneFate {
 	switch {
 	case z.remove || (isReverseZone(z.name) && z.exists && z.meta.Names == 0 && len(z.added) == 0 && len(z.deleted) > 0):
 		return zoneRemoved
-	case z.exists && !z.apexDiff && len(z.added) == 0 && len(z.deleted) == 0:
+	case z.exists && !z.apexDiff && !z.raise && len(z.added) == 0 && len(z.deleted) == 0:
 		return zoneUnchanged
 	case !z.exists && isReverseZone(z.name) && len(z.added) == 0:
 		return zoneUnchanged // a reverse zone is created by its first record
@@ -577,6 +610,9 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 		}
 	}
 	serial := nextSerial(last, have, c.now)
+	if z.raise && !SerialLess(z.floor, serial) {
+		serial = nonZero(z.floor + 1)
+	}
 	prevApex := z.meta.Apex
 	if z.apexDiff {
 		oldNS, err := prevApex.nsRRs(z.name)

@@ -12,6 +12,7 @@
 //	zones/<zone>/journal/<seq> JournalEntry, seq increasing
 //	tombstones/<zone>         last serial of a zone that was removed
 //	vms/<uuid>                the VM's opaque facts and the names it feeds
+//	aggregate/<source>/...    copies of aggregated zones (aggregate.go)
 //
 // One change set is one bbolt transaction: records, serials and journal
 // entries land together or not at all.
@@ -65,7 +66,8 @@ type Options struct {
 	// MaxRRset caps the records of one type at one name (default
 	// DefaultMaxRRset; negative: no cap).
 	MaxRRset int
-	// Now is the clock serials and journal ages come from (default time.Now).
+	// Now is the clock serials and journal ages come from (default Now:
+	// immune to steps of the system clock while cns runs).
 	Now func() time.Time
 	// ReadOnly opens the file without write access and without blocking a
 	// writer's lock for longer than LockTimeout.
@@ -88,6 +90,8 @@ type DB struct {
 
 	mu    sync.Mutex
 	hooks []func(*Committed)
+	// commitMu orders commits and their hooks.
+	commitMu sync.Mutex
 }
 
 // Open opens or creates the store at path. A new file gets the current
@@ -115,7 +119,7 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	d := &DB{bolt: bdb, path: path, opts: opts, now: opts.Now}
 	if d.now == nil {
-		d.now = time.Now
+		d.now = Now
 	}
 	d.journal = DefaultJournalLimits
 	if opts.Journal != nil {
@@ -173,6 +177,9 @@ func (d *DB) checkSchema() (err error) {
 				if _, err := tx.CreateBucket(b); err != nil {
 					return err
 				}
+			}
+			if err := meta.Put(keyUnverified, []byte("created empty")); err != nil {
+				return err
 			}
 			return meta.Put(keySchema, u32bytes(SchemaVersion))
 		})

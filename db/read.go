@@ -246,6 +246,8 @@ type VM struct {
 	// LastSeen is when a feed last reported the VM, as last saved
 	// (SaveLastSeen); zero when never saved.
 	LastSeen time.Time
+	// Client is how the VM is recognised when it asks cns (nil: it is not).
+	Client *Client
 }
 
 // VM returns the stored VM; ok is false when the store does not know it.
@@ -267,6 +269,15 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 			return fmt.Errorf("vm %s: %w", uuid, err)
 		}
 		vm.Meta = bytes.Clone(e.meta)
+		if cb := tx.Bucket(bucketClients); cb != nil {
+			if raw := cb.Get([]byte(vm.UUID)); raw != nil {
+				c, err := decodeClient(raw)
+				if err != nil {
+					return fmt.Errorf("vm %s client: %w", uuid, err)
+				}
+				vm.Client = &c
+			}
+		}
 		for _, n := range e.names {
 			b := tx.Bucket(bucketZones).Bucket([]byte(n.zone))
 			if b == nil {

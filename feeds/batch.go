@@ -86,15 +86,15 @@ func (u *Updater) Run(ctx context.Context) error {
 // reconcile of an unchanged data center writes nothing.
 func (u *Updater) Flush() error {
 	u.mu.Lock()
-	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 {
+	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 && !u.sourcesPending() {
 		u.mu.Unlock()
 		return nil
 	}
 	b := u.collect()
 	cs := b.cs
-	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 {
+	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 && len(cs.Sources) == 0 {
 		clear(u.causes)
-		u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", len(u.dirty), "took", "0s")
+		u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
 		release := u.endOfBurst()
 		u.mu.Unlock()
 		if release {
@@ -117,7 +117,7 @@ func (u *Updater) Flush() error {
 	if u.settle(b) {
 		defer u.releaseMemory()
 	}
-	if len(u.dirty) > 0 {
+	if len(u.dirty) > 0 || u.sourcesPending() {
 		u.wake() // the rest of a chunked batch
 	} else {
 		clear(u.causes)
@@ -125,7 +125,7 @@ func (u *Updater) Flush() error {
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}
-	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.unchanged, "zones", len(res.Zones), "pending", len(u.dirty), "took", u.lastCommit.Duration.String())
+	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", u.lastCommit.Duration.String())
 	for _, z := range res.Zones {
 		if z.Removed {
 			u.log.Info("zone removed", "zone", z.Zone)
@@ -149,7 +149,8 @@ type batch struct {
 	computeNodes int
 	// at is when the batch was computed: its VMs' stored meta says they
 	// were seen then (Updated is no older).
-	at int64
+	at      int64
+	sources sourceTake
 }
 
 // collect computes the next change set; u.mu is held. A very large batch
@@ -182,6 +183,7 @@ func (u *Updater) collect() *batch {
 			}
 		}
 	}
+	b.sources = u.takeSources(b.cs)
 	b.cs.Hysteresis, b.healthGens = u.health.writes()
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
@@ -193,6 +195,7 @@ func (u *Updater) settle(b *batch) bool {
 	u.commits++
 	u.hist.Observe(u.lastCommit.Duration.Seconds())
 	u.health.written(b.healthGens)
+	u.sourcesCommitted(b.sources)
 	if b.cs.Zones != nil {
 		u.zonesDirty = false
 	}
@@ -226,11 +229,12 @@ func (u *Updater) causeSummary() string {
 	return s
 }
 
-// Pending returns how many VMs wait for the next commit.
+// Pending returns how many VMs (and aggregated pseudo-VMs) wait for the
+// next commit.
 func (u *Updater) Pending() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return len(u.dirty)
+	return u.pending()
 }
 
 // LastCommit describes the last commit attempt.
@@ -257,7 +261,7 @@ const bigBurst = 10000
 // endOfBurst reports, once the dirty set is empty, whether the burst that
 // emptied it was big. Callers hold mu.
 func (u *Updater) endOfBurst() bool {
-	if len(u.dirty) > 0 {
+	if len(u.dirty) > 0 || u.sourcesPending() {
 		return false
 	}
 	big := u.burst >= bigBurst

@@ -46,7 +46,7 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 		}
 	}
 	for uuid := range u.known {
-		if !seen[uuid] && u.vms[uuid] == nil {
+		if !seen[uuid] && u.vms[uuid] == nil && !ExternalUUID(uuid) {
 			u.mark(uuid) // stored but gone while cns was not looking
 			u.causes[cause]++
 		}

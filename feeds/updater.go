@@ -81,6 +81,7 @@ type Updater struct {
 	feeds      map[string]FeedStatus
 	health     *serviceHealth  // self-removal hysteresis (selfremoval.go)
 	seenDue    map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
+	sources    []queuedSource  // aggregated sources' changes (sources.go)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the
@@ -99,7 +100,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		u.log = slog.Default()
 	}
 	if u.now == nil {
-		u.now = time.Now
+		u.now = db.Now // hysteresis times are stored: steps of the system clock must not move them
 	}
 	if u.window == 0 {
 		u.window = 100 * time.Millisecond

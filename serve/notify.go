@@ -71,9 +71,23 @@ func (n *notifier) commit(c *db.Committed) {
 			}
 			continue
 		}
+		if n.s.serials.holds(zu.Zone) {
+			continue // announced once the secondaries' serials are known (serialcheck.go)
+		}
 		for _, to := range n.targetsOf(acc, zu.Zone) {
 			n.queue(zu.Zone, to, zu.Serial)
 		}
+	}
+	n.mu.Unlock()
+	n.poke()
+}
+
+// release announces serial of zone, which the serial check held.
+func (n *notifier) release(zone string, serial uint32) {
+	acc := n.s.access.Load()
+	n.mu.Lock()
+	for _, to := range n.targetsOf(acc, zone) {
+		n.queue(zone, to, serial)
 	}
 	n.mu.Unlock()
 	n.poke()

@@ -89,6 +89,9 @@ type PeerPropagation struct {
 	State        string  `json:"state"`
 	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
 	Polls        int     `json:"polls"`
+	// Error says why the state is ERROR when it is not the retries
+	// running out (a peer holding a serial ahead of cns's).
+	Error string `json:"error,omitempty"`
 	// Target is where the peer is polled (its NOTIFY address).
 	Target netip.AddrPort `json:"target"`
 }
@@ -174,6 +177,11 @@ func (t *propagation) latest(zone string) *Propagation {
 // observe records that the peer polled at target serves serial of zone,
 // which can activate several tracked serials at once.
 func (t *propagation) observe(target netip.AddrPort, zone string, serial, signerSerial uint32, now time.Time) {
+	// A signer's SOA names a serial of its own; serial is then cns's.
+	ahead := ""
+	if signerSerial == 0 {
+		ahead = t.s.serials.peerAhead(zone, target, serial)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	touched := false
@@ -191,9 +199,15 @@ func (t *propagation) observe(target netip.AddrPort, zone string, serial, signer
 				pp.Serial = serial
 				touched = true
 			}
+			if ahead != "" && pp.State != StateActive {
+				pp.State, pp.Error = StateError, ahead
+				touched = true
+				continue
+			}
 			if pp.State != StateActive && (serial == p.Serial || db.SerialLess(p.Serial, serial)) {
 				pp.State = StateActive
-				pp.Seconds = now.Sub(p.Committed).Seconds()
+				// Committed may come from a run whose clock was ahead.
+				pp.Seconds = max(now.Sub(p.Committed).Seconds(), 0)
 				t.histogram(pp.Target.String()).Observe(pp.Seconds)
 				touched = true
 			}

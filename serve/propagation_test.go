@@ -88,7 +88,7 @@ func TestPropagation(t *testing.T) {
 		t.Errorf("slow peer not in ERROR, or the fast one not ACTIVE: %+v", p)
 	}
 	// It catches up; the periodic sync heals the serial.
-	slow.serial.Store(serial + 5)
+	slow.serial.Store(serial)
 	s.prop.resync()
 	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, serial)
 	if h := s.PropagationHistograms(); h[fast.addr().String()].Count != 1 {
@@ -96,7 +96,9 @@ func TestPropagation(t *testing.T) {
 	}
 
 	// With a 50% threshold one peer suffices.
+	s.prop.mu.Lock() // settle reads it under mu, from the polling goroutines
 	s.prop.policy.ThresholdPercent = 50
+	s.prop.mu.Unlock()
 	d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{{Zone: zoneName, RR: mustRR(t, "p.dc.example.com. 30 IN A 10.0.0.8")}}}}})
 	serial2, _ := s.ZoneSerial(zoneName)
 	slow.serial.Store(serial2)

@@ -10,9 +10,9 @@ import (
 	"github.com/miekg/dns"
 )
 
-// ownerless packs rr uncompressed and splits it into its wire owner name
+// splitOwner packs rr uncompressed and splits it into its wire owner name
 // and the owner-less record the transfer writer takes (db.RRs form).
-func ownerless(t *testing.T, rr dns.RR) (owner, rest []byte) {
+func splitOwner(t *testing.T, rr dns.RR) (owner, rest []byte) {
 	t.Helper()
 	buf := make([]byte, 1024)
 	n, err := dns.PackRR(rr, buf, 0, nil, false)
@@ -55,13 +55,13 @@ func TestTransferNameCompression(t *testing.T) {
 	if res := q.parse(pkt); res != parseOK {
 		t.Fatalf("parse: %v", res)
 	}
-	zwire, _ := ownerless(t, in[0])
+	zwire, _ := splitOwner(t, in[0])
 	for _, limit := range []int{xfrMessageLimit, 4000} {
 		var out bytes.Buffer
 		x := &xfrWriter{w: &out, q: q, zone: zwire, limit: limit, now: time.Now()}
 		plain := 0
 		for _, rr := range in {
-			owner, rest := ownerless(t, rr)
+			owner, rest := splitOwner(t, rr)
 			plain += len(owner) + len(rest)
 			if err := x.add(owner, rest); err != nil {
 				t.Fatal(err)
@@ -157,8 +157,8 @@ func checkPointers(t *testing.T, msg []byte) {
 func TestNameDictCompares(t *testing.T) {
 	var d nameDict
 	d.reset()
-	a, _ := ownerless(t, mustRR(t, "a.example.com. 30 IN A 10.0.0.1"))
-	b, _ := ownerless(t, mustRR(t, "b.example.org. 30 IN A 10.0.0.1"))
+	a, _ := splitOwner(t, mustRR(t, "a.example.com. 30 IN A 10.0.0.1"))
+	b, _ := splitOwner(t, mustRR(t, "b.example.org. 30 IN A 10.0.0.1"))
 	msg := make([]byte, headerLen)
 	msg, _ = d.put(msg, a)
 	var pos [128]uint8

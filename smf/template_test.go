@@ -63,22 +63,25 @@ func fullMetadata() map[string]any {
 		"dns_listen":                      []any{"0.0.0.0:53", "[::]:53", "127.0.0.1:5353"},
 		"also_notify":                     []any{"10.1.1.1", "10.1.1.2:5300"},
 		"signers":                         []any{"10.1.1.1", "10.1.1.3"},
-		"db_path":                         "/data/cns/other.db",
-		"log_level":                       "debug",
-		"api_server":                      map[string]any{"token": "write-token", "read_token": "read-token"},
-		"hide_version":                    true,
-		"hide_identity":                   true,
-		"rrl":                             map[string]any{"responses_per_second": 10, "slip": 3},
-		"forwarding":                      map[string]any{"clients": []any{"10.0.0.0/8"}, "upstreams": []any{"10.0.0.2"}},
-		"journal_max_entries":             500,
-		"journal_max_bytes":               1048576,
-		"journal_max_age_s":               86400,
-		"max_rrset":                       50,
-		"ufds_opts":                       map[string]any{"address": "ufds.example.net", "bindDN": "cn=other", "bindPassword": "pw"},
-		"cnapi_opts":                      map[string]any{"address": "cnapi.example.net"},
-		"napi_opts":                       map[string]any{"address": "napi.example.net"},
-		"vmapi_opts":                      map[string]any{"address": "vmapi.example.net", "limit": 300},
-		"changefeed_opts":                 map[string]any{"resource": "vm", "subResources": []any{"state"}, "instance": "abc"},
+		"client_answers":                  map[string]any{"networks": []any{"c66bd90b-6e21-4a55-a4b5-18f6010c6b14"}},
+		"aggregate": map[string]any{"us-west.cns.example.com": map[string]any{"sources": []any{
+			map[string]any{"zone": "us-west-1.cns.example.com", "primaries": []any{"10.1.0.10", "10.1.0.11:53"}, "key": "xfr-key"}}}},
+		"db_path":             "/data/cns/other.db",
+		"log_level":           "debug",
+		"api_server":          map[string]any{"token": "write-token", "read_token": "read-token"},
+		"hide_version":        true,
+		"hide_identity":       true,
+		"rrl":                 map[string]any{"responses_per_second": 10, "slip": 3},
+		"forwarding":          map[string]any{"clients": []any{"10.0.0.0/8"}, "upstreams": []any{"10.0.0.2"}},
+		"journal_max_entries": 500,
+		"journal_max_bytes":   1048576,
+		"journal_max_age_s":   86400,
+		"max_rrset":           50,
+		"ufds_opts":           map[string]any{"address": "ufds.example.net", "bindDN": "cn=other", "bindPassword": "pw"},
+		"cnapi_opts":          map[string]any{"address": "cnapi.example.net"},
+		"napi_opts":           map[string]any{"address": "napi.example.net"},
+		"vmapi_opts":          map[string]any{"address": "vmapi.example.net", "limit": 300},
+		"changefeed_opts":     map[string]any{"resource": "vm", "subResources": []any{"state"}, "instance": "abc"},
 	} {
 		m[k] = v
 	}
@@ -248,7 +251,7 @@ func TestTemplateKeyCombinations(t *testing.T) {
 	for _, k := range optional {
 		alone := minimalMetadata()
 		alone[k] = full[k]
-		if k == "peer_keys" { // names a key of tsig_keys
+		if k == "peer_keys" || k == "aggregate" { // names a key of tsig_keys
 			alone["tsig_keys"] = full["tsig_keys"]
 		}
 		sets = append(sets, alone)

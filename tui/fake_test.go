@@ -189,5 +189,12 @@ func (f *fakeSource) Feeds(ctx context.Context) (*admin.Feeds, error) {
 		},
 		Pending:    2,
 		LastCommit: &admin.Commit{Time: now.Add(-150 * time.Second), VMs: 1, DurationMS: 3.2},
+		Sources: []admin.AggregateSource{
+			{Region: "us-west.cns.example.com", Zone: "us-west-2.cns.example.com", State: "ok", Serial: 1795486001,
+				LastTransfer: now.Add(-40 * time.Second), LastKind: "IXFR", LastCheck: now.Add(-2 * time.Second), LagSeconds: 2, Names: 4120},
+			{Region: "us-west.cns.example.com", Zone: "us-west-3.cns.example.com", State: "stale", Serial: 1795485000,
+				LastTransfer: now.Add(-2 * time.Hour), LastKind: "AXFR", LastCheck: now.Add(-10 * time.Minute), LagSeconds: 600, Names: 3900,
+				Error: "127.0.0.1:53: i/o timeout"},
+		},
 	}, nil
 }

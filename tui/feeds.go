@@ -110,6 +110,25 @@ func (p *feedsPage) View() string {
 			b.WriteString(l + "\n")
 		}
 	}
+	region := ""
+	for _, x := range p.feeds.Sources {
+		if x.Region != region {
+			region = x.Region
+			b.WriteString("\nregion " + region + " (RFD 172), from:\n")
+		}
+		l := fmt.Sprintf("  %s %s serial %d, %d names", x.Zone, x.State, x.Serial, x.Names)
+		if !x.LastTransfer.IsZero() {
+			l += fmt.Sprintf(", %s %s", x.LastKind, ago(p.c.Now, x.LastTransfer))
+		}
+		if x.Error != "" {
+			l += ": " + oneLine(x.Error)
+		}
+		if x.State == "ok" {
+			b.WriteString(truncate(l, p.c.Width) + "\n")
+		} else {
+			b.WriteString(st.Stale.Render(truncate(l, p.c.Width)) + "\n")
+		}
+	}
 	if r, ok := p.table.selected(); ok {
 		for _, f := range p.feeds.Feeds {
 			if f.Name == r.key && f.Reason != "" {

@@ -13,7 +13,7 @@ import (
 // RecordsConfig is what record generation needs.
 func (c *Config) RecordsConfig() records.Config {
 	rc := records.Config{UseAlias: c.UseAlias, UseLogin: c.UseLogin,
-		ReverseV4Prefix: c.ReverseV4Prefix, ReverseV6Prefix: c.ReverseV6Prefix}
+		ReverseV4Prefix: c.ReverseV4Prefix, ReverseV6Prefix: c.ReverseV6Prefix, ClientNetworks: c.ClientAnswers.Networks}
 	for _, z := range c.Forward {
 		rc.Zones = append(rc.Zones, records.Zone{Name: z.Name, Networks: z.Networks})
 	}
@@ -26,6 +26,11 @@ func (c *Config) ZoneConfig() db.ZoneConfig {
 	zc := db.ZoneConfig{Forward: map[string]db.Apex{}, Reverse: c.apex(c.Reverse.Peers, c.Reverse.HiddenPrimary)}
 	for _, z := range c.Forward {
 		zc.Forward[z.Name] = c.apex(z.Peers, z.HiddenPrimary)
+	}
+	for _, r := range c.Aggregate {
+		// The region's apex is the aggregator's own, not its sources'
+		// (RFD 172's NS pitfall).
+		zc.Forward[r.Zone] = c.apex(nil, false)
 	}
 	if c.Catalog != "" {
 		// RFC 9432 §4.1: a catalog's NS is "invalid."; it is data for

@@ -35,6 +35,10 @@ func parseInventoryFile(p *parser) error {
 	if err := p.getInto("inventory_file", &c.InventoryFile); err != nil || c.InventoryFile != "" {
 		return err
 	}
+	if _, agg := p.top["aggregate"]; agg && len(c.Forward) == 0 &&
+		len(c.VMAPI)+len(c.CNAPI)+len(c.NAPI)+len(c.UFDS)+len(c.Changefeed) == 0 {
+		return nil // a standalone aggregator (parseAggregate checks it)
+	}
 	if _, err := sdc.ParseEndpoints(c.VMAPI, c.CNAPI, c.NAPI, c.UFDS, c.Changefeed); err != nil {
 		var oe *sdc.OptionError
 		if errors.As(err, &oe) {

@@ -82,7 +82,11 @@ func foldLegacy(peers *[]string, hidden *bool, slaves []string, hiddenMaster *bo
 // is the order zones are tried for a NIC.
 func parseForwardZones(p *parser) error {
 	raw, ok := p.top["forward_zones"]
+	_, aggregator := p.top["aggregate"]
 	if !ok {
+		if aggregator {
+			return nil // parseAggregate decides whether it may be absent
+		}
 		return p.bad("forward_zones", "required")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -114,7 +118,7 @@ func parseForwardZones(p *parser) error {
 		}
 		p.c.Forward = append(p.c.Forward, zone)
 	}
-	if len(p.c.Forward) == 0 {
+	if len(p.c.Forward) == 0 && !aggregator {
 		return p.bad("forward_zones", "at least one zone is required")
 	}
 	return nil

@@ -29,11 +29,18 @@ func (s CNState) String() string {
 
 // ServerState applies the reference's CN-down rule at now, with its known
 // bugs fixed: a null last_heartbeat (CNAPI just restarted, or another CNAPI
-// instance got the heartbeats) is unknown rather than down, and a last_boot
-// in the future does not count as a recent boot.
+// instance got the heartbeats) does not count as down at once, and a
+// last_boot in the future does not count as a recent boot.
 //
-//	down = (status != running && heartbeat older than 1 h) || booted < 2 min ago
+//	down = (status != running && not heard from for 1 h) || booted < 2 min ago
 //	an unsetup server is down.
+//
+// "Heard from" is last_heartbeat when CNAPI gives one. When it gives null
+// (the field is deprecated), the status is the signal, timed by the
+// consumer as the reference timed the heartbeat: NotRunningSince, when
+// the feed first saw the CN not running. A CN that died before CNAPI's
+// restart is therefore down once it has been seen not running for the
+// rule's hour; with neither, the state is unknown.
 func ServerState(s *Server, now time.Time) CNState {
 	if !s.Setup {
 		return CNDown
@@ -46,15 +53,23 @@ func ServerState(s *Server, now time.Time) CNState {
 	if s.Status == "running" {
 		return CNUp
 	}
-	if s.LastHeartbeat == nil {
+	heard, ok := lastHeard(s)
+	if !ok {
 		return CNUnknown
 	}
-	hb, err := time.Parse(time.RFC3339Nano, *s.LastHeartbeat)
-	if err != nil {
-		return CNUnknown
-	}
-	if now.Sub(hb) > HeartbeatStale {
+	if now.Sub(heard) > HeartbeatStale {
 		return CNDown
 	}
 	return CNUp
+}
+
+// lastHeard is the last time the CN is known to have been alive: its
+// last_heartbeat, else when it was first seen not running.
+func lastHeard(s *Server) (time.Time, bool) {
+	if s.LastHeartbeat != nil {
+		if hb, err := time.Parse(time.RFC3339Nano, *s.LastHeartbeat); err == nil {
+			return hb, true
+		}
+	}
+	return s.NotRunningSince, !s.NotRunningSince.IsZero()
 }

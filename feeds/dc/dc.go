@@ -12,6 +12,7 @@ package dc
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // VM is a VMAPI VM object (GET /vms, GET /vms/:uuid). Only the fields cns
@@ -119,6 +120,10 @@ type Server struct {
 	Headnode           bool           `json:"headnode,omitempty"`
 	Datacenter         string         `json:"datacenter,omitempty"`
 	Sysinfo            map[string]any `json:"sysinfo,omitempty"`
+	// NotRunningSince is not on the wire: when the feed first saw the CN
+	// with a status other than running (zero while running, or unknown),
+	// the clock of the CN-down rule when last_heartbeat is null.
+	NotRunningSince time.Time `json:"-"`
 }
 
 // AdminNICTag is the CN's "Admin NIC Tag" from sysinfo, "admin" by default.

@@ -250,6 +250,7 @@ type Decision struct {
 // the timer's turn.
 func (p Policy) Apply(s *Service, changes []Change, now time.Time) (decisions []Decision, changed bool) {
 	p = p.normal()
+	changed = s.distrustFuture(p, now)
 	hadPending := !s.NextCheck.IsZero()
 	var waiting []string // members that asked to leave in this call
 	for _, c := range changes {
@@ -277,6 +278,33 @@ func (p Policy) Apply(s *Service, changes []Change, now time.Time) (decisions []
 	}
 	s.remember(decisions)
 	return decisions, changed
+}
+
+// distrustFuture brings stored times that lie after now back to now:
+// they were written by a run whose clock was ahead (the system clock
+// stepped back while cns was stopped), and taken at face value they would
+// hold members for the size of the step on top of the window. A check
+// due later than any window could make it is due now (and rescheduled).
+// A clock stepped forward while cns was stopped cannot be told from
+// downtime: windows then end early by at most their length.
+func (s *Service) distrustFuture(p Policy, now time.Time) bool {
+	changed := false
+	clamp := func(t *time.Time) {
+		if t.After(now) {
+			*t, changed = now, true
+		}
+	}
+	for _, m := range s.Down {
+		clamp(&m.DownSince)
+		clamp(&m.LeftAt)
+	}
+	for i := range s.Departures {
+		clamp(&s.Departures[i].At)
+	}
+	if s.NextCheck.After(now.Add(p.Window + p.LastMemberDelay)) {
+		s.NextCheck, changed = now, true
+	}
+	return changed
 }
 
 // observe applies one change. It returns the decision it makes (if any),

@@ -486,3 +486,51 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		t.Errorf("Decode = %+v, %v; want no members", s, err)
 	}
 }
+
+// Ensure stored times from a run whose clock was ahead (the system clock
+// stepped back an hour while cns was stopped) neither hold the last
+// member for the hour on top of its delay, nor the window's budget.
+func TestClockSteppedBackWhileStopped(t *testing.T) {
+	p := Policy{}.normal()
+	s := NewService("owner", "web")
+	p.Apply(s, up("a", "b"), at(-1000))
+	p.Apply(s, down("a"), at(0)) // the first leaves at once (budget 1)
+	p.Apply(s, down("b"), at(1)) // the last member waits LastMemberDelay
+	if m := s.Down["b"]; m == nil || m.Status != Pending {
+		t.Fatalf("b: %+v", s.Down["b"])
+	}
+	// Stored, and read back by a run whose clock is an hour behind.
+	s, err := Decode(s.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := at(2).Add(-time.Hour)
+	p.Apply(s, nil, restart)
+	if s.NextCheck.IsZero() || s.NextCheck.After(restart.Add(p.LastMemberDelay)) {
+		t.Fatalf("next check %v: later than the last-member delay (%v) from the restart at %v", s.NextCheck, p.LastMemberDelay, restart)
+	}
+	// It is released at that check, not an hour later.
+	for now := restart; s.Down["b"].Status == Pending; now = s.NextCheck {
+		if now.After(restart.Add(p.LastMemberDelay)) {
+			t.Fatalf("b still pending at %v", now)
+		}
+		p.Apply(s, nil, now)
+	}
+	// Nor early: not before the delay counted from the restart.
+	if left := s.Down["b"].LeftAt; left.Before(restart.Add(p.LastMemberDelay)) {
+		t.Fatalf("b left at %v, before its delay", left)
+	}
+}
+
+// Ensure times on a clock that runs on as usual are left alone.
+func TestDistrustFutureLeavesThePastAlone(t *testing.T) {
+	p := Policy{}.normal()
+	s := NewService("owner", "web")
+	p.Apply(s, up("a", "b"), at(-1000))
+	p.Apply(s, down("a"), at(0))
+	p.Apply(s, down("b"), at(1))
+	before := string(s.Encode())
+	if s.distrustFuture(p, at(5)) || string(s.Encode()) != before {
+		t.Fatal("distrustFuture changed a service whose times are all in the past")
+	}
+}

@@ -209,34 +209,46 @@ func (c *Changefeed) session(ctx context.Context, out chan<- ChangefeedEvent) (b
 			return booted, err
 		}
 		alive()
-		var f frame
-		if err := json.Unmarshal(msg, &f); err != nil {
-			return booted, fmt.Errorf("changefeed: malformed frame %.80q: %w", msg, err)
+		ev, ours, err := decodeFrame(msg, c.opts.Resource)
+		if err != nil {
+			return booted, err
 		}
-		var ev ChangefeedEvent
-		switch {
-		case f.BootstrapRoute != nil || len(f.BootstrapRoutes) > 0:
-			booted = true
-			ev.Bootstrap = true
-		case f.ChangedResourceID != "" && f.ChangeKind != nil && f.ChangeKind.Resource == c.opts.Resource:
-			// A change before the bootstrap ("Invalid socket state" to the
-			// Node listener) is harmless: it only asks for a fetch.
-			ch := &Change{UUID: f.ChangedResourceID, SubResources: f.ChangeKind.SubResources}
-			if len(f.ResourceObject) > 0 && string(f.ResourceObject) != "null" {
-				if vm, err := dc.DecodeVM(f.ResourceObject); err == nil && strings.EqualFold(vm.UUID, ch.UUID) {
-					ch.Object, ch.Raw = &vm, slices.Clone([]byte(f.ResourceObject))
-				}
-			}
-			ev.Change = ch
-		default:
-			continue // another resource, or something unknown: not ours
+		if !ours {
+			continue // another resource, or something unknown
 		}
+		booted = booted || ev.Bootstrap
 		select {
 		case out <- ev:
 		case <-ctx.Done():
 			return booted, ctx.Err()
 		}
 	}
+}
+
+// decodeFrame decodes one message of the publisher: a bootstrap, or a
+// change item about resource; ours is false for anything else.
+func decodeFrame(msg []byte, resource string) (ev ChangefeedEvent, ours bool, err error) {
+	var f frame
+	if err := json.Unmarshal(msg, &f); err != nil {
+		return ev, false, fmt.Errorf("changefeed: malformed frame %.80q: %w", msg, err)
+	}
+	switch {
+	case f.BootstrapRoute != nil || len(f.BootstrapRoutes) > 0:
+		ev.Bootstrap = true
+	case f.ChangedResourceID != "" && f.ChangeKind != nil && f.ChangeKind.Resource == resource:
+		// A change before the bootstrap ("Invalid socket state" to the
+		// Node listener) is harmless: it only asks for a fetch.
+		ch := &Change{UUID: f.ChangedResourceID, SubResources: f.ChangeKind.SubResources}
+		if len(f.ResourceObject) > 0 && string(f.ResourceObject) != "null" {
+			if vm, err := dc.DecodeVM(f.ResourceObject); err == nil && strings.EqualFold(vm.UUID, ch.UUID) {
+				ch.Object, ch.Raw = &vm, slices.Clone([]byte(f.ResourceObject))
+			}
+		}
+		ev.Change = ch
+	default:
+		return ev, false, nil
+	}
+	return ev, true, nil
 }
 
 // ping sends a WebSocket ping every PingInterval until ctx ends; the pongs

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -35,6 +36,23 @@ func (c *CNAPI) ListServers(ctx context.Context) ([]dc.Server, error) {
 	return listAll(ctx, func(offset int) ([]dc.Server, error) {
 		q := url.Values{"setup": {"true"}, "extras": {"status,sysinfo"},
 			"limit": {strconv.Itoa(listPageSize)}, "offset": {strconv.Itoa(offset)}}
+		var page []dc.Server
+		_, err := c.rest.get(ctx, "/servers", q, &page)
+		return page, err
+	}, func(s dc.Server) string { return s.UUID })
+}
+
+// ServerStatus asks about some servers (all set-up ones when uuids is
+// nil) without sysinfo: status, last_heartbeat, last_boot and hostname,
+// what the CN-down rule reads, at a fraction of the listing's size.
+func (c *CNAPI) ServerStatus(ctx context.Context, uuids []string) ([]dc.Server, error) {
+	return listAll(ctx, func(offset int) ([]dc.Server, error) {
+		q := url.Values{"extras": {"status"}, "limit": {strconv.Itoa(listPageSize)}, "offset": {strconv.Itoa(offset)}}
+		if uuids != nil {
+			q.Set("uuids", strings.Join(uuids, ","))
+		} else {
+			q.Set("setup", "true")
+		}
 		var page []dc.Server
 		_, err := c.rest.get(ctx, "/servers", q, &page)
 		return page, err

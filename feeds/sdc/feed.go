@@ -28,13 +28,13 @@ const (
 	MinFullPollInterval         = 5 * time.Minute
 	DefaultFallbackPollInterval = time.Minute
 	DefaultReaperInterval       = 5 * time.Minute
-	DefaultCNAPIInterval        = time.Minute // the reference's
-	DefaultNAPIInterval         = time.Minute
-	DefaultUFDSInterval         = 2 * time.Second // the reference's watcher: 5 s
+	DefaultCNAPIInterval        = time.Minute      // the reference's
+	DefaultNAPIInterval         = 10 * time.Minute // the reference's pool refresh
+	DefaultUFDSInterval         = 2 * time.Second  // the reference's watcher: 5 s
 	DefaultWorkers              = 8
 	DefaultRetryMin             = 2 * time.Second
 	DefaultRetryMax             = 30 * time.Second
-	// cnapiMinGap spaces the CNAPI polls that VM state changes ask for.
+	// cnapiMinGap spaces the CNAPI requests that VM state changes ask for.
 	cnapiMinGap = 2 * time.Second
 	// userTTL is how long a looked-up account is trusted without a
 	// changelog entry about it before a full listing looks it up again.
@@ -138,12 +138,13 @@ type Feed struct {
 	ufds  *UFDS
 	cf    *Changefeed
 
-	queue  *vmQueue      // changed VMs waiting for a worker
-	owners *ownerCache   // the VMs' owners, from UFDS
-	last   *lastListings // the last CNAPI and NAPI listings
+	queue    *vmQueue      // changed VMs waiting for a worker
+	owners   *ownerCache   // the VMs' owners, from UFDS
+	servers  *serverCache  // the compute nodes, from CNAPI
+	networks *networkCache // the networks and pools, from NAPI
 
 	relist     chan struct{} // a full listing is due
-	napiNow    chan struct{} // a VM names a network the last NAPI listing lacked
+	napiNow    chan struct{} // NAPI failed to give a network a VM names
 	cnapiNow   chan struct{} // a VM changed state: its CN may have rebooted
 	bootstrap  chan struct{} // closed at the first changefeed bootstrap
 	synced     chan struct{} // closed when the first full listing is applied
@@ -193,7 +194,8 @@ func NewFeed(cfg Config, sink dc.Sink) (*Feed, error) {
 	cfg.setDefaults()
 	f := &Feed{
 		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now, ownsHTTP: ownsHTTP,
-		queue: newVMQueue(cfg.RetryMin, cfg.RetryMax), owners: newOwnerCache(), last: newLastListings(),
+		queue: newVMQueue(cfg.RetryMin, cfg.RetryMax), owners: newOwnerCache(),
+		servers: newServerCache(), networks: newNetworkCache(),
 		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
 		applied: map[string]appliedVM{}, destroyed: map[string]time.Time{},
@@ -258,6 +260,7 @@ func (f *Feed) Run(ctx context.Context) error {
 		}
 		var pw sync.WaitGroup
 		pw.Go(func() { f.runPoller(ctx, f.cnapiPoller()) })
+		pw.Go(func() { f.watchServerChanges(ctx) })
 		pw.Go(func() { f.runPoller(ctx, f.napiPoller()) })
 		pw.Go(func() { f.watchUFDS(ctx) })
 		pw.Go(func() { f.reaper(ctx) })

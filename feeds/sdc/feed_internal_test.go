@@ -45,7 +45,8 @@ func TestMergeRecent(t *testing.T) {
 }
 
 // A resourceObject is applied when newer than what was applied, ignored
-// when older or the same, fetched when it cannot be ordered.
+// when the same, fetched when older (the CN clocks of a migration) or
+// when it cannot be ordered.
 func TestJudgeResourceObject(t *testing.T) {
 	f := &Feed{applied: map[string]appliedVM{}}
 	const id = "00000000-0000-4000-8000-000000000001"
@@ -64,7 +65,7 @@ func TestJudgeResourceObject(t *testing.T) {
 		want judgement
 	}{
 		{t0, objStale}, // a duplicate
-		{change("2026-01-01T00:00:04.000Z"), objStale},
+		{change("2026-01-01T00:00:04.000Z"), objFetch},
 		{change("2026-01-01T00:00:06.000Z"), objApply},
 		{change(""), objFetch},
 	} {
@@ -88,21 +89,30 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// Changes to one VM coalesce into one pending fetch that keeps the
-// newest object.
+// Changes to one VM coalesce into one pending item that keeps the
+// newest object while each is newer than the last, and turns into a
+// fetch once one looks older (a migration to a CN whose clock is behind,
+// or a reordered item: VMAPI decides which is current).
 func TestEnqueueCoalesces(t *testing.T) {
 	f := &Feed{queue: newVMQueue(time.Second, time.Second)}
 	q := f.queue
 	const id = "00000000-0000-4000-8000-000000000001"
-	newerVM, olderVM := vmAt(id, "new", "2026-01-01T00:00:06.000Z"), vmAt(id, "old", "2026-01-01T00:00:05.000Z")
-	f.enqueue(&Change{UUID: id, Object: &newerVM, Raw: []byte("n")})
+	olderVM, newerVM := vmAt(id, "old", "2026-01-01T00:00:05.000Z"), vmAt(id, "new", "2026-01-01T00:00:06.000Z")
 	f.enqueue(&Change{UUID: id, Object: &olderVM, Raw: []byte("o")})
+	f.enqueue(&Change{UUID: id, Object: &newerVM, Raw: []byte("n")})
 	f.enqueue(&Change{UUID: id})
-	if len(q.ready) != 1 || len(q.pending) != 1 || q.pending[id].change.Object.AliasString() != "new" {
+	if len(q.ready) != 1 || len(q.pending) != 1 || q.pending[id].change.Object.AliasString() != "new" || q.pending[id].fetch {
 		t.Fatalf("ready %v, pending %+v", q.ready, q.pending[id])
 	}
+	// An object older than the one kept: fetch, whatever comes after.
+	f.enqueue(&Change{UUID: id, Object: &olderVM, Raw: []byte("o")})
+	latest := vmAt(id, "latest", "2026-01-01T00:00:07.000Z")
+	f.enqueue(&Change{UUID: id, Object: &latest, Raw: []byte("l"), SubResources: []string{"state"}})
+	if p := q.pending[id]; !p.fetch || p.change != nil || !p.stateChanged {
+		t.Fatalf("after an older object: %+v, want a fetch with the state flag", p)
+	}
 	got, p, ok := q.take()
-	if !ok || got != id || p.change == nil {
+	if !ok || got != id || !p.fetch {
 		t.Fatal("take")
 	}
 	// A change while in flight waits for the fetch to finish.
@@ -214,7 +224,9 @@ func TestChangedAttrs(t *testing.T) {
 // leaves no timer of the queue behind the feed's Run.
 func TestQueueRetryAndStop(t *testing.T) {
 	const id = "00000000-0000-4000-8000-000000000001"
-	fail := func(q *vmQueue) {
+	// fail fails a fetch; with a long backoff, the VM must not be queued
+	// again at once (with a 1 ms one the retry may already have come).
+	fail := func(q *vmQueue, longBackoff bool) {
 		t.Helper()
 		q.add(id, &Change{UUID: id})
 		got, p, ok := q.take()
@@ -226,13 +238,16 @@ func TestQueueRetryAndStop(t *testing.T) {
 		default:
 		}
 		q.finish(id, p, errors.New("VMAPI down"))
+		if !longBackoff {
+			return
+		}
 		if _, _, ok := q.take(); ok {
 			t.Fatal("a failed VM was queued again before its backoff")
 		}
 	}
 
 	q := newVMQueue(time.Millisecond, time.Millisecond)
-	fail(q)
+	fail(q, false)
 	select {
 	case <-q.wake:
 	case <-time.After(10 * time.Second):
@@ -243,7 +258,7 @@ func TestQueueRetryAndStop(t *testing.T) {
 	}
 
 	q = newVMQueue(time.Hour, time.Hour)
-	fail(q)
+	fail(q, true)
 	if len(q.retries) != 1 {
 		t.Fatalf("%d retry timers", len(q.retries))
 	}

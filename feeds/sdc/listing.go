@@ -129,25 +129,29 @@ func (f *Feed) fullSync(ctx context.Context) error {
 	return nil
 }
 
-// listAll lists the compute nodes, the networks and every active VM.
+// listAll lists the compute nodes, the pools and every active VM, and
+// the networks the VMs name that are not cached yet.
 func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 	l := &listing{}
 	var err error
 	l.servers, err = f.cnapi.ListServers(ctx)
 	f.sink.ReportFeed(HealthCNAPI, err)
-	if err != nil {
+	if err == nil {
+		f.servers.stamp(l.servers, f.now(), false)
+	} else {
 		var known bool
-		if l.servers, known = f.last.lastServers(); !known {
+		if l.servers, known = f.servers.list(); !known {
 			return nil, fmt.Errorf("no compute node listing yet: %w", err)
 		}
 	}
-	l.nets, l.pools, err = f.listNetworks(ctx)
-	f.sink.ReportFeed(HealthNAPI, err)
-	if err != nil {
-		var known bool
-		if l.nets, l.pools, known = f.last.lastNetworks(); !known {
-			return nil, fmt.Errorf("no network listing yet: %w", err)
+	if _, _, havePools := f.networks.snapshot(); !havePools {
+		// Later listings use the pools the NAPI poller keeps fresh.
+		pools, err := f.napi.ListNetworkPools(ctx)
+		f.sink.ReportFeed(HealthNAPI, err)
+		if err != nil {
+			return nil, fmt.Errorf("no network pool listing yet: %w", err)
 		}
+		f.networks.setPools(pools)
 	}
 	listStart := time.Now()
 	l.vms, err = f.vmapi.ListAllVMs(ctx, VMFilter{State: "active"})
@@ -156,6 +160,15 @@ func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 		return nil, err
 	}
 	l.listTook = time.Since(listStart)
+	vms := make([]*dc.VM, len(l.vms))
+	for i := range l.vms {
+		vms[i] = &l.vms[i]
+	}
+	if err := f.resolveNetworks(ctx, vms); err != nil && f.Status().FullSyncs == 0 {
+		// Without them the first records would land in the wrong zones.
+		return nil, fmt.Errorf("networks the VMs name: %w", err)
+	}
+	l.nets, l.pools, _ = f.networks.snapshot()
 	return l, nil
 }
 
@@ -172,6 +185,9 @@ func (f *Feed) applyListing(l *listing) *dc.Inventory {
 	for i := range all {
 		owners[strings.ToLower(all[i].OwnerUUID)] = true
 	}
+	// The networks as cached now: a change may have fetched one since
+	// the listing resolved its VMs'.
+	l.nets, l.pools, _ = f.networks.snapshot()
 	inv := &dc.Inventory{VMs: all, Servers: l.servers, Networks: l.nets, NetworkPools: l.pools}
 	inv.Users = f.owners.keep(owners, admin)
 	f.sink.SetInventory(inv, "vmapi full listing")
@@ -182,8 +198,8 @@ func (f *Feed) applyListing(l *listing) *dc.Inventory {
 // pollers compare against, the destroyed VMs it no longer holds, and the
 // status.
 func (f *Feed) noteListing(l *listing, inv *dc.Inventory, start time.Time) {
-	f.last.setServers(l.servers)
-	f.last.setNetworks(l.nets, l.pools)
+	f.servers.set(l.servers, false)
+	f.networks.keepOnly(referenced(l.vms))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	listed := make(map[string]bool, len(inv.VMs))

@@ -11,7 +11,7 @@ import (
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
-// NAPI is a client of NAPI's network and pool listings (sdc-apis §4).
+// NAPI is a client of NAPI's networks, pools and NICs (sdc-apis §4).
 type NAPI struct {
 	rest restClient
 }
@@ -47,6 +47,27 @@ func (c *NAPI) ListNetworkPools(ctx context.Context) ([]dc.NetworkPool, error) {
 func (c *NAPI) GetNetwork(ctx context.Context, uuid string) (*dc.Network, error) {
 	var n dc.Network
 	if _, err := c.rest.get(ctx, "/networks/"+url.PathEscape(uuid), nil, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// NIC is the part of a NAPI NIC object (GET /nics/:mac) cns reads.
+type NIC struct {
+	MAC           string `json:"mac"`
+	IP            string `json:"ip"`
+	NICTag        string `json:"nic_tag"`
+	NetworkUUID   string `json:"network_uuid"`
+	BelongsToUUID string `json:"belongs_to_uuid"`
+	BelongsToType string `json:"belongs_to_type"`
+}
+
+// GetNIC fetches the NIC with a MAC, given as 12 hex digits without
+// colons (older NAPIs take only that form); an unknown one matches
+// ErrNotFound.
+func (c *NAPI) GetNIC(ctx context.Context, mac string) (*NIC, error) {
+	var n NIC
+	if _, err := c.rest.get(ctx, "/nics/"+url.PathEscape(mac), nil, &n); err != nil {
 		return nil, err
 	}
 	return &n, nil

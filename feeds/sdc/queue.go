@@ -30,10 +30,16 @@ type vmQueue struct {
 }
 
 type pendingVM struct {
-	change   *Change // the latest resourceObject seen, or nil
-	attempts int
-	queued   bool
-	retrying bool
+	change *Change // the latest resourceObject seen, or nil
+	// fetch: an object came that was not provably newer than one before
+	// it, so only VMAPI can say which is current.
+	fetch bool
+	// stateChanged: an item named "state", so the VM's compute node may
+	// have rebooted.
+	stateChanged bool
+	attempts     int
+	queued       bool
+	retrying     bool
 }
 
 func newVMQueue(retryMin, retryMax time.Duration) *vmQueue {
@@ -55,12 +61,18 @@ func (q *vmQueue) add(id string, ch *Change) {
 		p = &pendingVM{}
 		q.pending[id] = p
 	}
-	if ch.Object != nil {
-		// Keep the newest object; two that cannot be ordered mean a fetch.
-		if p.change == nil || newer(ch.Object, p.change.Object) {
+	if slices.Contains(ch.SubResources, "state") {
+		p.stateChanged = true
+	}
+	if ch.Object != nil && !p.fetch {
+		// Keep an object only while each is newer than the one before:
+		// one that looks older may be the newer after a migration to a
+		// CN whose clock is behind, or a reordered item; VMAPI decides.
+		switch {
+		case p.change == nil || newer(ch.Object, p.change.Object):
 			p.change = ch
-		} else if !newer(p.change.Object, ch.Object) && !sameRaw(p.change, ch) {
-			p.change = nil
+		case !sameRaw(p.change, ch):
+			p.change, p.fetch = nil, true
 		}
 	}
 	if !p.queued && !p.retrying && !q.inflight[id] {
@@ -209,13 +221,6 @@ func (f *Feed) enqueue(ch *Change) {
 	if !dc.IsUUID(id) {
 		return
 	}
-	if slices.Contains(ch.SubResources, "state") {
-		// A CN reboot shows first as its VMs changing state: look at the
-		// CNs now rather than at the next poll, so that the VMs coming back
-		// on a CN booted minutes ago stay out of services (the CN-down
-		// rule) instead of flapping in and out.
-		signal(f.cnapiNow)
-	}
 	f.queue.add(id, ch)
 }
 
@@ -257,13 +262,12 @@ func (f *Feed) worker(ctx context.Context) {
 // from GET /vms/:uuid. A VM VMAPI does not know is removed only once a
 // listing by uuid confirms it.
 func (f *Feed) process(ctx context.Context, id string, p *pendingVM) error {
-	if ch := p.change; ch != nil {
+	if ch := p.change; ch != nil && !p.fetch {
 		switch f.judge(id, ch) {
 		case objStale:
 			return nil
 		case objApply:
-			f.ensureOwner(ctx, ch.Object.OwnerUUID)
-			f.applyVM(id, ch.Object, hashRaw(ch.Raw), "changefeed")
+			f.applyChanged(ctx, id, ch.Object, hashRaw(ch.Raw), p)
 			return nil
 		}
 	}
@@ -298,9 +302,26 @@ func (f *Feed) process(ctx context.Context, id string, p *pendingVM) error {
 		return err
 	}
 	f.sink.ReportFeed(HealthVMAPI, nil)
-	f.ensureOwner(ctx, vm.OwnerUUID)
-	f.applyVM(id, vm, 0, "changefeed")
+	f.applyChanged(ctx, id, vm, 0, p)
 	return nil
+}
+
+// applyChanged applies a changed VM once its owner and networks are
+// known, and has its CN looked at when its state changed.
+func (f *Feed) applyChanged(ctx context.Context, id string, vm *dc.VM, hash uint64, p *pendingVM) {
+	f.prepare(ctx, vm)
+	f.applyVM(id, vm, hash, "changefeed")
+	if p.stateChanged {
+		f.serverChanged(vm.ServerUUID)
+	}
+}
+
+// prepare looks up what a VM about to be applied needs: its owner (UFDS)
+// and its networks (NAPI). A failure is reported and retried elsewhere;
+// the VM is applied anyway.
+func (f *Feed) prepare(ctx context.Context, vm *dc.VM) {
+	f.ensureOwner(ctx, vm.OwnerUUID)
+	_ = f.resolveNetworks(ctx, []*dc.VM{vm})
 }
 
 type judgement int
@@ -312,9 +333,11 @@ const (
 )
 
 // judge decides what a resourceObject is worth: applied when its
-// last_modified is after that of the state last applied, ignored when
-// before or when it is that very state again, fetched when that cannot
-// be told (the publisher may reorder and repeat items).
+// last_modified is after that of the state last applied, ignored when it
+// is that very state again, fetched otherwise. An object that looks older
+// is fetched, not dropped: last_modified comes from the compute node's
+// clock, which can be behind the previous CN's after a migration, so
+// only VMAPI can say whether it is stale (the publisher also reorders).
 func (f *Feed) judge(id string, ch *Change) judgement {
 	t, ok := modified(ch.Object)
 	if !ok {
@@ -326,8 +349,6 @@ func (f *Feed) judge(id string, ch *Change) judgement {
 	switch {
 	case !seen || t.After(prev.modified):
 		return objApply
-	case t.Before(prev.modified):
-		return objStale
 	case prev.hash != 0 && prev.hash == hashRaw(ch.Raw):
 		return objStale
 	}
@@ -357,9 +378,6 @@ func (f *Feed) applyVM(id string, vm *dc.VM, hash uint64, cause string) {
 	}
 	f.status.Applied++
 	f.mu.Unlock()
-	if f.last.unknownNetwork(vm) {
-		signal(f.napiNow)
-	}
 }
 
 func modified(vm *dc.VM) (time.Time, bool) {

@@ -172,7 +172,16 @@ func (u *UFDS) GetUser(ctx context.Context, uuidOrLogin string) (*dc.User, error
 	default:
 		return nil, fmt.Errorf("%w: %q (%d entries)", ErrAmbiguousUser, uuidOrLogin, len(res.Entries))
 	}
-	e := res.Entries[0]
+	usr, err := userFromEntry(res.Entries[0])
+	if err != nil {
+		return nil, fmt.Errorf("ufds: account %q: %w", uuidOrLogin, err)
+	}
+	return usr, nil
+}
+
+// userFromEntry reads an sdcperson entry's attributes (names in any case,
+// values strings, as UFDS stores them).
+func userFromEntry(e *ldap.Entry) (*dc.User, error) {
 	usr := &dc.User{
 		UUID:                    e.GetEqualFoldAttributeValue("uuid"),
 		Login:                   e.GetEqualFoldAttributeValue("login"),
@@ -180,7 +189,7 @@ func (u *UFDS) GetUser(ctx context.Context, uuidOrLogin string) (*dc.User, error
 		ApprovedForProvisioning: e.GetEqualFoldAttributeValue("approved_for_provisioning"),
 	}
 	if !dc.IsUUID(usr.UUID) || usr.Login == "" {
-		return nil, fmt.Errorf("ufds: account %q: entry %s has no usable uuid or login", uuidOrLogin, e.DN)
+		return nil, fmt.Errorf("entry %s has no usable uuid or login", e.DN)
 	}
 	usr.UUID = strings.ToLower(usr.UUID)
 	return usr, nil
@@ -260,20 +269,13 @@ func (u *UFDS) ChangesSince(ctx context.Context, from int64, limit int) ([]Chang
 	}
 	out := make([]ChangelogEntry, 0, len(res.Entries))
 	for _, e := range res.Entries {
-		v := e.GetEqualFoldAttributeValue("changenumber")
-		n, err := strconv.ParseInt(v, 10, 64)
+		ce, err := changelogFromEntry(e)
 		if err != nil {
-			return nil, fmt.Errorf("ufds: changelog entry %s: changenumber %q is not an integer", e.DN, v)
+			return nil, err
 		}
-		if n < from {
-			continue
+		if ce.Number >= from {
+			out = append(out, ce)
 		}
-		out = append(out, ChangelogEntry{
-			Number:     n,
-			TargetDN:   e.GetEqualFoldAttributeValue("targetdn"),
-			ChangeType: e.GetEqualFoldAttributeValue("changetype"),
-			Attrs:      changedAttrs(e.GetEqualFoldAttributeValue("changes")),
-		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
 	return out, nil
@@ -306,4 +308,20 @@ func changedAttrs(changes string) []string {
 		return out
 	}
 	return nil
+}
+
+// changelogFromEntry reads a changelog entry (changenumber=N, cn=changelog):
+// its number as an integer, its target, type and touched attributes.
+func changelogFromEntry(e *ldap.Entry) (ChangelogEntry, error) {
+	v := e.GetEqualFoldAttributeValue("changenumber")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return ChangelogEntry{}, fmt.Errorf("ufds: changelog entry %s: changenumber %q is not an integer", e.DN, v)
+	}
+	return ChangelogEntry{
+		Number:     n,
+		TargetDN:   e.GetEqualFoldAttributeValue("targetdn"),
+		ChangeType: e.GetEqualFoldAttributeValue("changetype"),
+		Attrs:      changedAttrs(e.GetEqualFoldAttributeValue("changes")),
+	}, nil
 }

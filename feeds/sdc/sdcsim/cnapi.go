@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,10 @@ import (
 // CNAPI: GET /servers (sdc-apis §3.1).
 
 func (s *Sim) routeCNAPI(hs *httpService) {
+	// ServerList (sdc-cnapi lib/endpoints/servers.js Server.list): strict
+	// parameters, uuid ASC, limit/offset, the extras rules of
+	// renderServer. ServerGet (GET /servers/:uuid) is not served: cns
+	// does not call it (it answers every extra, vms included).
 	s.handle(hs, "/servers", RouteListServers, s.listServers)
 }
 
@@ -23,21 +28,32 @@ var serverParams = []string{
 	"extras", "fields", "limit", "offset",
 }
 
-var serverExtras = []string{"agents", "vms", "memory", "disk", "sysinfo", "capacity", "all", "status"}
+// The regular expressions of Server.list's validation rules.
+var (
+	boolParam  = regexp.MustCompile(`(?i)^(true|false)$`)
+	wordsParam = regexp.MustCompile(`(?i)^[a-zA-Z_]+(,[a-zA-Z_]+)*$`)
+	uuidsParam = regexp.MustCompile(`(?i)^[-a-z0-9A-Z]+(,[-a-z0-9A-Z]+)*$`)
+	intParam   = regexp.MustCompile(`^[-+]?[0-9]+$`)
+)
 
 // listServers filters, sorts uuid ASC and pages with limit/offset; with no
-// limit moray's default cap of 1000 rows applies. CNAPI's exact validation
-// error body is not documented in the reference notes: the simulator
-// answers 400 InvalidParameters with an errors[] list for any bad or
-// unknown parameter.
+// limit moray's default cap of 1000 rows applies. Validation answers as
+// CNAPI's (sdc-cnapi lib/validation/endpoints.js ensureParamsValid, strict):
+// an unknown parameter is 409 InvalidArgument "<name> is not an explicitly
+// defined parameter"; a value failing its rule is 500 InvalidParameters
+// with errors[]; a limit outside 1..1000 is 400 InvalidParameters.
 func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	bools, errs := serverQuery(q)
-	if len(errs) > 0 {
-		writeError(w, http.StatusBadRequest, restError{
-			Code: "InvalidParameters", Message: "Request parameters failed validation", Errors: errs,
-		})
+	if status, e, bad := serverQueryError(q); bad {
+		writeError(w, status, e)
 		return
+	}
+	bools := map[string]*bool{}
+	for _, name := range []string{"setup", "headnode", "reserved", "reservoir"} {
+		if q.Has(name) {
+			b := strings.EqualFold(q.Get(name), "true")
+			bools[name] = &b
+		}
 	}
 	limit, offset := 1000, 0
 	if q.Has("limit") {
@@ -103,66 +119,56 @@ func (s *Sim) listServers(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, buf.Bytes())
 }
 
-// serverQuery validates GET /servers' parameters and returns its boolean
-// filters.
-func serverQuery(q url.Values) (map[string]*bool, []fieldError) {
+// serverQueryError validates GET /servers' parameters as Server.list
+// does, returning the answer to a bad request.
+func serverQueryError(q url.Values) (int, restError, bool) {
+	for _, name := range sortedKeys(q) {
+		if !slices.Contains(serverParams, name) {
+			return http.StatusConflict, restError{Code: "InvalidArgument",
+				Message: name + " is not an explicitly defined parameter"}, true
+		}
+	}
 	var errs []fieldError
-	bools := map[string]*bool{}
 	for _, name := range sortedKeys(q) {
 		v := q.Get(name)
-		if !slices.Contains(serverParams, name) {
-			errs = append(errs, invalid(name, "unknown parameter"))
-			continue
-		}
+		var ok bool
 		switch name {
 		case "setup", "headnode", "reserved", "reservoir":
-			switch strings.ToLower(v) {
-			case "true":
-				b := true
-				bools[name] = &b
-			case "false":
-				b := false
-				bools[name] = &b
-			default:
-				errs = append(errs, invalid(name, "must be true or false"))
-			}
-		case "extras":
-			for e := range strings.SplitSeq(v, ",") {
-				if !slices.Contains(serverExtras, e) {
-					errs = append(errs, invalid(name, "unknown extra "+e))
-				}
-			}
+			ok = boolParam.MatchString(v)
+		case "extras", "fields":
+			ok = wordsParam.MatchString(v)
 		case "uuids":
-			for u := range strings.SplitSeq(v, ",") {
-				if !dc.IsUUID(u) {
-					errs = append(errs, invalid(name, "invalid UUID "+u))
-				}
-			}
-		case "limit":
-			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
-				errs = append(errs, invalid(name, "must be an integer between 1 and 1000"))
-			}
-		case "offset":
-			if n, err := strconv.Atoi(v); err != nil || n < 0 {
-				errs = append(errs, invalid(name, "must be a non-negative integer"))
-			}
+			ok = uuidsParam.MatchString(v)
+		case "limit", "offset":
+			ok = intParam.MatchString(v)
+		default: // hostname: any string
+			ok = true
+		}
+		if !ok {
+			errs = append(errs, invalid(name, "Invalid parameter"))
 		}
 	}
-	return bools, errs
+	if len(errs) > 0 {
+		return http.StatusInternalServerError, restError{Code: "InvalidParameters",
+			Message: "Request parameters failed validation", Errors: errs}, true
+	}
+	if q.Has("limit") {
+		if n, _ := strconv.Atoi(q.Get("limit")); n < 1 || n > 1000 {
+			return http.StatusBadRequest, restError{Code: "InvalidParameters",
+				Message: "Request parameters failed validation",
+				Errors:  []fieldError{invalid("limit", "limit must be in the range 1-1000 (inclusive)")}}, true
+		}
+	}
+	return 0, restError{}, false
 }
 
-// renderServer is CNAPI's server object for the given extras: without
+// renderServer is CNAPI's server object for the given extras
+// (sdc-cnapi lib/models/server.js getFinal and _addHeartbeatInfo; sdc-apis
+// §3.2), key by key rather than from dc.Server's JSON tags: without
 // extras only status is added; with any, status and last_heartbeat (null
-// when this CNAPI has seen no heartbeat); sysinfo only when asked for.
-// An unknown status is replaced by a set transitional_status.
+// when this CNAPI has seen no heartbeat); sysinfo only when asked for. A
+// status of unknown is replaced by a set transitional_status.
 func renderServer(srv *dc.Server, extras, fields []string) map[string]any {
-	b, _ := json.Marshal(srv)
-	doc := decodeDoc(b)
-	for k, v := range map[string]any{"headnode": false, "reserved": false, "reservoir": false, "traits": map[string]any{}} {
-		if _, ok := doc[k]; !ok {
-			doc[k] = v
-		}
-	}
 	status := srv.Status
 	if status == "" {
 		status = "unknown"
@@ -170,12 +176,24 @@ func renderServer(srv *dc.Server, extras, fields []string) map[string]any {
 	if status == "unknown" && srv.TransitionalStatus != "" {
 		status = srv.TransitionalStatus
 	}
-	doc["status"] = status
-	if extras == nil {
-		delete(doc, "last_heartbeat")
+	doc := map[string]any{
+		"uuid":                srv.UUID,
+		"hostname":            srv.Hostname,
+		"setup":               srv.Setup,
+		"status":              status,
+		"transitional_status": srv.TransitionalStatus,
+		"last_boot":           orNull(srv.LastBoot),
+		"headnode":            srv.Headnode,
+		"datacenter":          orNull(srv.Datacenter),
+		"reserved":            false,
+		"reservoir":           false,
+		"traits":              map[string]any{},
 	}
-	if !slices.Contains(extras, "sysinfo") && !slices.Contains(extras, "all") {
-		delete(doc, "sysinfo")
+	if extras != nil {
+		doc["last_heartbeat"] = srv.LastHeartbeat
+	}
+	if srv.Sysinfo != nil && (slices.Contains(extras, "sysinfo") || slices.Contains(extras, "all")) {
+		doc["sysinfo"] = srv.Sysinfo
 	}
 	if fields != nil {
 		out := make(map[string]any, len(fields))

@@ -1,6 +1,7 @@
 package sdcsim
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -49,10 +50,22 @@ func TestListServers(t *testing.T) {
 	if len(list) != 1 || list[0]["uuid"] != serverA {
 		t.Errorf("limit=1&offset=1: %v", list)
 	}
-	for _, q := range []string{"limit=0", "limit=1001", "bogus=1", "setup=maybe"} {
+	// CNAPI's answers to bad parameters (sdc-cnapi lib/validation/
+	// endpoints.js ensureParamsValid, and Server.list's limit check).
+	for _, tc := range []struct {
+		q    string
+		code int
+		rest string
+	}{
+		{"limit=0", 400, "InvalidParameters"},
+		{"limit=1001", 400, "InvalidParameters"},
+		{"bogus=1", 409, "InvalidArgument"},
+		{"setup=maybe", 500, "InvalidParameters"},
+		{"extras=status,1x", 500, "InvalidParameters"},
+	} {
 		var e restError
-		if code, _ := get(t, s.CNAPIURL(), "/servers?"+q, &e); code != 400 || len(e.Errors) == 0 {
-			t.Errorf("%s: %d %+v, want 400", q, code, e)
+		if code, _ := get(t, s.CNAPIURL(), "/servers?"+tc.q, &e); code != tc.code || e.Code != tc.rest {
+			t.Errorf("%s: %d %+v, want %d %s", tc.q, code, e, tc.code, tc.rest)
 		}
 	}
 
@@ -93,6 +106,17 @@ func TestNAPI(t *testing.T) {
 	e = restError{}
 	if code, _ := get(t, s.NAPIURL(), "/networks/bogus", &e); code != 422 || e.Code != "InvalidParameters" {
 		t.Errorf("bad network uuid: %d %+v", code, e)
+	}
+	// Strict list schemas: NAPI's own test expectation for an unknown
+	// parameter (sdc-napi test/lib/common.js ce_unknown).
+	for _, path := range []string{"/networks?terra=1", "/network_pools?terra=1"} {
+		var body map[string]any
+		code, _ := get(t, s.NAPIURL(), path, &body)
+		want := map[string]any{"code": "InvalidParameters", "message": "Invalid parameters",
+			"errors": []any{map[string]any{"code": "UnknownParameters", "field": []any{"terra"}, "message": "Unknown parameters: terra"}}}
+		if code != 422 || !reflect.DeepEqual(body, want) {
+			t.Errorf("%s: %d %v, want 422 %v", path, code, body, want)
+		}
 	}
 
 	var nets []map[string]any

@@ -76,6 +76,12 @@
 //
 // # Fidelity
 //
+// Payloads are rendered key by key in each service's own layout (VMAPI's
+// translateVm, CNAPI's server object, NAPI's serialize, UFDS's entries),
+// never by encoding the dc types the clients decode into, so that a field
+// name the client gets wrong cannot agree with the simulator; each route's
+// handler names the real behaviour it reproduces.
+//
 // Faithful: ListVms parameters, strict 409 validation, uuid DESC order,
 // marker paging with (uuid<=M), limit+1 rows and the limit+1 page when the
 // marker VM left the set, x-joyent-resource-count, destroyed VMs on GET,
@@ -83,18 +89,20 @@
 // and v2), close-with-reason, bootstrap, item shape, 1.5.x duplicate
 // fan-out (Options.DuplicateFanout), resourceObject (Options.ResourceObject)
 // and silence towards clients; CNAPI's extras, transitional status,
-// uuid ASC and 1000-row cap; NAPI's pools, NICs and 404/422 bodies; UFDS's
+// uuid ASC and 1000-row cap, its validation answers (409 InvalidArgument
+// for an unknown parameter, 500 InvalidParameters for a bad value, 400 for
+// a limit out of range); NAPI's pools, NICs, 404/422 bodies and strict
+// list parameters (422 UnknownParameters); UFDS's
 // ", " DNs, latestchangenumber for any scope, integer changenumber
 // ordering, sizeLimit answered with success, the changelog entry format.
 //
 // Not faithful: VM fields outside dc.VM are not kept (the always-present
-// ones render null); ListVms "predicate", "query", "sort", "image_uuid",
+// ones render null); CNAPI's GET /servers/:uuid is not served; ListVms "predicate", "query", "sort", "image_uuid",
 // "billing_id" and "internal_metadata.*" answer 500 "not simulated"
 // rather than a wrong page; the changefeed upgrades on any path (as the
 // publisher does) but fills in a missing Sec-WebSocket-Version header
-// because gorilla/websocket insists on it; CNAPI's validation error body
-// (400 InvalidParameters) and NAPI's leniency towards unknown parameters
-// are guesses; the LDAP server refuses writes (use the Go API), StartTLS
+// because gorilla/websocket insists on it; NAPI's uuid-prefix list filter
+// answers 500 "not simulated"; the LDAP server refuses writes (use the Go API), StartTLS
 // and other extended operations, and answers searches only after a root
 // bind; user entries get a synthesized email; no auth, moray, workflow or
 // SAPI.

@@ -3,6 +3,7 @@ package sdcsim
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -16,6 +17,11 @@ type GenerateOptions struct {
 	VMsPerOwner int
 	// VMsPerCN averages the VMs per compute node (default 100).
 	VMsPerCN int
+	// Networks adds that many fabric networks, each owned by one account;
+	// every other VM gets a second NIC on one of the first quarter of its
+	// owner's (so at most a quarter are named by a VM, as in a data center
+	// where many fabric networks are empty).
+	Networks int
 }
 
 // Generation constants: the shape the benchmarks and load tests use.
@@ -68,6 +74,15 @@ func Generate(o GenerateOptions) *dc.Inventory {
 			Status: "running", LastHeartbeat: &hb, LastBoot: "2025-12-01T00:00:00.000Z",
 			Sysinfo: map[string]any{"Admin NIC Tag": "admin"}})
 	}
+	fabrics := make([][]string, nOwners) // each owner's fabric networks
+	for i := range o.Networks {
+		owner := i % nOwners
+		id := uuid()
+		inv.Networks = append(inv.Networks, dc.Network{UUID: id, Name: fmt.Sprintf("fabric%d", i), Family: "ipv4",
+			Subnet: fmt.Sprintf("192.168.%d.0/24", i%256), NICTag: "sdc_overlay", VLANID: genPtr(2 + i%4000),
+			OwnerUUIDs: []string{inv.Users[owner].UUID}, Fabric: true})
+		fabrics[owner] = append(fabrics[owner], id)
+	}
 	ownerVMs := make([][]int, nOwners)
 	for i := range o.VMs {
 		owner := rng.IntN(nOwners)
@@ -82,6 +97,12 @@ func Generate(o GenerateOptions) *dc.Inventory {
 			State: "running", Brand: "joyent", NICs: []dc.NIC{nic}, Tags: map[string]any{}, CustomerMetadata: map[string]any{}}
 		if i%2 == 0 {
 			vm.Alias = genPtr(fmt.Sprintf("%s-%d", words[rng.IntN(len(words))], i))
+		}
+		if nets := fabrics[owner]; len(nets) > 0 && i%2 == 1 {
+			n := nets[rng.IntN(max(1, len(nets)/4))]
+			vm.NICs = append(vm.NICs, dc.NIC{Interface: "net1", MAC: mac(i | 1<<23), VLANID: genPtr(0),
+				NICTag: "sdc_overlay/" + strconv.Itoa(i%16777216), IP: fmt.Sprintf("192.168.%d.%d", i%256, 2+i%250),
+				Netmask: "255.255.255.0", NetworkUUID: n})
 		}
 		inv.VMs = append(inv.VMs, vm)
 	}

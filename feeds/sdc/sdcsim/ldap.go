@@ -198,10 +198,16 @@ func (l *ldapServer) serve(c net.Conn) {
 		var done bool
 		switch op.Tag {
 		case appBindRequest:
+			// UFDS (sdc-ufds lib/ufds.js): a simple bind as the root DN
+			// from its config; anything else is invalidCredentials.
 			err = lc.bind(id, op)
 		case appUnbindRequest:
 			return
 		case appSearchRequest:
+			// UFDS's searches (lib/db/search.js, lib/ufds.js): accounts
+			// under "ou=users, o=smartdc" with ", " DNs, the changelog in
+			// changenumber order with sizeLimit, cn=latestchangenumber
+			// answered for any scope (ufds.go searchDirectory).
 			err = lc.search(id, op)
 		case appAbandonRequest:
 			// Requests are answered in order; there is nothing to abandon.

@@ -16,10 +16,47 @@ import (
 // from the VMs' nics, as vmadm and NAPI agree on them in a healthy DC.
 
 func (s *Sim) routeNAPI(hs *httpService) {
+	// ListNetworks (sdc-napi lib/models/network.js LIST_SCHEMA, strict):
+	// the filters, uuid order, limit 1..1000 (default 1000) and offset,
+	// 422 InvalidParameters for a bad value or an unknown parameter.
 	s.handle(hs, "/networks", RouteListNetworks, s.listNetworks)
+	// GetNetwork: the network as serialize() renders it, 404
+	// ResourceNotFound for an unknown uuid, 422 for one that is not a UUID.
 	s.handle(hs, "/networks/{uuid}", RouteGetNetwork, s.getNetwork)
+	// ListNetworkPools (lib/models/network-pool.js LIST_SCHEMA, strict).
 	s.handle(hs, "/network_pools", RouteListNetworkPools, s.listNetworkPools)
+	// GetNic (lib/endpoints/nics.js): the MAC with or without colons
+	// (older NAPIs took it only without), 404 for an unknown NIC.
 	s.handle(hs, "/nics/{mac}", RouteGetNIC, s.getNIC)
+}
+
+// The parameters of NAPI's strict list schemas.
+var (
+	networkListParams = []string{"uuid", "fabric", "family", "limit", "name", "nic_tag", "offset",
+		"owner_uuid", "provisionable_by", "vlan_id"}
+	poolListParams = []string{"uuid", "limit", "offset", "name", "family", "networks", "provisionable_by"}
+)
+
+// napiUnknown answers a request with parameters a strict NAPI schema does
+// not know, as sdc-napi lib/util/errors.js unknownParams does: one error
+// whose field is the list of names. It reports whether it answered.
+func napiUnknown(w http.ResponseWriter, q map[string][]string, known []string) bool {
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return false
+	}
+	slices.Sort(unknown)
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+		"code": "InvalidParameters", "message": "Invalid parameters",
+		"errors": []map[string]any{{"code": "UnknownParameters", "field": unknown,
+			"message": "Unknown parameters: " + strings.Join(unknown, ", ")}},
+	})
+	return true
 }
 
 func napiInvalid(w http.ResponseWriter, errs []fieldError) {
@@ -66,15 +103,32 @@ func networkFamily(n *dc.Network) string {
 	return "ipv4"
 }
 
-// renderNetwork is NAPI's serialization: vlan_id and family always, a
-// netmask for IPv4 subnets, owner_uuids and fabric only when set.
+// renderNetwork is NAPI's serialization (sdc-napi lib/models/network.js
+// serialize; sdc-apis §4), key by key rather than from dc.Network's JSON
+// tags: vlan_id and family always, a netmask for IPv4 subnets,
+// owner_uuids and fabric only when set.
 func renderNetwork(n *dc.Network) map[string]any {
-	b, _ := json.Marshal(n)
-	doc := decodeDoc(b)
-	if n.VLANID == nil {
-		doc["vlan_id"] = 0
+	doc := map[string]any{
+		"uuid":    n.UUID,
+		"name":    n.Name,
+		"family":  networkFamily(n),
+		"vlan_id": 0,
 	}
-	doc["family"] = networkFamily(n)
+	if n.Subnet != "" {
+		doc["subnet"] = n.Subnet
+	}
+	if n.NICTag != "" {
+		doc["nic_tag"] = n.NICTag
+	}
+	if n.VLANID != nil {
+		doc["vlan_id"] = *n.VLANID
+	}
+	if n.OwnerUUIDs != nil {
+		doc["owner_uuids"] = n.OwnerUUIDs
+	}
+	if n.Fabric {
+		doc["fabric"] = true
+	}
 	if p, err := netip.ParsePrefix(n.Subnet); err == nil && p.Addr().Is4() {
 		m := uint32(0xffffffff) << (32 - p.Bits())
 		if p.Bits() == 0 {
@@ -116,9 +170,17 @@ func (s *Sim) getNetwork(w http.ResponseWriter, r *http.Request) {
 }
 
 // listNetworks supports NAPI's filters fabric, family, name, vlan_id,
-// nic_tag, owner_uuid and provisionable_by; other parameters are ignored.
+// nic_tag, owner_uuid and provisionable_by (uuid prefixes are refused as
+// not simulated).
 func (s *Sim) listNetworks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if napiUnknown(w, q, networkListParams) {
+		return
+	}
+	if q.Has("uuid") {
+		writeError(w, http.StatusInternalServerError, restError{Code: "InternalError", Message: "sdcsim: uuid filter not simulated"})
+		return
+	}
 	limit, offset, errs := napiPage(q)
 	vlan := -1
 	if q.Has("vlan_id") {
@@ -173,6 +235,13 @@ func (s *Sim) listNetworks(w http.ResponseWriter, r *http.Request) {
 // listNetworkPools supports name, family, networks and provisionable_by.
 func (s *Sim) listNetworkPools(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if napiUnknown(w, q, poolListParams) {
+		return
+	}
+	if q.Has("uuid") {
+		writeError(w, http.StatusInternalServerError, restError{Code: "InternalError", Message: "sdcsim: uuid filter not simulated"})
+		return
+	}
 	limit, offset, errs := napiPage(q)
 	if q.Has("provisionable_by") && !dc.IsUUID(q.Get("provisionable_by")) {
 		errs = append(errs, napiParam("provisionable_by", "invalid UUID"))

@@ -22,51 +22,111 @@ func newVMRecord(vm dc.VM) *vmRecord {
 	return &vmRecord{vm: vm, doc: doc, wire: wire}
 }
 
-// vmNullKeys are the keys VMAPI's translateVm always emits, null when unset
-// (sdc-apis §1.3). Emitting them makes decoders that expect the key see it.
-var vmNullKeys = []string{
-	"uuid", "alias", "autoboot", "brand", "billing_id", "cpu_cap", "cpu_shares",
-	"create_timestamp", "destroyed", "last_modified", "limit_priv",
-	"max_locked_memory", "max_lwps", "max_physical_memory", "max_swap",
-	"owner_uuid", "platform_buildstamp", "quota", "ram", "resolvers",
-	"server_uuid", "state", "zfs_filesystem", "zfs_io_priority", "zone_state",
-	"zonepath", "zpool",
-}
-
-// renderVM turns a VM into VMAPI's wire form: the typed fields plus every
-// always-present key, collections defaulting to {} or [] as translateVm does.
+// renderVM turns a VM into VMAPI's wire form, key by key in the layout
+// of translateVm (sdc-vmapi lib/common/vm-common.js; sdc-apis §1.3): the
+// always-present keys, null when unset, collections defaulting to {} or
+// []; docker only when true; each NIC as vmadm reports it. The keys are
+// written out here rather than taken from dc.VM's JSON tags, so that a
+// wrong tag in the client's type cannot agree with itself: the simulator
+// speaks VMAPI's field names, whatever the client expects.
 func renderVM(vm *dc.VM) (map[string]any, []byte) {
-	b, err := json.Marshal(vm)
+	nics := make([]any, 0, len(vm.NICs))
+	for i := range vm.NICs {
+		nics = append(nics, renderVMNIC(&vm.NICs[i]))
+	}
+	wire := map[string]any{
+		"uuid":                vm.UUID,
+		"alias":               vm.Alias,
+		"autoboot":            nil,
+		"brand":               orNull(vm.Brand),
+		"billing_id":          nil,
+		"cpu_cap":             nil,
+		"cpu_shares":          nil,
+		"create_timestamp":    orNull(vm.CreateTimestamp),
+		"customer_metadata":   orEmpty(vm.CustomerMetadata),
+		"datasets":            []any{},
+		"destroyed":           renderDestroyed(vm.Destroyed),
+		"firewall_enabled":    false,
+		"internal_metadata":   orEmpty(vm.InternalMetadata),
+		"last_modified":       orNull(vm.LastModified),
+		"limit_priv":          nil,
+		"max_locked_memory":   nil,
+		"max_lwps":            nil,
+		"max_physical_memory": nil,
+		"max_swap":            nil,
+		"nics":                nics,
+		"owner_uuid":          orNull(vm.OwnerUUID),
+		"platform_buildstamp": nil,
+		"quota":               nil,
+		"ram":                 nil,
+		"resolvers":           nil,
+		"server_uuid":         orNull(vm.ServerUUID),
+		"snapshots":           []any{},
+		"state":               orNull(vm.State),
+		"tags":                orEmpty(vm.Tags),
+		"zfs_filesystem":      nil,
+		"zfs_io_priority":     nil,
+		"zone_state":          orNull(vm.ZoneState),
+		"zonepath":            nil,
+		"zpool":               nil,
+	}
+	if vm.Docker {
+		wire["docker"] = true
+	}
+	b, err := json.Marshal(wire)
 	if err != nil {
-		// dc.VM holds only JSON-safe values; a failure is a programming error.
+		// The world only holds VMs checkVM passed; a failure is a bug.
 		panic("sdcsim: marshal VM: " + err.Error())
 	}
-	doc := decodeDoc(b)
-	for _, k := range vmNullKeys {
-		if _, ok := doc[k]; !ok {
-			doc[k] = nil
+	return decodeDoc(b), b
+}
+
+// renderVMNIC is one entry of a VM's "nics" as vmadm reports it: the keys
+// it has, absent when unset (vlan_id 0 included), primary only when true.
+func renderVMNIC(n *dc.NIC) map[string]any {
+	out := map[string]any{}
+	for k, v := range map[string]string{"interface": n.Interface, "mac": n.MAC, "nic_tag": n.NICTag,
+		"ip": n.IP, "netmask": n.Netmask, "gateway": n.Gateway, "network_uuid": n.NetworkUUID} {
+		if v != "" {
+			out[k] = v
 		}
 	}
-	for k, empty := range map[string]func() any{
-		"customer_metadata": func() any { return map[string]any{} },
-		"internal_metadata": func() any { return map[string]any{} },
-		"tags":              func() any { return map[string]any{} },
-		"nics":              func() any { return []any{} },
-		"datasets":          func() any { return []any{} },
-		"snapshots":         func() any { return []any{} },
-	} {
-		if doc[k] == nil {
-			doc[k] = empty()
-		}
+	if n.VLANID != nil {
+		out["vlan_id"] = *n.VLANID
 	}
-	if _, ok := doc["firewall_enabled"]; !ok {
-		doc["firewall_enabled"] = false
+	if len(n.IPs) > 0 {
+		out["ips"] = n.IPs
 	}
-	wire, err := json.Marshal(doc)
-	if err != nil {
-		panic("sdcsim: marshal VM document: " + err.Error())
+	if n.Primary {
+		out["primary"] = true
 	}
-	return doc, wire
+	return out
+}
+
+// renderDestroyed is VMAPI's destroyed: null, or the ISO time (true for an
+// inventory that only says it was).
+func renderDestroyed(d dc.Destroyed) any {
+	switch {
+	case !d.Set:
+		return nil
+	case d.Time != "":
+		return d.Time
+	}
+	return true
+}
+
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }
 
 // decodeDoc decodes JSON into generic values, keeping numbers as json.Number

@@ -18,9 +18,20 @@ import (
 // changefeed routes on the same port (changefeed.go).
 
 func (s *Sim) routeVMAPI(hs *httpService) {
+	// Ping (sdc-vmapi lib/endpoints/ping.js): answered even while moray
+	// is down (the global fault spares it).
 	s.handle(hs, "/ping", RoutePing, s.ping)
+	// ListVms (lib/endpoints/vms.js, lib/common/validation.js strict
+	// 409s, lib/apis/moray.js marker paging: uuid DESC, (uuid<=M) minus M,
+	// limit+1 pages, x-joyent-resource-count; HEAD counts).
 	s.handle(hs, "/vms", RouteListVMs, s.listVMs)
+	// GetVm: destroyed VMs too, 404 ResourceNotFound, 409 for a non-UUID,
+	// owner_uuid mismatch 404, fields projection.
 	s.handle(hs, "/vms/{uuid}", RouteGetVM, s.getVM)
+	// The changefeed publisher mounted on VMAPI (node-sdc-changefeed
+	// publisher.js): GET /changefeeds (the resource list), the WebSocket
+	// upgrade on any path, and GET /changefeeds/stats as 1.5.2+ answers
+	// it, taking VMAPI down once a listener is registered (changefeed.go).
 	s.handle(hs, "/changefeeds", RouteChangefeeds, s.changefeeds)
 	s.handle(hs, "/changefeeds/stats", RouteChangefeeds, s.changefeedStats)
 }

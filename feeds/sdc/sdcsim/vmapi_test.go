@@ -139,7 +139,14 @@ func TestGetVM(t *testing.T) {
 	if vm["state"] != "destroyed" || vm["destroyed"] == nil {
 		t.Errorf("destroyed VM: state %v destroyed %v", vm["state"], vm["destroyed"])
 	}
-	for _, k := range append(slices.Clone(vmNullKeys), "tags", "customer_metadata", "internal_metadata", "nics", "datasets", "snapshots") {
+	// translateVm's always-present keys (sdc-apis §1.3), listed here from
+	// the reference rather than from the renderer.
+	alwaysPresent := []string{"uuid", "alias", "autoboot", "brand", "billing_id", "cpu_cap", "cpu_shares",
+		"create_timestamp", "customer_metadata", "datasets", "destroyed", "firewall_enabled", "internal_metadata",
+		"last_modified", "limit_priv", "max_locked_memory", "max_lwps", "max_physical_memory", "max_swap",
+		"nics", "owner_uuid", "platform_buildstamp", "quota", "ram", "resolvers", "server_uuid", "snapshots",
+		"state", "tags", "zfs_filesystem", "zfs_io_priority", "zone_state", "zonepath", "zpool"}
+	for _, k := range alwaysPresent {
 		if _, ok := vm[k]; !ok {
 			t.Errorf("always-present key %q missing", k)
 		}

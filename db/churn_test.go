@@ -1,0 +1,129 @@
+package db
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A year of churn for a 10k-VM data center, compressed: bbolt files never
+// shrink, so the question is whether the pages freed by churn and by
+// journal trimming are reused, i.e. whether the file levels off. The
+// model: 10,000 VMs in the shape of BenchmarkCommit's; every simulated
+// day 1,000 VM changes (RELIABILITY.md: a busy public data center's
+// order of magnitude), as 100 commits of 10 (5 VMs moving to a new
+// address, 5 destroyed or created back), the clock advancing 864 s per
+// commit so journal ages trim as they would (DefaultJournalLimits: 7
+// days, 2000 entries, 16 MiB). The file size, its free pages and the
+// journal length are logged per simulated month (RELIABILITY.md has the
+// figures). CI runs 2 months; CNS_LONG=1 runs 12.
+func TestChurnDBSize(t *testing.T) {
+	months := 2
+	if os.Getenv("CNS_LONG") != "" {
+		months = 12
+	}
+	const (
+		vms           = 10_000
+		commitsPerDay = 100
+		changesPerDay = 1_000
+		perCommit     = changesPerDay / commitsPerDay
+		commitsPerMon = 30 * commitsPerDay
+		simulatedTick = 24 * time.Hour / commitsPerDay
+	)
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	path := filepath.Join(t.TempDir(), "cns.db")
+	d, err := Open(path, Options{NoSync: true, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cs := &ChangeSet{Zones: benchZoneConfig()}
+	for i := range vms {
+		cs.VMs = append(cs.VMs, benchVM(i, 0))
+	}
+	mustCommit(t, d, cs)
+	version := make([]int, vms)
+	gone := map[int]bool{}
+	next := 0
+	sizes := make([]int64, 0, months+1)
+	report := func(month int) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := d.bolt.Stats()
+		zi, _, _ := d.Zone(benchZone)
+		t.Logf("month %2d: file %4.1f MiB, pages up to %4.1f MiB, of which free %5d (%4.1f MiB), journal %d entries %.1f MiB",
+			month, mib(fi.Size()), mib(highWater(d)), st.FreePageN, mib(int64(st.FreeAlloc)), zi.JournalEntries, mib(zi.JournalBytes))
+		sizes = append(sizes, fi.Size())
+	}
+	report(0)
+	start := time.Now()
+	for month := 1; month <= months; month++ {
+		for range commitsPerMon {
+			clk.t = clk.t.Add(simulatedTick)
+			cs := &ChangeSet{Cause: "churn"}
+			for k := range perCommit {
+				i := next
+				next = (next + 7919) % vms // a prime stride: every VM in turn, scattered
+				switch {
+				case gone[i]:
+					delete(gone, i)
+					version[i]++
+					cs.VMs = append(cs.VMs, benchVM(i, version[i]))
+				case k%2 == 0:
+					version[i]++
+					cs.VMs = append(cs.VMs, benchVM(i, version[i]))
+				default:
+					gone[i] = true
+					cs.VMs = append(cs.VMs, VMChange{UUID: benchVM(i, 0).UUID, Delete: true})
+				}
+			}
+			mustCommit(t, d, cs)
+		}
+		report(month)
+	}
+	t.Logf("%d commits in %v", months*commitsPerMon, time.Since(start).Round(time.Millisecond))
+	// After the first month (journals full, freelist warm) the file levels
+	// off: the last month grows it by under 5 %.
+	last, prev := sizes[months], sizes[months-1]
+	if float64(last) > 1.05*float64(prev) {
+		t.Errorf("the file still grows: %d -> %d bytes in the last month", prev, last)
+	}
+	if probs, err := d.Check(); err != nil || len(probs) > 0 {
+		t.Fatalf("check: %v %v", probs, err)
+	}
+	// What compaction would give back: the live data's size.
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	f, err := os.Create(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Backup(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	res, err := Compact(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(cp, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Logf("compacted: pages up to %.1f MiB (file %.1f MiB; bbolt grows files in 16 MiB steps)", mib(highWater(c)), mib(res.After))
+}
+
+// highWater is the end of the last page in use or free: what the file
+// needs.
+func highWater(d *DB) int64 {
+	var n int64
+	d.bolt.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }

@@ -1,0 +1,98 @@
+package db
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Compaction. A bbolt file never shrinks: pages freed by deleted records
+// and trimmed journals go on its freelist and are reused by later
+// commits, so a db under steady churn stops growing once the freelist
+// covers a commit's needs (RELIABILITY.md has the figures). What it does
+// not do is give back space after the data center itself shrank (many
+// VMs destroyed, a zone removed, journal limits lowered). Compact
+// rewrites the live data into a new file; run it offline, after such a
+// shrink, when `cns db info` shows a file much bigger than its contents.
+
+// CompactResult is what Compact did.
+type CompactResult struct {
+	Before, After int64 // file sizes in bytes
+}
+
+// Compact rewrites the db at path into a fresh file holding only live
+// pages, checks the copy (Check: journals, counters, no orphans) and
+// renames it over path. It refuses a file a running server holds.
+func Compact(path string) (CompactResult, error) {
+	var res CompactResult
+	fi, err := os.Stat(path)
+	if err != nil {
+		return res, err
+	}
+	res.Before = fi.Size()
+	// The source stays open, and locked, until the copy has replaced it.
+	src, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: false})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return res, fmt.Errorf("compact %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return res, fmt.Errorf("compact %s: %w", path, err)
+	}
+	defer src.Close()
+	tmpf, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".compact.*")
+	if err != nil {
+		return res, err
+	}
+	tmp := tmpf.Name()
+	tmpf.Close()
+	defer os.Remove(tmp)
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return res, err
+	}
+	err = bolt.Compact(dst, src, 64<<20)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return res, fmt.Errorf("compact %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return res, err
+	}
+	chk, err := Open(tmp, Options{ReadOnly: true})
+	if err != nil {
+		return res, fmt.Errorf("compacted copy: %w", err)
+	}
+	probs, err := chk.Check()
+	chk.Close()
+	if err == nil && len(probs) > 0 {
+		err = fmt.Errorf("%d problems, first: %s", len(probs), probs[0])
+	}
+	if err != nil {
+		return res, fmt.Errorf("compacted copy fails the check, %s left as it was: %w", path, err)
+	}
+	if fi, err := os.Stat(tmp); err == nil {
+		res.After = fi.Size()
+	}
+	return res, renameSynced(tmp, path)
+}
+
+// renameSynced renames tmp to path and syncs the directory, so the new
+// file is what path names after a crash.
+func renameSynced(tmp, path string) error {
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

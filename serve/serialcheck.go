@@ -1,0 +1,332 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
+)
+
+// Serial continuity with the secondaries. Serials run ahead of the clock
+// when cns commits more than once a second; a db that is lost (recreated
+// empty) or restored from an older backup then starts below what the
+// secondaries hold, and every RFC 1982 secondary ignores it until the
+// clock catches up. So, on start and for every zone cns creates, the
+// secondaries (NOTIFY targets and the peers that transferred the zone)
+// are asked for their SOA before the zone's first NOTIFY, and the zone
+// continues above the highest serial any of them holds. Where the db
+// cannot vouch for its serials (created empty, restored: db.
+// SerialsUnverified) or the zone is new, a peer at the very same serial
+// counts as ahead too, since cns's version of that serial may differ from
+// the peer's. A peer that does not answer holds nothing up: the zone is
+// announced after the first round, and the peer is asked again with
+// backoff, and whenever propagation tracking sees it ahead.
+
+// Serial check timing.
+const (
+	// serialCheckTimeout bounds how long a silent peer holds up a zone's
+	// first NOTIFY; a secondary on the same network answers in
+	// milliseconds, and a slow one is asked again in the next round.
+	serialCheckTimeout  = time.Second
+	serialCheckFirstGap = time.Second
+	serialCheckMaxGap   = 5 * time.Minute
+	serialCheckParallel = 16
+)
+
+type serialCheck struct {
+	s *Server
+
+	mu         sync.Mutex
+	zones      map[string]*zoneCheck
+	unverified string // why the db's serials are not trusted; "" when they are
+	wake       chan struct{}
+	since      time.Time // this run's start: transfers after it came from this run
+}
+
+// zoneCheck is one zone's progress.
+type zoneCheck struct {
+	untrusted bool // a peer at cns's serial is ahead as well
+	held      bool // NOTIFYs wait for the first round
+	answered  map[netip.AddrPort]bool
+	// ahead are serials propagation tracking saw peers hold past cns's.
+	ahead map[netip.AddrPort]uint32
+}
+
+func newSerialCheck(s *Server, zones []db.ZoneInfo) *serialCheck {
+	c := &serialCheck{s: s, zones: map[string]*zoneCheck{}, wake: make(chan struct{}, 1), since: time.Now()}
+	why, err := s.store.SerialsUnverified()
+	if err != nil {
+		s.log.Warn("serial trust unreadable; treating the serials as unverified", "err", err)
+		why = "unreadable"
+	}
+	c.unverified = why
+	for _, zi := range zones {
+		c.zones[zi.Name] = &zoneCheck{untrusted: why != "", held: true}
+	}
+	return c
+}
+
+// commit notes the zones a commit created or removed. It runs in the
+// commit hook, before the NOTIFYs are queued.
+func (c *serialCheck) commit(cm *db.Committed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	created := false
+	for _, zu := range cm.Zones {
+		switch {
+		case zu.Removed:
+			delete(c.zones, zu.Zone)
+		case zu.Entry == nil: // a new zone
+			c.zones[zu.Zone] = &zoneCheck{untrusted: true, held: true}
+			created = true
+		}
+	}
+	if created {
+		c.poke()
+	}
+}
+
+// holds reports whether zone's NOTIFYs wait for its first check.
+func (c *serialCheck) holds(zone string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	zc := c.zones[zone]
+	return zc != nil && zc.held
+}
+
+// peerAhead is called by propagation tracking for every serial a peer is
+// seen to serve. When it is past cns's, it returns the reason to show
+// and has the zone checked again.
+func (c *serialCheck) peerAhead(zone string, target netip.AddrPort, serial uint32) string {
+	cur, ok := c.s.ZoneSerial(zone)
+	if !ok || !db.SerialLess(cur, serial) {
+		return ""
+	}
+	c.mu.Lock()
+	zc := c.zones[zone]
+	if zc == nil {
+		zc = &zoneCheck{}
+		c.zones[zone] = zc
+	}
+	if zc.ahead == nil {
+		zc.ahead = map[netip.AddrPort]uint32{}
+	}
+	zc.ahead[target] = serial
+	c.mu.Unlock()
+	c.poke()
+	return fmt.Sprintf("peer holds serial %d, ahead of cns's %d (RFC 1982): it ignores cns until cns passes it", serial, cur)
+}
+
+func (c *serialCheck) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run checks zones until ctx ends: at once, then again with backoff while
+// some peer has not answered, and whenever a zone is created or a peer is
+// seen ahead.
+func (c *serialCheck) run(ctx context.Context) {
+	gap := serialCheckFirstGap
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+			gap = serialCheckFirstGap
+		case <-t.C:
+		}
+		if c.round(ctx) {
+			t.Stop()
+			continue
+		}
+		t.Reset(gap)
+		gap = min(2*gap, serialCheckMaxGap)
+	}
+}
+
+// peerSerial is one peer's answer.
+type peerSerial struct {
+	zone   string
+	target netip.AddrPort
+	serial uint32
+	has    bool // false: the peer answered without the zone
+	// ours: the peer transferred the zone from this run, so a serial
+	// equal to cns's is cns's own version of it.
+	ours bool
+}
+
+// round asks every peer that has not answered yet for each zone still
+// being checked, moves zones past the highest serial found, announces the
+// held ones, and reports whether every check is complete.
+func (c *serialCheck) round(ctx context.Context) bool {
+	acc := c.s.access.Load()
+	type job struct {
+		zone   string
+		target netip.AddrPort
+	}
+	var jobs []job
+	c.mu.Lock()
+	names := slices.Sorted(maps.Keys(c.zones))
+	for _, zone := range names {
+		zc := c.zones[zone]
+		for _, to := range c.s.notify.targetsOf(acc, zone) {
+			if !zc.answered[to] {
+				jobs = append(jobs, job{zone, to})
+			}
+		}
+	}
+	c.mu.Unlock()
+
+	answers := make(chan peerSerial, len(jobs))
+	sem := make(chan struct{}, serialCheckParallel)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if serial, has, ok := askSOA(ctx, j.target, j.zone); ok {
+				ours := has && c.s.peers.transferredSince(j.target.Addr(), j.zone, c.since)
+				if ours {
+					// It holds what it transferred from this run; a signer
+					// answers a serial of its own, and this is the one of
+					// cns's it serves (signers.go).
+					serial, _ = c.s.peers.observeSOA(j.target.Addr(), j.zone, serial, time.Now())
+				}
+				answers <- peerSerial{j.zone, j.target, serial, has, ours}
+			}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	if ctx.Err() != nil {
+		return false
+	}
+	return c.settle(acc, names, answers)
+}
+
+// settle acts on a round's answers.
+func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSerial) bool {
+	highest := map[string]peerSerial{}
+	note := func(a peerSerial) {
+		if h, ok := highest[a.zone]; !ok || db.SerialLess(h.serial, a.serial) {
+			highest[a.zone] = a
+		}
+	}
+	c.mu.Lock()
+	for a := range answers {
+		if zc := c.zones[a.zone]; zc != nil {
+			if zc.answered == nil {
+				zc.answered = map[netip.AddrPort]bool{}
+			}
+			zc.answered[a.target] = true
+			if a.has {
+				note(a)
+			}
+		}
+	}
+	type raise struct {
+		peerSerial
+		cur       uint32
+		untrusted bool
+	}
+	var raises []raise
+	var release []string
+	complete := true
+	for _, zone := range names {
+		zc := c.zones[zone]
+		if zc == nil {
+			continue
+		}
+		for to, serial := range zc.ahead {
+			note(peerSerial{zone, to, serial, true, false})
+		}
+		zc.ahead = nil
+		cur, ok := c.s.ZoneSerial(zone)
+		h, answered := highest[zone]
+		switch {
+		case ok && answered && (db.SerialLess(cur, h.serial) || (zc.untrusted && !h.ours && h.serial == cur)):
+			raises = append(raises, raise{h, cur, zc.untrusted})
+		case zc.held:
+			release = append(release, zone)
+		}
+		zc.held = false
+		targets := c.s.notify.targetsOf(acc, zone)
+		done := true
+		for _, to := range targets {
+			done = done && zc.answered[to]
+		}
+		if done {
+			zc.untrusted = false
+		}
+		complete = complete && done
+	}
+	verified := c.unverified != "" && complete
+	why := c.unverified
+	if verified {
+		c.unverified = ""
+	}
+	c.mu.Unlock()
+
+	for _, zone := range release {
+		if cur, ok := c.s.ZoneSerial(zone); ok {
+			c.s.notify.release(zone, cur)
+		}
+	}
+	for _, r := range raises {
+		c.s.log.Warn("a secondary holds a serial at or past the db's; continuing above it", "zone", r.zone,
+			"peer", r.target.String(), "peer_serial", r.serial, "serial", r.cur, "db_unverified", r.untrusted)
+		cm, err := c.s.store.RaiseSerial(r.zone, r.serial, fmt.Sprintf("serial check: %s holds %d", r.target, r.serial))
+		if err != nil {
+			c.s.log.Error("cannot move the serial past the secondary's; changes do not reach it", "zone", r.zone, "peer", r.target.String(), "err", err)
+		}
+		if err != nil || len(cm.Zones) == 0 {
+			c.s.notify.release(r.zone, r.cur)
+		}
+	}
+	if verified {
+		if err := c.s.store.MarkSerialsVerified(); err != nil {
+			c.s.log.Warn("cannot record that the serials are verified", "err", err)
+		} else {
+			c.s.log.Info("every secondary answered: serials verified", "was", why)
+		}
+	}
+	return complete
+}
+
+// transferredSince reports whether addr transferred zone after t.
+func (t *peerTracker) transferredSince(addr netip.Addr, zone string, since time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[addr.Unmap()]
+	return p != nil && p.Zones[zone] != nil && p.Zones[zone].LastTransfer.After(since)
+}
+
+// askSOA asks target for zone's serial. has is false when the peer
+// answered without one (it does not hold the zone yet); ok is false when
+// it did not answer.
+func askSOA(ctx context.Context, target netip.AddrPort, zone string) (serial uint32, has, ok bool) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(zone), dns.TypeSOA)
+	cl := &dns.Client{Timeout: serialCheckTimeout}
+	r, _, err := cl.ExchangeContext(ctx, m, target.String())
+	if err != nil {
+		return 0, false, false
+	}
+	for _, rr := range r.Answer {
+		if soa, isSOA := rr.(*dns.SOA); isSOA && r.Rcode == dns.RcodeSuccess {
+			return soa.Serial, true, true
+		}
+	}
+	return 0, false, true
+}

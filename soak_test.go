@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
+)
+
+// The soak (issue 20): the cns binary on a generated data center whose
+// inventory file changes continuously (aliases renamed every 100 ms,
+// whole services of 50 VMs stopped and started every 2 s), queried at a
+// fixed rate over UDP, with a secondary transferring every change and the
+// API polled; every interval the process's RSS, goroutines, open files,
+// the db file's size, the journals' sizes and the interval's p99 answer
+// latency are sampled into a TSV (bench/reliability.sh soak plots it).
+// CI runs it for a few seconds; CNS_SOAK_DURATION, CNS_SOAK_INTERVAL,
+// CNS_SOAK_VMS, CNS_SOAK_QPS and CNS_SOAK_OUT (the TSV's path) make it
+// long.
+func TestSoak(t *testing.T) {
+	duration := envDuration(t, "CNS_SOAK_DURATION", 6*time.Second)
+	interval := envDuration(t, "CNS_SOAK_INTERVAL", time.Second)
+	vms := envInt(t, "CNS_SOAK_VMS", 2000)
+	qps := envInt(t, "CNS_SOAK_QPS", 200)
+	out := os.Getenv("CNS_SOAK_OUT")
+	if out == "" {
+		out = filepath.Join(t.TempDir(), "soak.tsv")
+	}
+	kinds := interopKinds(t)
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 20})
+	const svcSize = 50
+	services := min(10, vms/svcSize/2)
+	for i := range services * svcSize {
+		inv.VMs[i].Tags["triton.cns.services"] = fmt.Sprintf("scale%d", i/svcSize)
+	}
+	r := newInteropRig(t, kinds[:1], inv, false, func(c map[string]any) {
+		c["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+		c["journal_max_entries"] = 500
+	})
+	api := "http://" + r.cns.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
+	r.converge("initial transfer")
+	names := soakNames(t, r)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	var lat latencies
+	wg.Go(func() { soakChurn(ctx, r.invPath, inv, services, svcSize) })
+	wg.Go(func() { soakQueries(ctx, r.primary(), names, qps, &lat) })
+	var apiErrs atomic.Int64
+	wg.Go(func() { soakPollAPI(ctx, api, &apiErrs) })
+
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "seconds\trss_kib\tgoroutines\topen_files\tdb_bytes\tjournal_entries\tjournal_bytes\tqueries\tlost\tp99_us")
+	pid := r.cns.cmd.Process.Pid
+	dbPath := filepath.Join(r.dir, "cns.db")
+	start := time.Now()
+	var samples []soakSample
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for time.Since(start) < duration {
+		<-tick.C
+		s := sampleSoak(t, pid, api, dbPath)
+		s.seconds = time.Since(start).Seconds()
+		s.queries, s.lost, s.p99 = lat.take()
+		samples = append(samples, s)
+		fmt.Fprintf(w, "%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.seconds, s.rssKiB, s.goroutines, s.files, s.dbBytes,
+			s.journalEntries, s.journalBytes, s.queries, s.lost, s.p99.Microseconds())
+		w.Flush()
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("samples in %s", out)
+
+	// Queries are answered throughout; nothing leaks: after the first
+	// fifth (warm-up), goroutines and open files stay within a small band.
+	var queries, lost int
+	for _, s := range samples {
+		queries += s.queries
+		lost += s.lost
+	}
+	if queries == 0 || lost*100 > queries {
+		t.Errorf("%d of %d queries unanswered", lost, queries)
+	}
+	if n := apiErrs.Load(); n > 0 {
+		t.Errorf("%d API polls failed", n)
+	}
+	warm := samples[len(samples)/5:]
+	first, last := warm[0], warm[len(warm)-1]
+	if last.goroutines > first.goroutines+50 || last.files > first.files+20 {
+		t.Errorf("goroutines %d -> %d, open files %d -> %d after warm-up", first.goroutines, last.goroutines, first.files, last.files)
+	}
+	if last.journalEntries == 0 || last.rssKiB == 0 || last.goroutines == 0 || last.files == 0 || last.dbBytes == 0 {
+		t.Errorf("a figure was not sampled: %+v", last)
+	}
+	t.Logf("%d samples: RSS %d -> %d KiB, goroutines %d -> %d, open files %d -> %d, db %d -> %d bytes, %d queries, %d lost",
+		len(samples), first.rssKiB, last.rssKiB, first.goroutines, last.goroutines, first.files, last.files, first.dbBytes, last.dbBytes, queries, lost)
+	// The secondary is identical to cns once the churn stops and its last
+	// inventory write is committed (serials still for a second).
+	for prev := r.serials(); ; {
+		time.Sleep(time.Second) // polling cns's serials until they settle
+		now := r.serials()
+		if maps.Equal(now, prev) {
+			break
+		}
+		prev = now
+	}
+	r.converge("end of the soak")
+}
+
+type soakSample struct {
+	seconds                       float64
+	rssKiB, goroutines, files     int
+	dbBytes, journalBytes         int64
+	journalEntries, queries, lost int
+	p99                           time.Duration
+}
+
+func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
+	var s soakSample
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				s.rssKiB, _ = strconv.Atoi(f[1])
+			}
+		}
+	}
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
+		s.files = len(fds)
+	}
+	if fi, err := os.Stat(dbPath); err == nil {
+		s.dbBytes = fi.Size()
+	}
+	if b, err := httpGet(api + "/debug/pprof/goroutine?debug=1"); err == nil {
+		fmt.Sscanf(string(b), "goroutine profile: total %d", &s.goroutines)
+	}
+	var zones []admin.ZoneSummary
+	b, err := httpGet(api + "/zones")
+	if err == nil {
+		err = json.Unmarshal(b, &zones)
+	}
+	if err != nil {
+		t.Errorf("GET /zones: %v", err)
+	}
+	for _, zs := range zones {
+		var z admin.Zone
+		if b, err := httpGet(api + "/zones/" + zs.Name); err == nil && json.Unmarshal(b, &z) == nil {
+			s.journalEntries += z.Journal.Entries
+			s.journalBytes += z.Journal.Bytes
+		} else {
+			t.Errorf("GET /zones/%s: %v", zs.Name, err)
+		}
+	}
+	return s
+}
+
+func httpGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// soakNames are the A names of the public zone, to query.
+func soakNames(t *testing.T, r *interopRig) []string {
+	rrs, err := r.axfr(publicZone, &interopKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, rr := range rrs {
+		if rr.Header().Rrtype == dns.TypeA {
+			names = append(names, rr.Header().Name)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no A records to query")
+	}
+	return names
+}
+
+// soakChurn renames aliases every 100 ms and stops or starts a whole
+// service every 2 s, writing the inventory file each time.
+func soakChurn(ctx context.Context, path string, inv *dc.Inventory, services, svcSize int) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for range 5 {
+			vm := &inv.VMs[services*svcSize+rng.IntN(len(inv.VMs)-services*svcSize)]
+			alias := fmt.Sprintf("churn%d", rng.IntN(1000))
+			vm.Alias = &alias
+		}
+		if n%20 == 0 && services > 0 {
+			svc := n / 20 % services
+			for i := svc * svcSize; i < (svc+1)*svcSize; i++ {
+				if inv.VMs[i].State == "running" {
+					inv.VMs[i].State = "stopped"
+				} else {
+					inv.VMs[i].State = "running"
+				}
+			}
+		}
+		data, err := json.Marshal(inv)
+		if err != nil {
+			panic(err)
+		}
+		if os.WriteFile(path+".tmp", data, 0o644) == nil {
+			os.Rename(path+".tmp", path)
+		}
+	}
+}
+
+// latencies collects answer times; take returns an interval's count,
+// losses and p99.
+type latencies struct {
+	mu   sync.Mutex
+	d    []time.Duration
+	lost int
+}
+
+func (l *latencies) add(d time.Duration, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !ok {
+		l.lost++
+		return
+	}
+	l.d = append(l.d, d)
+}
+
+func (l *latencies) take() (n, lost int, p99 time.Duration) {
+	l.mu.Lock()
+	d, lost := l.d, l.lost
+	l.d, l.lost = nil, 0
+	l.mu.Unlock()
+	if len(d) == 0 {
+		return 0, lost, 0
+	}
+	slices.Sort(d)
+	return len(d) + lost, lost, d[len(d)*99/100]
+}
+
+// soakQueries asks for a random name qps times a second.
+func soakQueries(ctx context.Context, addr string, names []string, qps int, lat *latencies) {
+	c := &dns.Client{Timeout: time.Second}
+	tick := time.NewTicker(time.Second / time.Duration(qps))
+	defer tick.Stop()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m := new(dns.Msg)
+		m.SetQuestion(names[rng.IntN(len(names))], dns.TypeA)
+		start := time.Now()
+		r, _, err := c.Exchange(m, addr)
+		lat.add(time.Since(start), err == nil && r != nil)
+	}
+}
+
+// soakPollAPI reads the API as an operator's dashboard would.
+func soakPollAPI(ctx context.Context, api string, errs *atomic.Int64) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, p := range []string{"/status", "/peers", "/feeds", "/metrics"} {
+			if _, err := httpGet(api + p); err != nil {
+				errs.Add(1)
+			}
+		}
+	}
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
