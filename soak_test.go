@@ -35,12 +35,18 @@ import (
 // latency are sampled into a TSV (bench/reliability.sh soak plots it).
 // CI runs it for a few seconds; CNS_SOAK_DURATION, CNS_SOAK_INTERVAL,
 // CNS_SOAK_VMS, CNS_SOAK_QPS and CNS_SOAK_OUT (the TSV's path) make it
-// long.
+// long. RSS is sampled split into anonymous memory (the Go heap and
+// stacks) and file-backed pages (mostly the mmapped db), next to the
+// heap's own figures, so that growth can be told apart; CNS_SOAK_CHURN
+// (the rename interval, 100 ms) churns faster, and CNS_SOAK_PROFILES (a
+// directory) keeps a heap profile per sample for `go tool pprof -base`.
 func TestSoak(t *testing.T) {
 	duration := envDuration(t, "CNS_SOAK_DURATION", 6*time.Second)
 	interval := envDuration(t, "CNS_SOAK_INTERVAL", time.Second)
 	vms := envInt(t, "CNS_SOAK_VMS", 2000)
 	qps := envInt(t, "CNS_SOAK_QPS", 200)
+	churn := envDuration(t, "CNS_SOAK_CHURN", 100*time.Millisecond)
+	profiles := os.Getenv("CNS_SOAK_PROFILES")
 	out := os.Getenv("CNS_SOAK_OUT")
 	if out == "" {
 		out = filepath.Join(t.TempDir(), "soak.tsv")
@@ -64,7 +70,7 @@ func TestSoak(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	var lat latencies
-	wg.Go(func() { soakChurn(ctx, r.invPath, inv, services, svcSize) })
+	wg.Go(func() { soakChurn(ctx, r.invPath, inv, services, svcSize, churn) })
 	wg.Go(func() { soakQueries(ctx, r.primary(), names, qps, &lat) })
 	var apiErrs atomic.Int64
 	wg.Go(func() { soakPollAPI(ctx, api, &apiErrs) })
@@ -75,7 +81,8 @@ func TestSoak(t *testing.T) {
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "seconds\trss_kib\tgoroutines\topen_files\tdb_bytes\tjournal_entries\tjournal_bytes\tqueries\tlost\tp99_us")
+	fmt.Fprintln(w, "seconds\trss_kib\tgoroutines\topen_files\tdb_bytes\tjournal_entries\tjournal_bytes\tqueries\tlost\tp99_us"+
+		"\trss_anon_kib\trss_file_kib\theap_inuse\theap_alloc\theap_released\theap_sys\tnext_gc")
 	pid := r.cns.cmd.Process.Pid
 	dbPath := filepath.Join(r.dir, "cns.db")
 	start := time.Now()
@@ -88,8 +95,12 @@ func TestSoak(t *testing.T) {
 		s.seconds = time.Since(start).Seconds()
 		s.queries, s.lost, s.p99 = lat.take()
 		samples = append(samples, s)
-		fmt.Fprintf(w, "%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.seconds, s.rssKiB, s.goroutines, s.files, s.dbBytes,
-			s.journalEntries, s.journalBytes, s.queries, s.lost, s.p99.Microseconds())
+		fmt.Fprintf(w, "%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.seconds, s.rssKiB, s.goroutines, s.files, s.dbBytes,
+			s.journalEntries, s.journalBytes, s.queries, s.lost, s.p99.Microseconds(), s.rssAnonKiB, s.rssFileKiB,
+			s.heap["HeapInuse"], s.heap["HeapAlloc"], s.heap["HeapReleased"], s.heap["HeapSys"], s.heap["NextGC"])
+		if profiles != "" {
+			saveHeapProfile(t, api, filepath.Join(profiles, fmt.Sprintf("heap-%05.0f.pb.gz", s.seconds)))
+		}
 		w.Flush()
 	}
 	cancel()
@@ -135,6 +146,8 @@ func TestSoak(t *testing.T) {
 type soakSample struct {
 	seconds                       float64
 	rssKiB, goroutines, files     int
+	rssAnonKiB, rssFileKiB        int
+	heap                          map[string]int64 // runtime.MemStats fields, from the heap profile
 	dbBytes, journalBytes         int64
 	journalEntries, queries, lost int
 	p99                           time.Duration
@@ -144,8 +157,17 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 	var s soakSample
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			switch f[0] {
+			case "VmRSS:":
 				s.rssKiB, _ = strconv.Atoi(f[1])
+			case "RssAnon:":
+				s.rssAnonKiB, _ = strconv.Atoi(f[1])
+			case "RssFile:":
+				s.rssFileKiB, _ = strconv.Atoi(f[1])
 			}
 		}
 	}
@@ -157,6 +179,15 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 	}
 	if b, err := httpGet(api + "/debug/pprof/goroutine?debug=1"); err == nil {
 		fmt.Sscanf(string(b), "goroutine profile: total %d", &s.goroutines)
+	}
+	s.heap = map[string]int64{}
+	if b, err := httpGet(api + "/debug/pprof/heap?debug=1"); err == nil {
+		// The text profile ends with runtime.MemStats as "# Name = value".
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[2] == "=" {
+				s.heap[f[1]], _ = strconv.ParseInt(f[3], 10, 64)
+			}
+		}
 	}
 	var zones []admin.ZoneSummary
 	b, err := httpGet(api + "/zones")
@@ -176,6 +207,18 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 		}
 	}
 	return s
+}
+
+// saveHeapProfile keeps the process's heap profile (after a GC, as
+// net/http/pprof's gc=1 forces) at path.
+func saveHeapProfile(t *testing.T, api, path string) {
+	b, err := httpGet(api + "/debug/pprof/heap?gc=1")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("heap profile: %v", err)
+	}
 }
 
 func httpGet(url string) ([]byte, error) {
@@ -208,10 +251,11 @@ func soakNames(t *testing.T, r *interopRig) []string {
 	return names
 }
 
-// soakChurn renames aliases every 100 ms and stops or starts a whole
-// service every 2 s, writing the inventory file each time.
-func soakChurn(ctx context.Context, path string, inv *dc.Inventory, services, svcSize int) {
-	tick := time.NewTicker(100 * time.Millisecond)
+// soakChurn renames aliases every interval (100 ms) and stops or starts a
+// whole service every 20 intervals (2 s), writing the inventory file each
+// time.
+func soakChurn(ctx context.Context, path string, inv *dc.Inventory, services, svcSize int, every time.Duration) {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := 0; ; n++ {
