@@ -82,7 +82,7 @@ func TestSoak(t *testing.T) {
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	fmt.Fprintln(w, "seconds\trss_kib\tgoroutines\topen_files\tdb_bytes\tjournal_entries\tjournal_bytes\tqueries\tlost\tp99_us"+
-		"\trss_anon_kib\trss_file_kib\theap_inuse\theap_alloc\theap_released\theap_sys\tnext_gc")
+		"\trss_anon_kib\trss_file_kib\trss_db_kib\theap_inuse\theap_alloc\theap_released\theap_sys\tnext_gc")
 	pid := r.cns.cmd.Process.Pid
 	dbPath := filepath.Join(r.dir, "cns.db")
 	start := time.Now()
@@ -95,8 +95,8 @@ func TestSoak(t *testing.T) {
 		s.seconds = time.Since(start).Seconds()
 		s.queries, s.lost, s.p99 = lat.take()
 		samples = append(samples, s)
-		fmt.Fprintf(w, "%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.seconds, s.rssKiB, s.goroutines, s.files, s.dbBytes,
-			s.journalEntries, s.journalBytes, s.queries, s.lost, s.p99.Microseconds(), s.rssAnonKiB, s.rssFileKiB,
+		fmt.Fprintf(w, "%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.seconds, s.rssKiB, s.goroutines, s.files, s.dbBytes,
+			s.journalEntries, s.journalBytes, s.queries, s.lost, s.p99.Microseconds(), s.rssAnonKiB, s.rssFileKiB, s.rssDBKiB,
 			s.heap["HeapInuse"], s.heap["HeapAlloc"], s.heap["HeapReleased"], s.heap["HeapSys"], s.heap["NextGC"])
 		if profiles != "" {
 			saveHeapProfile(t, api, filepath.Join(profiles, fmt.Sprintf("heap-%05.0f.pb.gz", s.seconds)))
@@ -147,6 +147,7 @@ type soakSample struct {
 	seconds                       float64
 	rssKiB, goroutines, files     int
 	rssAnonKiB, rssFileKiB        int
+	rssDBKiB                      int              // the file-backed part that is the mmapped db
 	heap                          map[string]int64 // runtime.MemStats fields, from the heap profile
 	dbBytes, journalBytes         int64
 	journalEntries, queries, lost int
@@ -171,6 +172,7 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 			}
 		}
 	}
+	s.rssDBKiB = mappedRSSKiB(pid, dbPath)
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		s.files = len(fds)
 	}
@@ -207,6 +209,27 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 		}
 	}
 	return s
+}
+
+// mappedRSSKiB is how much of the file at path the process has resident
+// through its mappings (bbolt's mmap of the db), from /proc/PID/smaps.
+func mappedRSSKiB(pid int, path string) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0
+	}
+	kib, inFile := 0, false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			inFile = len(f) >= 6 && f[5] == path // a mapping's header line
+		case inFile && len(f) >= 2 && f[0] == "Rss:":
+			n, _ := strconv.Atoi(f[1])
+			kib += n
+		}
+	}
+	return kib
 }
 
 // saveHeapProfile keeps the process's heap profile (after a GC, as
