@@ -82,7 +82,7 @@ func TestSoak(t *testing.T) {
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	fmt.Fprintln(w, "seconds\trss_kib\tgoroutines\topen_files\tdb_bytes\tjournal_entries\tjournal_bytes\tqueries\tlost\tp99_us"+
-		"\trss_anon_kib\trss_file_kib\trss_db_kib\theap_inuse\theap_alloc\theap_released\theap_sys\tnext_gc")
+		"\trss_anon_kib\trss_file_kib\trss_db_kib\theap_inuse\theap_live\theap_released\theap_sys\tnext_gc")
 	pid := r.cns.cmd.Process.Pid
 	dbPath := filepath.Join(r.dir, "cns.db")
 	start := time.Now()
@@ -183,7 +183,9 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 		fmt.Sscanf(string(b), "goroutine profile: total %d", &s.goroutines)
 	}
 	s.heap = map[string]int64{}
-	if b, err := httpGet(api + "/debug/pprof/heap?debug=1"); err == nil {
+	// gc=1: a collection first, so that HeapAlloc is the live heap (what
+	// a leak makes grow), not the garbage of the moment.
+	if b, err := httpGet(api + "/debug/pprof/heap?gc=1&debug=1"); err == nil {
 		// The text profile ends with runtime.MemStats as "# Name = value".
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[2] == "=" {
@@ -232,10 +234,10 @@ func mappedRSSKiB(pid int, path string) int {
 	return kib
 }
 
-// saveHeapProfile keeps the process's heap profile (after a GC, as
-// net/http/pprof's gc=1 forces) at path.
+// saveHeapProfile keeps the process's heap profile at path (inuse_space
+// and inuse_objects are as of the collection sampleSoak forced).
 func saveHeapProfile(t *testing.T, api, path string) {
-	b, err := httpGet(api + "/debug/pprof/heap?gc=1")
+	b, err := httpGet(api + "/debug/pprof/heap")
 	if err == nil {
 		err = os.WriteFile(path, b, 0o644)
 	}

@@ -22,7 +22,8 @@ METRICS = [
     ("rss_anon_kib", "RSS anonymous: heap, stacks (MiB)", 1 / 1024),
     ("rss_file_kib", "RSS file-backed: binary, mmapped db (MiB)", 1 / 1024),
     ("rss_db_kib", "RSS of the mmapped db (MiB)", 1 / 1024),
-    ("heap_inuse", "heap in use (MiB)", 1 / (1 << 20)),
+    ("heap_live", "heap live after a forced GC (MiB)", 1 / (1 << 20)),
+    ("heap_inuse", "heap in use, spans (MiB)", 1 / (1 << 20)),
     ("heap_released", "heap released to the OS (MiB)", 1 / (1 << 20)),
 ]
 
