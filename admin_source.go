@@ -56,6 +56,7 @@ func (d apiDNS) AllowedPeers() []admin.AllowedPeer {
 func (d apiDNS) Metrics() admin.DNSMetrics {
 	qs, fs, ts := d.srv.QueryStats(), d.srv.ForwardStats(), d.srv.TransferStats()
 	m := admin.DNSMetrics{AnswersByType: qs.ByType, AnswersByRcode: qs.ByRcode, Dropped: qs.Dropped,
+		ClientScoped: qs.ClientScoped, ClientUnidentified: qs.Unidentified,
 		ForwardHits: fs.Hits, ForwardMisses: fs.Misses, ForwardFailures: fs.Failures, ForwardCached: fs.Cached,
 		RRLLimited: d.srv.RRLLimited(), AXFR: ts.AXFR, IXFR: ts.IXFR, UpToDate: ts.UpToDate, Refused: ts.Refused,
 		Propagation: d.srv.PropagationHistograms()}

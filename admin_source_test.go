@@ -30,7 +30,7 @@ func zeroFields(v any, skip ...string) []string {
 func TestAPIConversionsCarryEveryField(t *testing.T) {
 	at := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 	prop := apiPropagation(serve.Propagation{Zone: "z.example", Serial: 7, State: serve.StateError, Committed: at,
-		Peers: []serve.PeerPropagation{{Address: "192.0.2.1", Serial: 6, SignerSerial: 9, State: serve.StateError, Seconds: 1.5, Polls: 20,
+		Peers: []serve.PeerPropagation{{Address: "192.0.2.1", Serial: 6, SignerSerial: 9, State: serve.StateError, Error: "ahead of cns", Seconds: 1.5, Polls: 20,
 			Target: netip.MustParseAddrPort("192.0.2.1:53")}}})
 	if z := zeroFields(prop); len(z) > 0 {
 		t.Errorf("propagation: %v are zero", z)

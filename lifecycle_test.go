@@ -186,7 +186,7 @@ func TestKill9DuringChanges(t *testing.T) {
 	}
 
 	// Every zone equals what the inventory implies, record for record.
-	want := inventoryTruth(t, cfg, inv)
+	want := freshUpdaterZones(t, cfg, inv)
 	retained := journalSerials(t, dbPath)
 	p = startCNS(t, cfg)
 	checked, full, fromAXFR := 0, 0, 0
@@ -254,7 +254,7 @@ func TestKill9DuringChanges(t *testing.T) {
 	if fromAXFR == 0 {
 		t.Error("no AXFR taken during the run had a serial the journal retains")
 	}
-	t.Logf("%d kills in %v, serial %d; %d IXFRs from retained serials checked in %d zones (%d applied to an AXFR taken at their serial, %d answered with the whole zone); the journal turns %d AXFRs taken during the run into the next; every zone equal to the inventory",
+	t.Logf("%d kills in %v, serial %d; %d IXFRs from retained serials checked in %d zones (%d applied to an AXFR taken at their serial, %d answered with the whole zone); the journal turns %d AXFRs taken during the run into the next; every zone equal to what a fresh updater makes of the inventory",
 		kills, killed.Round(time.Second), lastSerial, checked, len(retained), fromAXFR, full, chained)
 }
 
@@ -369,9 +369,14 @@ func sample(list []uint32, n int) []uint32 {
 	return out
 }
 
-// inventoryTruth computes, with a fresh store, what cns must publish for
-// inv under the config at cfgPath: every zone's records, apex excluded.
-func inventoryTruth(t testing.TB, cfgPath string, inv *dc.Inventory) map[string][]string {
+// freshUpdaterZones computes, with a fresh store and the same updater and
+// records code, what cns must publish for inv under the config at cfgPath:
+// every zone's records, apex excluded. It is not independent of the code
+// under test: it catches what a crash, a restart, churn or faults did to
+// the running cns (a lost commit, a torn journal, a missed change), not a
+// wrong naming rule; dc.golden and TestDefaultDataCenterLiterals hold the
+// rules to hand-written answers.
+func freshUpdaterZones(t testing.TB, cfgPath string, inv *dc.Inventory) map[string][]string {
 	t.Helper()
 	cfg, err := config.Load(cfgPath)
 	if err != nil {

@@ -199,13 +199,14 @@ func dumpZones(t testing.TB, store *db.DB) map[string][]string {
 	return out
 }
 
-// truth computes, with a fresh store and updater, what cns must publish
-// for the simulator's current world: its VMs (the destroyed ones too),
+// simZonesByFreshUpdater computes, with a fresh store and updater (see
+// freshUpdaterZones: the same code, so it checks the pipeline, not the
+// rules), what cns must publish for the simulator's current world: its VMs (the destroyed ones too),
 // the compute nodes (their CMON names), owners, networks and pools.
-func truth(t testing.TB, sim *sdcsim.Sim) map[string][]string {
+func simZonesByFreshUpdater(t testing.TB, sim *sdcsim.Sim) map[string][]string {
 	t.Helper()
 	inv := sim.Inventory()
-	return inventoryTruth(t, "testdata/cns.json", &inv)
+	return freshUpdaterZones(t, "testdata/cns.json", &inv)
 }
 
 // converged waits until cns publishes exactly the simulator's truth.
@@ -214,7 +215,7 @@ func (c *sdcCNS) converged(sim *sdcsim.Sim, timeout time.Duration) time.Duration
 	var want, got map[string][]string
 	start := time.Now()
 	for {
-		want = truth(c.t, sim)
+		want = simZonesByFreshUpdater(c.t, sim)
 		if c.updater.Pending() == 0 && c.feed.Status().Pending == 0 {
 			got = dumpZones(c.t, c.store)
 			if maps.EqualFunc(got, want, slices.Equal[[]string]) {

@@ -94,7 +94,8 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	// are looked up in the background.
 	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
 		Access: transferAccess(context.Background(), cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding),
-		Propagation: servePropagation(cfg.Propagation), Signers: cfg.Signers, Notified: s.notified}, s.store)
+		Propagation: servePropagation(cfg.Propagation), Signers: cfg.Signers, Notified: s.notified,
+		ClientAnswers: serveClientAnswers(cfg.ClientAnswers)}, s.store)
 	if err != nil {
 		return nil, err
 	}

@@ -20,3 +20,13 @@ func servePropagation(p config.Propagation) serve.PropagationPolicy {
 func serveForwarding(f config.Forwarding) serve.Forwarding {
 	return serve.Forwarding{Clients: f.Clients, Upstreams: f.Upstreams, CacheEntries: f.CacheEntries, Timeout: f.Timeout}
 }
+
+// serveClientAnswers: the networks are the updater's business (they pick
+// the addresses it commits); serve needs to know only that it is on.
+func serveClientAnswers(c config.ClientAnswers) serve.ClientAnswers {
+	out := serve.ClientAnswers{Enabled: len(c.Networks) > 0}
+	for _, a := range c.Listen {
+		out.Listen = append(out.Listen, a.String())
+	}
+	return out
+}

@@ -52,6 +52,11 @@ type VM struct {
 	Problems     []string `json:"problems,omitempty"`
 	// Records are every record the VM contributes, in zone file text.
 	Records []string `json:"records,omitempty"`
+	// With client_answers: the addresses that identify the VM when it
+	// asks cns, and the owner-less short names its owner's instances can
+	// use for it (self.inst.<zone> for itself).
+	ClientAddrs []string `json:"client_addrs,omitempty"`
+	ShortNames  []string `json:"short_names,omitempty"`
 }
 
 // PeerSummary is one entry of GET /peers.

@@ -164,6 +164,12 @@ func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 	for _, p := range vm.Problems {
 		f.text("problem", p)
 	}
+	// client_answers: where the VM asks from, and the owner-less names
+	// its owner's instances have for it.
+	if len(vm.ClientAddrs) > 0 {
+		f.text("asks_from", strings.Join(vm.ClientAddrs, ", "))
+		f.list("scoped", vm.ShortNames, "")
+	}
 	return nil
 }
 

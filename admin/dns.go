@@ -47,6 +47,9 @@ type DNSMetrics struct {
 	AnswersByType  map[string]map[string]uint64
 	AnswersByRcode map[string]map[string]uint64
 	Dropped        uint64 // requests given no answer
+	// Client answers (client_answers): owner-less names answered in the
+	// asking instance's scope, and asked by callers identified as no one.
+	ClientScoped, ClientUnidentified uint64
 	// Forwarded queries (all zero when forwarding is off).
 	ForwardHits, ForwardMisses, ForwardFailures uint64
 	ForwardCached                               int

@@ -200,6 +200,8 @@ func writeDNSMetrics(m *metricWriter, dm DNSMetrics) {
 		}
 	}
 	m.counter("cns_dns_dropped_total", "Requests given no answer (too short, or a response).", float64(dm.Dropped))
+	m.counter("cns_dns_client_scoped_total", "Owner-less names answered in the asking instance's scope (client_answers).", float64(dm.ClientScoped))
+	m.counter("cns_dns_client_unidentified_total", "Owner-less names asked from an address that identifies no instance, or several.", float64(dm.ClientUnidentified))
 	if dm.ForwardHits+dm.ForwardMisses > 0 {
 		m.help("cns_forward_queries_total", "counter", "Forwarded queries by cache outcome.")
 		m.sample("cns_forward_queries_total", float64(dm.ForwardHits), "cache", "hit")

@@ -139,6 +139,45 @@ func VMJSON(vm db.VM) VM {
 	}
 	slices.Sort(out.Names)
 	out.LastVisit = max(out.LastVisit, vm.LastSeen.UnixMilli())
+	if vm.Client != nil {
+		for _, a := range vm.Client.Addrs {
+			s := a.Addr.String()
+			if a.Fabric.IsValid() {
+				s += " (fabric " + a.Fabric.String() + ")"
+			}
+			out.ClientAddrs = append(out.ClientAddrs, s)
+		}
+		out.ShortNames = shortNames(out.Names)
+	}
+	return out
+}
+
+// shortNames are the owner-less forms of a VM's names that client_answers
+// gives its owner's instances: the label after "inst" or "svc" (the
+// owner) dropped, and self.inst.<zone> in every zone with an instance
+// name.
+func shortNames(names []string) []string {
+	var out []string
+	for _, n := range names {
+		labels := strings.Split(n, ".")
+		for i := 1; i+2 < len(labels); i++ {
+			if labels[i] != "inst" && labels[i] != "svc" {
+				continue
+			}
+			zone := strings.Join(labels[i+2:], ".")
+			add := func(s string) {
+				if !slices.Contains(out, s) {
+					out = append(out, s)
+				}
+			}
+			add(strings.Join(labels[:i+1], ".") + "." + zone)
+			if labels[i] == "inst" {
+				add("self.inst." + zone)
+			}
+			break
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

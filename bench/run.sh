@@ -40,6 +40,13 @@
 #   LOSS_DURATION (10): seconds of each fixed-rate loss run (0: skip them)
 #   RESTART_REPS (3): restarts of cns per size timed by bench/first-answer.py
 #     (first answer polled every 2 ms from one socket; 0: skip)
+#   CPU_QUOTA (40): the capped yardstick (issue 21): every server run-anchors
+#     starts runs in a cgroup v1 cpu quota of CPU_QUOTA % of one CPU
+#     (bench/capped/taskset, put first in PATH for run-anchors only), so the
+#     server, never dnsperf, is the bottleneck, and its capacity is
+#     qps / quota. Needs root and /sys/fs/cgroup/cpu (cgroup v1). 0: no cap,
+#     the previous rounds' yardstick (qps / measured server CPU share).
+#     The loss runs and restarts below are not capped.
 #   PREP_PORT (5390)  PREP_TIMEOUT (900 s)  ANCHORS (../shared/bench/run-anchors.sh)
 #   and every knob of run-anchors (DURATION, TCP_DURATION, SERVERS, SERVER_CPU,
 #   CLIENT_CPU, ...), passed through.
@@ -64,14 +71,21 @@ INSTALL=${INSTALL:-0}
 LOSS_DURATION=${LOSS_DURATION:-10}
 RESTART_REPS=${RESTART_REPS:-3}
 SERVER_CPU=${SERVER_CPU:-0}
+CPU_QUOTA=${CPU_QUOTA:-40}
+CPU_CGROUP=${CPU_CGROUP:-/sys/fs/cgroup/cpu/cns-bench}
 CLIENT_CPU=${CLIENT_CPU:-1}
 FWD_ZONE=dc.cns.example
 REV_ZONE=10.in-addr.arpa
-export SIZES REPS SEED SERVER_CPU CLIENT_CPU
+export SIZES REPS SEED SERVER_CPU CLIENT_CPU CPU_CGROUP
 
 log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 1; }
 
+[[ $CPU_QUOTA =~ ^[0-9]+$ ]] && [ "$CPU_QUOTA" -le 100 ] || die "CPU_QUOTA must be a percentage of one CPU (0-100), not '$CPU_QUOTA'"
+if [ "$CPU_QUOTA" -gt 0 ]; then
+    [ -w "$(dirname "$CPU_CGROUP")/cgroup.procs" ] ||
+        die "CPU_QUOTA=$CPU_QUOTA needs a writable cgroup v1 cpu controller at $(dirname "$CPU_CGROUP") (root; mount | grep cgroup); CPU_QUOTA=0 runs uncapped"
+fi
 case $CNS_FEED in none|file) ;; *) die "CNS_FEED must be none or file, not '$CNS_FEED'" ;; esac
 for n in $SIZES; do
     [[ $n =~ ^[0-9]+$ ]] && [ "$n" -gt 0 ] || die "SIZES: '$n' is not a number of VMs"
@@ -263,12 +277,23 @@ for n in $SIZES; do
 done
 
 # ---------------------------------------------------------------- side by side
-log "running $ANCHORS (OUT=$OUT)"
+log "running $ANCHORS (OUT=$OUT, servers capped at CPU_QUOTA=$CPU_QUOTA % of CPU $SERVER_CPU)"
+echo "$CPU_QUOTA" > "$OUT/cpu_quota.txt"
 rc=0
-ZONES_DIR=$WORK/zones OUT=$OUT FWD=$FWD_ZONE. REV=$REV_ZONE. \
+ANCHORS_PATH=$PATH
+[ "$CPU_QUOTA" -gt 0 ] && ANCHORS_PATH=$ROOT/bench/capped:$PATH
+PATH=$ANCHORS_PATH CPU_QUOTA=$CPU_QUOTA ZONES_DIR=$WORK/zones OUT=$OUT FWD=$FWD_ZONE. REV=$REV_ZONE. \
     CUSTOM_CMD="$ROOT/bench/cns-custom.sh $CNS $WORK/prep {addr} {port} {fwd} {dir}" \
     bash "$ANCHORS" || rc=$?
 [ "$rc" -eq 0 ] || log "run-anchors.sh exited with status $rc"
+if [ "$CPU_QUOTA" -gt 0 ]; then
+    # the throttling each server saw (the quota held), then drop the groups
+    for cg in "$CPU_CGROUP"/*/; do
+        [ -f "$cg/cpu.stat" ] || continue
+        log "cgroup $(basename "$cg"): $(tr '\n' ' ' < "$cg/cpu.stat")"
+        rmdir "$cg" 2>/dev/null || true
+    done
+fi
 [ -f "$OUT/results.tsv" ] || die "no $OUT/results.tsv"
 
 # ---------------------------------------------------------------- lost queries at fixed rates
@@ -335,7 +360,7 @@ if [ "$RESTART_REPS" -gt 0 ]; then
     done
 fi
 
-python3 "$ROOT/bench/ratios.py" "$OUT/results.tsv" "$LOSS" "$WORK/figures.tsv" "$RESTART" > "$OUT/ratios.md" || true
+CPU_QUOTA=$CPU_QUOTA python3 "$ROOT/bench/ratios.py" "$OUT/results.tsv" "$LOSS" "$WORK/figures.tsv" "$RESTART" > "$OUT/ratios.md" || true
 cat "$OUT/ratios.md"
 echo
 log "run-anchors summary: $OUT/summary.md"

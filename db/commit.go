@@ -51,6 +51,9 @@ type VMChange struct {
 	Meta []byte
 	// Records are all the records the VM contributes now.
 	Records []Record
+	// Client is how the VM is recognised when it queries cns (nil or no
+	// addresses: it is not).
+	Client *Client
 	// Hash, when not zero, is kept with the VM (see VMHashes): the
 	// updater's digest of what it computed, to skip unchanged VMs.
 	Hash uint64
@@ -78,6 +81,8 @@ type Committed struct {
 	// Problems are records or zones the commit skipped or cut, each a
 	// sentence for the log.
 	Problems []string
+	// Clients are the VMs whose Client changed.
+	Clients []ClientUpdate
 }
 
 // ZoneUpdate is one zone's new version.
@@ -160,7 +165,9 @@ type commit struct {
 	cfg   ZoneConfig
 	zones map[string]*zoneWork
 	names map[string]*nameWork // by zone + "\x00" + key
-	probs []string
+	// clients are the VMs whose Client changed.
+	clients []ClientUpdate
+	probs   []string
 }
 
 // zoneWork collects one zone's changes.
@@ -330,6 +337,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 		newNames = append(newNames, vmName{zone: g.zone.name, key: g.key})
 	}
 
+	if err := c.applyClient(vmKey, vc); err != nil {
+		return err
+	}
 	hashes, err := c.tx.CreateBucketIfNotExists(bucketVMHashes)
 	if err != nil {
 		return err
@@ -473,6 +483,7 @@ func (c *commit) finish() (*Committed, error) {
 		}
 	}
 	out.Problems = c.probs
+	out.Clients = c.clients
 	return out, nil
 }
 

@@ -82,6 +82,10 @@ func zoneInfo(b *bolt.Bucket, name string) (ZoneInfo, error) {
 	return zi, nil
 }
 
+// scanReleaseEvery is how many bytes of names and candidates ScanZone
+// reads between two releases of the mapped pages.
+const scanReleaseEvery = 8 << 20
+
 // ScanZone calls fn with every owner name of zone that has records, in
 // store order (a parent before its descendants), and what it publishes.
 // owner and rrs are only valid during the call. The apex is not included.
@@ -101,7 +105,16 @@ func (d *DB) ScanZone(zone string, fn func(owner []byte, rrs RRs) error) error {
 		var cands []candidate
 		var scratch publishScratch
 		var owner []byte
+		// The pages read stay resident (and count in the process's RSS)
+		// until released: a warm-up reads most of the file while it
+		// builds the tables, so they are dropped as the scan goes, not
+		// only at the end. The mapping cannot move while tx is open.
+		read := 0
 		return b.Bucket(bucketNames).ForEach(func(k, v []byte) error {
+			if read += len(k) + len(v); read >= scanReleaseEvery {
+				read = 0
+				releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
+			}
 			var err error
 			if cands, err = appendCandidates(cands[:0], v); err != nil {
 				return fmt.Errorf("zone %s name %s: %w", zone, WireToString(keyToWire(k, wire)), err)
@@ -233,6 +246,8 @@ type VM struct {
 	// LastSeen is when a feed last reported the VM, as last saved
 	// (SaveLastSeen); zero when never saved.
 	LastSeen time.Time
+	// Client is how the VM is recognised when it asks cns (nil: it is not).
+	Client *Client
 }
 
 // VM returns the stored VM; ok is false when the store does not know it.
@@ -254,6 +269,15 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 			return fmt.Errorf("vm %s: %w", uuid, err)
 		}
 		vm.Meta = bytes.Clone(e.meta)
+		if cb := tx.Bucket(bucketClients); cb != nil {
+			if raw := cb.Get([]byte(vm.UUID)); raw != nil {
+				c, err := decodeClient(raw)
+				if err != nil {
+					return fmt.Errorf("vm %s client: %w", uuid, err)
+				}
+				vm.Client = &c
+			}
+		}
 		for _, n := range e.names {
 			b := tx.Bucket(bucketZones).Bucket([]byte(n.zone))
 			if b == nil {

@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
@@ -41,7 +43,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 		cnDown = f.down
 	}
 	res := u.computeListing(records.Input{VM: vm, Owner: owner, CNDown: cnDown})
-	vc := u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res)
+	vc := u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res, clientOf(owner, &res))
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
 	}
@@ -60,12 +62,25 @@ func (u *Updater) computeNodeChange(uuid string, f *serverFacts) db.VMChange {
 	res := records.ComputeNode(&u.cfg, &f.server)
 	m := &VMMeta{UUID: uuid, Alias: f.server.Hostname, Server: uuid, CNDown: f.down, ComputeNode: true,
 		Reasons: []string{string(records.ReasonComputeNode)}, Problems: res.Problems}
-	return u.vmChange(uuid, m, &res)
+	return u.vmChange(uuid, m, &res, nil)
 }
 
-// vmChange is the change storing m (its Updated set now) and res's
-// records, hashed without the time.
-func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result) db.VMChange {
+// clientOf is how a listed VM is recognised when it asks cns
+// (client_answers), nil when it is not.
+func clientOf(owner *dc.User, res *records.Result) *db.Client {
+	if len(res.Clients) == 0 {
+		return nil
+	}
+	c := &db.Client{Owner: strings.ToLower(owner.UUID), Addrs: make([]db.ClientAddr, 0, len(res.Clients)), Zones: res.ClientZones}
+	for _, a := range res.Clients {
+		c.Addrs = append(c.Addrs, db.ClientAddr{Addr: a.Addr, Fabric: a.Fabric})
+	}
+	return c
+}
+
+// vmChange is the change storing m (its Updated set now), res's records
+// and client, hashed without the time.
+func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result, client *db.Client) db.VMChange {
 	timeless, err := json.Marshal(m) // what the hash covers: the decision, not when it was made
 	if err != nil {
 		timeless = nil
@@ -75,18 +90,19 @@ func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result) db.VMCha
 	if err != nil {
 		meta = nil
 	}
-	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records))}
+	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records)), Client: client}
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
-	vc.Hash = changeHash(timeless, vc.Records)
+	vc.Hash = changeHash(timeless, vc.Records, client)
 	return vc
 }
 
 // changeHash identifies a VM's computed state: its decision (meta
 // without the time it was made) and its records in wire form. Equal
-// hashes mean nothing to commit.
-func changeHash(meta []byte, recs []db.Record) uint64 {
+// hashes mean nothing to commit. A VM without a Client hashes as it did
+// before client_answers existed, so enabling nothing rewrites nothing.
+func changeHash(meta []byte, recs []db.Record, client *db.Client) uint64 {
 	h := fnv.New64a()
 	h.Write(meta)
 	buf := make([]byte, 512)
@@ -101,6 +117,13 @@ func changeHash(meta []byte, recs []db.Record) uint64 {
 		} else {
 			h.Write([]byte(r.RR.String()))
 		}
+	}
+	if client != nil {
+		h.Write([]byte("\x00client\x00" + client.Owner))
+		for _, a := range client.Addrs {
+			h.Write([]byte(a.Addr.String() + " " + a.Fabric.String()))
+		}
+		h.Write([]byte(strings.Join(client.Zones, " ")))
 	}
 	return h.Sum64() | 1 // never 0, which means "no hash"
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 
 	"github.com/miekg/dns"
 )
@@ -15,6 +16,16 @@ const (
 	maxCNAMEs   = 8  // CNAME hops followed inside a zone
 	maxPointer  = 0x3FFF
 	rcodeBadVer = 16
+	edeHeader   = 6 // option code, length and INFO-CODE of an EDE option
+)
+
+// Extended DNS Errors (RFC 8914) of client-scoped answers: "Other Error"
+// with a text, since no registered code says "who are you".
+const (
+	edeOther           = 0
+	edeUnknownSource   = "client_answers: the source address identifies no instance"
+	edeAmbiguousSource = "client_answers: the source address belongs to several instances"
+	edeNotInZone       = "client_answers: the asking instance has no names in this zone"
 )
 
 // response builds one answer message in place. The header is written last,
@@ -31,6 +42,10 @@ type response struct {
 	edns   bool
 	ednsDO bool
 	size   uint16 // our EDNS UDP payload size
+	// ede, when edeText is set, is the Extended DNS Error (RFC 8914) the
+	// OPT record carries.
+	ede     uint16
+	edeText string
 }
 
 // start copies the question of q into b and prepares the header fields.
@@ -94,6 +109,9 @@ func (r *response) finish(id uint16) []byte {
 		r.b = append(r.b, 0, byte(dns.TypeOPT>>8), byte(dns.TypeOPT),
 			byte(r.size>>8), byte(r.size),
 			byte(ext>>24), byte(ext>>16), byte(ext>>8), byte(ext), 0, 0)
+		if r.edeText != "" {
+			r.appendEDE()
+		}
 		r.ar++
 	}
 	h := r.b[:headerLen]
@@ -110,12 +128,27 @@ func (r *response) finish(id uint16) []byte {
 	return r.b
 }
 
+// appendEDE adds the Extended DNS Error option to the OPT record just
+// written (room for it was not reserved: it is left out when it does not
+// fit).
+func (r *response) appendEDE() {
+	n := edeHeader + len(r.edeText)
+	if len(r.b)+n > r.limit+optLen {
+		return
+	}
+	binary.BigEndian.PutUint16(r.b[len(r.b)-2:], uint16(n))
+	r.b = binary.BigEndian.AppendUint16(r.b, dns.EDNS0EDE)
+	r.b = binary.BigEndian.AppendUint16(r.b, uint16(2+len(r.edeText)))
+	r.b = binary.BigEndian.AppendUint16(r.b, r.ede)
+	r.b = append(r.b, r.edeText...)
+}
+
 // answer resolves a parsed QUERY against the snapshot into b.
 func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	var r response
 	r.start(q, b, limit, s.udpSize)
 	switch {
-	case q.qclass == dns.ClassCHAOS:
+	case q.qclass == dns.ClassCHAOS && !q.clientOnly():
 		s.answerChaos(&r, q)
 		return r.finish(q.id)
 	case q.qclass != dns.ClassINET && q.qclass != dns.ClassANY:
@@ -137,23 +170,38 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 		// §3.3.2), as NSD answers it.
 		r.flags |= flagAA
 	}
-	zonePtr := headerLen + zoff // the apex inside the question name
 	if zoff == 0 && q.qtype == dns.TypeSOA {
 		s.peers.soaQuery(q.src.Addr(), z.name)
 	}
-
-	ptr := headerLen // owner of the next answer records
+	zonePtr := headerLen + zoff // the apex inside the question name
+	ptr := headerLen            // owner of the next answer records
+	// scoped is set once name is the client-scoped meaning of the question
+	// (client answers on, so sn.clients is set; client-only listeners
+	// exist only then): an owner-less name that cannot exist as asked, or
+	// any name on a client-only listener, gets it before any lookup;
+	// another name only when it does not exist.
+	scoped := false
+	if sn.clients != nil && (q.clientOnly() || z.ownerlessOnly(name, zoff)) {
+		var ok bool
+		if name, ok = s.scopedMeaning(&r, sn, z, q, name, zoff); !ok {
+			return r.finish(q.id)
+		}
+		scoped = true
+	}
 	for hop := 0; ; hop++ {
 		rrs, found, err := z.node(name)
 		if err != nil {
-			s.log.Error("lookup failed", "zone", z.name, "err", err)
-			r.b = r.b[:r.qend]
-			r.an = 0
-			r.flags &^= flagAA
-			r.rcode = dns.RcodeServerFailure
-			return r.finish(q.id)
+			return s.lookupFailed(&r, z, q, err)
 		}
 		if !found {
+			if hop == 0 && !scoped && sn.clients != nil {
+				var ok bool
+				if name, ok = s.scopedMeaning(&r, sn, z, q, name, zoff); !ok {
+					break
+				}
+				scoped = true
+				continue
+			}
 			r.rcode = dns.RcodeNameError
 			s.negative(&r, z, zonePtr)
 			break
@@ -193,6 +241,71 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 		name, ptr = target, rdOff
 	}
 	return r.finish(q.id)
+}
+
+// lookupFailed answers SERVFAIL, without any record, to a query whose
+// lookup in the store failed (a cold zone read from a damaged db).
+func (s *Server) lookupFailed(r *response, z *zone, q *query, err error) []byte {
+	s.log.Error("lookup failed", "zone", z.name, "err", err)
+	r.b = r.b[:r.qend]
+	r.an = 0
+	r.flags &^= flagAA
+	r.rcode = dns.RcodeServerFailure
+	return r.finish(q.id)
+}
+
+// ownerlessOnly reports whether name can only mean its scoped meaning:
+// it has an owner-less form, and the zone, in memory, has no name of that
+// shape (neither svc.<zone> nor inst.<zone> exists). Such names skip the
+// lookup that could only fail.
+func (z *zone) ownerlessOnly(name []byte, zoff int) bool {
+	if z.names == nil || z.kindNodes {
+		return false
+	}
+	_, ok := ownerless(name, zoff)
+	return ok
+}
+
+// scopedMeaning returns the name an owner-less name means in the scope
+// of the instance the query comes from (see clients.go). Otherwise it
+// writes the answer into r and returns false: NXDOMAIN for a name with
+// no owner-less form (REFUSED on a client-only listener, which offers
+// nothing else), and NXDOMAIN with an Extended DNS Error saying why for a
+// caller identified as no one, or as several instances, or asking in a
+// zone its instance has no names in: never another owner's records.
+func (s *Server) scopedMeaning(r *response, sn *snapshot, z *zone, q *query, name []byte, zoff int) ([]byte, bool) {
+	kindOff, ok := ownerless(name, zoff)
+	switch {
+	case !ok && q.clientOnly(), sn.clients == nil:
+		r.flags &^= flagAA
+		r.rcode = dns.RcodeRefused
+		return nil, false
+	case !ok:
+		r.rcode = dns.RcodeNameError
+		s.negative(r, z, headerLen+zoff)
+		return nil, false
+	}
+	cl, status := sn.clients.caller(q.src.Addr(), q.local())
+	switch {
+	case status == callerUnknown:
+		q.scope, r.ede, r.edeText = scopeUnidentified, edeOther, edeUnknownSource
+	case status == callerAmbiguous:
+		q.scope, r.ede, r.edeText = scopeUnidentified, edeOther, edeAmbiguousSource
+	case !slices.Contains(cl.scope.zones, z.name):
+		// The caller's scope covers the zones its instance has names in.
+		r.ede, r.edeText = edeOther, edeNotInZone
+	default:
+		if q.conn == nil {
+			q.conn = &queryConn{} // tests; a listener's queries come with one
+		}
+		if scoped, ok := scopedName(&q.conn.scratch, name, kindOff, zoff, &cl); ok {
+			q.scope = scopeAnswered
+			return scoped, true
+		}
+	}
+	r.rcode = dns.RcodeNameError
+	s.negative(r, z, headerLen+zoff)
+	return nil, false
 }
 
 // negative adds the zone's SOA to the authority section.

@@ -56,6 +56,11 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		{"dc.example.com.", dns.TypeSOA},
 		{"1.0.0.10.in-addr.arpa.", dns.TypePTR},
 		{"www.example.org.", dns.TypeA},
+		// Owner-less names, for the client-answers servers.
+		{"web.svc.dc.example.com.", dns.TypeSRV},
+		{"self.inst.dc.example.com.", dns.TypeA},
+		{"db-1.inst.dc.example.com.", dns.TypeTXT},
+		{"_grpclb._tcp.web.svc.dc.example.com.", dns.TypeSRV},
 	} {
 		m := new(dns.Msg)
 		m.SetQuestion(q.name, q.qtype)
@@ -108,24 +113,42 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	return out
 }
 
-// fuzzServers returns a cold and a warm server for the test store, not
+// fuzzServers returns a cold and a warm server for the test store, and a
+// cold and a warm one with client answers on for the client store, not
 // listening: requests go straight to handle and serveConn.
 func fuzzServers(t testing.TB) []*Server {
 	var out []*Server
-	for _, warm := range []bool{false, true} {
-		s, err := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "cns fuzz", Identity: "fuzz",
-			Access: Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Keys: []Key{testKey}}}, testStore(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if warm {
-			if err := s.Warm(); err != nil {
+	for _, clients := range []bool{false, true} {
+		for _, warm := range []bool{false, true} {
+			store := testStore(t)
+			if clients {
+				store = clientStore(t)
+			}
+			s, err := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "cns fuzz", Identity: "fuzz",
+				Access:        Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Keys: []Key{testKey}},
+				ClientAnswers: ClientAnswers{Enabled: clients}}, store)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if warm {
+				if err := s.Warm(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out = append(out, s)
 		}
-		out = append(out, s)
 	}
 	return out
+}
+
+// fuzzEndpoints are where fuzzed queries come from and arrive: an unknown
+// source, an identified one, an ambiguous one, and a fabric source on the
+// client-only listener of its fabric.
+var fuzzEndpoints = []query{
+	{src: netip.MustParseAddrPort("127.0.0.1:40000")},
+	{src: netip.MustParseAddrPort(srcA1 + ":40000")},
+	{src: netip.MustParseAddrPort(srcBoth + ":40000")},
+	{src: netip.MustParseAddrPort(srcFabric + ":40000"), conn: &queryConn{endpoint: endpoint{local: netip.MustParseAddr(fabricListen), clientOnly: true}}},
 }
 
 // checkReply asserts that resp is a DNS message miekg/dns unpacks, an
@@ -155,26 +178,28 @@ func FuzzQuery(f *testing.F) {
 		f.Add(s)
 	}
 	servers := fuzzServers(f)
-	src := netip.MustParseAddrPort("127.0.0.1:40000")
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		for _, s := range servers {
-			// UDP, as serveUDP calls it.
-			q := query{src: src}
-			buf := make([]byte, 0, 2048)
-			resp := s.handle(&q, msg, buf, minUDPSize)
-			if q.forward {
-				t.Fatalf("%x: forwarded with forwarding off", msg)
-			}
-			if resp == nil {
-				if len(msg) >= headerLen && msg[2]&0x80 == 0 {
-					t.Fatalf("%x: no answer to a request", msg)
+		for i, s := range servers {
+			// UDP, as serveUDP calls it, from every endpoint (the first
+			// only for servers without client answers).
+			for _, ep := range fuzzEndpoints[:1+3*(i/2)] {
+				q := ep
+				buf := make([]byte, 0, 2048)
+				resp := s.handle(&q, msg, buf, minUDPSize)
+				if q.forward {
+					t.Fatalf("%x: forwarded with forwarding off", msg)
 				}
-			} else {
-				limit := udpLimit(&q, s.udpSize)
-				if q.signed {
-					limit = maxTCPSize // TSIG error replies and signed answers may exceed it
+				if resp == nil {
+					if len(msg) >= headerLen && msg[2]&0x80 == 0 {
+						t.Fatalf("%x: no answer to a request", msg)
+					}
+				} else {
+					limit := udpLimit(&q, s.udpSize)
+					if q.signed {
+						limit = maxTCPSize // TSIG error replies and signed answers may exceed it
+					}
+					checkReply(t, msg, resp, max(limit, minUDPSize))
 				}
-				checkReply(t, msg, resp, max(limit, minUDPSize))
 			}
 
 			// TCP: the message framed, then the same bytes as a stream.
@@ -185,7 +210,7 @@ func FuzzQuery(f *testing.F) {
 			framed = append(framed, msg...)
 			for _, stream := range [][]byte{framed, msg} {
 				c := &fuzzConn{r: bytes.NewReader(stream)}
-				s.serveConn(c)
+				s.serveConn(c, endpoint{})
 				out := c.w.Bytes()
 				for len(out) > 0 {
 					if len(out) < 2 {

@@ -52,10 +52,43 @@ type query struct {
 
 	tcp bool
 	src netip.AddrPort // the client
+	// conn is where the query came in (nil: an ordinary listener, as in
+	// tests); it is kept across parse.
+	conn *queryConn
+	// scope says how client answers went, for the counters.
+	scope scopeOutcome
 
 	// forward is set when the query is for no zone of cns and may go to
 	// the forwarding resolvers: the caller answers it, not answer().
 	forward bool
+}
+
+// scopeOutcome is what client_answers made of a query.
+type scopeOutcome uint8
+
+const (
+	scopeNone         scopeOutcome = iota // not an owner-less name
+	scopeAnswered                         // answered in the caller's scope
+	scopeUnidentified                     // owner-less, but the caller is no one (or several)
+)
+
+// queryConn is what one socket's (or TCP connection's) queries share:
+// the listener they reached, and room for an owner-less name's scoped
+// meaning, so that answering it allocates nothing.
+type queryConn struct {
+	endpoint
+	scratch [maxNameLen]byte
+}
+
+// clientOnly reports whether the query reached a client_answers listener.
+func (q *query) clientOnly() bool { return q.conn != nil && q.conn.clientOnly }
+
+// local is the address the query reached cns at (invalid when unknown).
+func (q *query) local() netip.Addr {
+	if q.conn == nil {
+		return netip.Addr{}
+	}
+	return q.conn.local
 }
 
 func (q *query) lower() []byte { return q.lname[:q.lnameN] }
@@ -75,7 +108,7 @@ const (
 // what it could (ID, flags, question when readable) so the error reply can
 // echo them.
 func (q *query) parse(msg []byte) parseResult {
-	*q = query{msg: msg, tcp: q.tcp, src: q.src}
+	*q = query{msg: msg, tcp: q.tcp, src: q.src, conn: q.conn}
 	if len(msg) < headerLen {
 		return parseDrop
 	}

@@ -64,6 +64,9 @@ type Config struct {
 	Signers []netip.Addr
 	// Notified, when set, takes incoming NOTIFYs (see Notified).
 	Notified Notified
+	// ClientAnswers answers owner-less names in the asking instance's
+	// scope (off by default).
+	ClientAnswers ClientAnswers
 }
 
 // Server serves the zones of one store.
@@ -155,6 +158,11 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 			return nil, err
 		}
 		sn.zones[string(wire)] = z // cold until Warm
+	}
+	if cfg.ClientAnswers.Enabled {
+		if sn.clients, err = newClientIndex(store); err != nil {
+			return nil, fmt.Errorf("client answers: %w", err)
+		}
 	}
 	s.snap.Store(sn)
 	s.serials = newSerialCheck(s, zones)
@@ -266,8 +274,8 @@ func (s *Server) warmZone(wire []byte) error {
 		return fmt.Errorf("warm zone %s: %w", z.name, err)
 	}
 	nz := *z
-	nz.names = buildTable(z.wire, names, rrs)
-	next := &snapshot{zones: make(map[string]*zone, len(cur.zones))}
+	nz.setNames(buildTable(z.wire, names, rrs))
+	next := &snapshot{zones: make(map[string]*zone, len(cur.zones)), clients: cur.clients}
 	for k, v := range cur.zones {
 		next.zones[k] = v
 	}
@@ -313,8 +321,11 @@ func (s *Server) respond(q *query, res parseResult, b []byte, limit int) []byte 
 	case parseFormErr:
 		return s.errorReply(q, b, dns.RcodeFormatError)
 	case parseNotImp:
-		if q.opcode == dns.OpcodeNotify {
+		if q.opcode == dns.OpcodeNotify && !q.clientOnly() {
 			return s.respondNotify(q, b)
+		}
+		if q.opcode == dns.OpcodeNotify {
+			return s.errorReply(q, b, dns.RcodeRefused) // client_answers' listeners take no NOTIFY
 		}
 		return s.errorReply(q, b, dns.RcodeNotImplemented)
 	case parseBadVers:
@@ -343,6 +354,9 @@ func (s *Server) respondSigned(q *query, b []byte, limit int) []byte {
 func (s *Server) respondQuery(q *query, b []byte, limit int) []byte {
 	switch q.qtype {
 	case dns.TypeAXFR, dns.TypeIXFR:
+		if q.clientOnly() {
+			return s.errorReply(q, b, dns.RcodeRefused) // client-scoped names are never transferred
+		}
 		if !q.tcp {
 			return s.udpTransfer(q, b, limit)
 		}
@@ -358,39 +372,61 @@ func (s *Server) respondQuery(q *query, b []byte, limit int) []byte {
 // It fails, naming the address, when one cannot be bound.
 func (s *Server) Listen() error {
 	for _, addr := range s.cfg.Listen {
-		ap, err := netip.ParseAddrPort(addr)
-		if err != nil {
-			return fmt.Errorf("dns_listen %q: %w", addr, err)
+		if err := s.listen(addr, "dns_listen", false); err != nil {
+			return err
 		}
-		conns, ln, err := listenPair(ap, s.cfg.UDPSockets)
-		if err != nil {
-			s.Close()
-			return fmt.Errorf("dns_listen %s: %w", addr, err)
+	}
+	if s.cfg.ClientAnswers.Enabled {
+		for _, addr := range s.cfg.ClientAnswers.Listen {
+			if err := s.listen(addr, "client_answers.listen", true); err != nil {
+				return err
+			}
 		}
-		s.lmu.Lock()
-		s.udp = append(s.udp, conns...)
-		s.tcp = append(s.tcp, ln)
-		s.lmu.Unlock()
-		for _, c := range conns {
-			cnt := &counters{}
-			s.lmu.Lock()
-			s.udpCounters = append(s.udpCounters, cnt)
-			s.lmu.Unlock()
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.serveUDP(c, cnt)
-			}()
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.serveTCP(ln)
-		}()
-		s.log.Info("listening", "udp", conns[0].LocalAddr().String(), "tcp", ln.Addr().String(), "udp_sockets", len(conns))
 	}
 	s.started = time.Now()
 	s.listening.Store(true)
+	return nil
+}
+
+// endpoint is what a listener tells its queries: the address cns was
+// reached at, and whether it offers only client-scoped service.
+type endpoint struct {
+	local      netip.Addr
+	clientOnly bool
+}
+
+func (s *Server) listen(addr, key string, clientOnly bool) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", key, addr, err)
+	}
+	conns, ln, err := listenPair(ap, s.cfg.UDPSockets)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("%s %s: %w", key, addr, err)
+	}
+	ep := endpoint{local: ap.Addr().Unmap(), clientOnly: clientOnly}
+	s.lmu.Lock()
+	s.udp = append(s.udp, conns...)
+	s.tcp = append(s.tcp, ln)
+	s.lmu.Unlock()
+	for _, c := range conns {
+		cnt := &counters{}
+		s.lmu.Lock()
+		s.udpCounters = append(s.udpCounters, cnt)
+		s.lmu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveUDP(c, cnt, ep)
+		}()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.serveTCP(ln, ep)
+	}()
+	s.log.Info("listening", "udp", conns[0].LocalAddr().String(), "tcp", ln.Addr().String(), "udp_sockets", len(conns), "client_only", clientOnly)
 	return nil
 }
 

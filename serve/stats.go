@@ -34,6 +34,9 @@ type counters struct {
 	types   [2][otherType + 1]atomic.Uint64 // [udp, tcp]
 	rcodes  [2][24]atomic.Uint64            // extended rcodes up to BADCOOKIE
 	dropped atomic.Uint64                   // requests not answered at all
+	// Client answers: owner-less names answered in the caller's scope,
+	// and owner-less names from callers identified as no one.
+	scoped, unidentified atomic.Uint64
 }
 
 // count records one answered request.
@@ -51,6 +54,12 @@ func (c *counters) count(q *query, resp []byte) {
 		ti = typeIndex[q.qtype]
 	}
 	c.types[tr][ti].Add(1)
+	switch q.scope {
+	case scopeAnswered:
+		c.scoped.Add(1)
+	case scopeUnidentified:
+		c.unidentified.Add(1)
+	}
 	rcode := int(resp[3] & 0x0F)
 	if len(resp) >= headerLen && binary.BigEndian.Uint16(resp[10:]) > 0 && q.edns && rcode == 0 {
 		// An extended rcode lives in the OPT record; the only one cns sends
@@ -71,6 +80,10 @@ type QueryStats struct {
 	ByType  map[string]map[string]uint64
 	ByRcode map[string]map[string]uint64
 	Dropped uint64
+	// ClientScoped counts owner-less names answered in the asking
+	// instance's scope; Unidentified those whose caller was no one (or
+	// several instances).
+	ClientScoped, Unidentified uint64
 }
 
 // QueryStats sums the counters of every socket.
@@ -107,6 +120,8 @@ func (s *Server) QueryStats() QueryStats {
 	}
 	for _, c := range all {
 		st.Dropped += c.dropped.Load()
+		st.ClientScoped += c.scoped.Load()
+		st.Unidentified += c.unidentified.Load()
 	}
 	return st
 }

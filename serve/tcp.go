@@ -12,7 +12,7 @@ import (
 )
 
 // serveTCP accepts connections until the listener closes.
-func (s *Server) serveTCP(ln net.Listener) {
+func (s *Server) serveTCP(ln net.Listener, ep endpoint) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -50,7 +50,7 @@ func (s *Server) serveTCP(ln net.Listener) {
 		s.lmu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			s.serveConn(c)
+			s.serveConn(c, ep)
 			s.lmu.Lock()
 			delete(s.conns, c)
 			if s.perIP[src]--; s.perIP[src] <= 0 {
@@ -65,14 +65,14 @@ func (s *Server) serveTCP(ln net.Listener) {
 // serveConn answers the requests of one TCP connection (RFC 7766: several
 // per connection, pipelined). Answers are flushed when no further request
 // is already buffered.
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(c net.Conn, ep endpoint) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 4096)
 	bw := bufio.NewWriterSize(c, 16<<10)
 	var lenBuf [2]byte
 	msg := make([]byte, 0, 512)
 	out := make([]byte, 0, 4096)
-	var q query
+	q := query{conn: &queryConn{endpoint: ep}}
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
 		if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
@@ -94,7 +94,7 @@ func (s *Server) serveConn(c net.Conn) {
 			q.src = ta.AddrPort()
 		}
 		res := q.parse(msg)
-		if res == parseOK && q.opcode == 0 && q.qclass == dns.ClassINET && (q.qtype == dns.TypeAXFR || q.qtype == dns.TypeIXFR) {
+		if res == parseOK && !q.clientOnly() && q.opcode == 0 && q.qclass == dns.ClassINET && (q.qtype == dns.TypeAXFR || q.qtype == dns.TypeIXFR) {
 			err := s.serveTransfer(bw, bw.Flush, &q, q.src, func(t time.Time) { c.SetWriteDeadline(t) })
 			if err != nil {
 				return

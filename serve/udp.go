@@ -76,7 +76,7 @@ func listenUDP(ap netip.AddrPort, n int) ([]net.PacketConn, error) {
 
 // serveUDP reads requests from c in batches and writes the answers back in
 // batches. Buffers are allocated once per socket.
-func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
+func (s *Server) serveUDP(c net.PacketConn, cnt *counters, ep endpoint) {
 	pb, err := newPacketBatch(c)
 	if err != nil {
 		s.log.Error("udp socket", "addr", c.LocalAddr().String(), "err", err)
@@ -86,7 +86,7 @@ func (s *Server) serveUDP(c net.PacketConn, cnt *counters) {
 	for i := range outBufs {
 		outBufs[i] = make([]byte, 0, int(s.udpSize)+optLen+64)
 	}
-	var q query
+	q := query{conn: &queryConn{endpoint: ep}}
 	for {
 		n, err := pb.read()
 		if err != nil {

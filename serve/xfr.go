@@ -14,19 +14,22 @@ import (
 	"github.com/tritondatacenter/cns/db"
 )
 
-// Transfer message sizing: well under the 64 KiB TCP message limit, with
-// room for a TSIG record.
+// Transfer message sizing: a message ends where a compression pointer can
+// still reach (14 bits of offset), so every name in it can be pointed at.
+// Larger messages compress worse: at 100k VMs 45 MB in 60 KB messages,
+// 33 MB in 16 KB ones (BenchmarkAXFR's wire-bytes); the 12-byte header
+// per message costs nothing next to that. Room is left for a TSIG record.
 const (
-	xfrMessageLimit = 60000
+	xfrMessageLimit = maxPointer + 1
 	tsigRoom        = 256
 	xfrWriteTimeout = 30 * time.Second
 )
 
 // xfrWriter encodes the records of a transfer into messages and writes
-// each, length-prefixed, as soon as it is full. Owner names are compressed
-// against the previous owner and the zone apex in the same message; RDATA
-// is copied as stored. It never touches the store: it is fed from the
-// in-memory snapshot or a journal already read.
+// each, length-prefixed, as soon as it is full. Every name, owners and the
+// names in NS, CNAME, PTR, MX and SOA RDATA, is compressed against all the
+// names already in the same message (nameDict). It never touches the
+// store: it is fed from the in-memory snapshot or a journal already read.
 type xfrWriter struct {
 	w     io.Writer
 	q     *query
@@ -41,7 +44,7 @@ type xfrWriter struct {
 	messages  int
 	records   int
 	bytes     int
-	apexOff   int // offset of the apex name in buf, 0 if not written yet
+	dict      nameDict
 	prevOwner []byte
 	prevOff   int
 	started   bool
@@ -50,62 +53,46 @@ type xfrWriter struct {
 func (x *xfrWriter) begin() {
 	x.buf = x.buf[:0]
 	x.buf = append(x.buf, make([]byte, headerLen)...)
-	x.count, x.apexOff, x.prevOwner, x.prevOff = 0, 0, nil, 0
+	x.count, x.prevOwner, x.prevOff = 0, nil, 0
+	x.dict.reset()
 	if x.messages == 0 {
 		// The question goes in the first message only (RFC 5936 §2.2).
-		x.buf = append(x.buf, x.q.msg[headerLen:x.q.qend]...)
-		x.apexOff = headerLen // the question name is the apex
+		x.buf, _ = x.dict.put(x.buf, x.q.msg[headerLen:x.q.qend-4])
+		x.buf = append(x.buf, x.q.msg[x.q.qend-4:x.q.qend]...)
 	}
 	x.started = true
 }
 
 // add appends one record: owner is an absolute wire name, rr an
-// owner-less record (db.RRs form).
+// owner-less record (db.RRs form). A record that would overflow the
+// message is taken out again and starts the next one.
 func (x *xfrWriter) add(owner, rr []byte) error {
 	if !x.started {
 		x.begin()
 	}
-	enc := x.ownerSize(owner)
-	if len(x.buf)+enc+len(rr) > x.limit && x.count > 0 {
+	mark := len(x.buf)
+	x.put(owner, rr)
+	if len(x.buf) > x.limit && x.count > 0 {
+		x.buf = x.buf[:mark]
 		if err := x.flush(); err != nil {
 			return err
 		}
 		x.begin()
+		x.put(owner, rr)
 	}
-	x.writeOwner(owner)
-	x.buf = append(x.buf, rr...)
 	x.count++
 	x.records++
 	return nil
 }
 
-// ownerSize is how many bytes writeOwner would use.
-func (x *xfrWriter) ownerSize(owner []byte) int {
-	switch {
-	case x.prevOwner != nil && bytes.Equal(owner, x.prevOwner) && x.prevOff <= maxPointer:
-		return 2
-	case x.apexOff > 0 && x.apexOff <= maxPointer && len(owner) >= len(x.zone):
-		return len(owner) - len(x.zone) + 2
-	}
-	return len(owner)
-}
-
-func (x *xfrWriter) writeOwner(owner []byte) {
-	off := len(x.buf)
-	switch {
-	case x.prevOwner != nil && bytes.Equal(owner, x.prevOwner) && x.prevOff <= maxPointer:
+func (x *xfrWriter) put(owner, rr []byte) {
+	if x.prevOwner != nil && bytes.Equal(owner, x.prevOwner) && x.prevOff <= maxPointer {
 		x.buf = append(x.buf, byte(0xC0|x.prevOff>>8), byte(x.prevOff))
-		return
-	case x.apexOff > 0 && x.apexOff <= maxPointer && len(owner) >= len(x.zone):
-		x.buf = append(x.buf, owner[:len(owner)-len(x.zone)]...)
-		x.buf = append(x.buf, byte(0xC0|x.apexOff>>8), byte(x.apexOff))
-	default:
-		x.buf = append(x.buf, owner...)
-		if x.apexOff == 0 && len(owner) >= len(x.zone) {
-			x.apexOff = off + len(owner) - len(x.zone)
-		}
+	} else {
+		x.buf, x.prevOff = x.dict.put(x.buf, owner)
+		x.prevOwner = owner
 	}
-	x.prevOwner, x.prevOff = owner, off
+	x.buf = x.dict.putRR(x.buf, rr)
 }
 
 // flush writes the current message.
@@ -310,6 +297,10 @@ func writeAXFR(x *xfrWriter, z *zone) error {
 	if err != nil {
 		return err
 	}
+	// Table order (hash order). Sorting the names so that an owner's
+	// names share a message brings the 100k zone from 34.4 to 28.1 MB
+	// (NSD's size), but the sort and the random reads into the shards made
+	// the warm transfer 3.5 times slower (BENCHMARKS.md, issue 21).
 	z.names.each(func(name, rrs []byte, _ uint32) {
 		db.RRs(rrs).Each(func(rr []byte) {
 			if err == nil {

@@ -203,6 +203,7 @@ func BenchmarkAXFR(b *testing.B) {
 	b.ReportMetric(float64(res.records)/per, "records/s")
 	b.ReportMetric(float64(res.bytes)/per/1e6, "MB/s")
 	b.ReportMetric(float64(res.records), "records")
+	b.ReportMetric(float64(res.bytes), "wire-bytes")
 }
 
 // BenchmarkIXFR answers an IXFR for a one-VM change (the VM moved to a new

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/miekg/dns"
 
@@ -15,6 +16,8 @@ import (
 // swaps it in with one atomic store.
 type snapshot struct {
 	zones map[string]*zone // by lower-case wire name
+	// clients identifies the instances that ask (nil: client answers off).
+	clients *clientIndex
 }
 
 // zone is one zone at one serial.
@@ -32,6 +35,20 @@ type zone struct {
 	// cold, when lookups go to the store.
 	names *table
 	store *db.DB
+	// kindNodes is set when svc.<zone> or inst.<zone> exists: only then
+	// can a name shaped like an owner-less one (web.svc.<zone>) exist, and
+	// client answers must look it up before giving its scoped meaning.
+	kindNodes bool
+}
+
+// setNames installs the zone's in-memory table.
+func (z *zone) setNames(t *table) {
+	z.names = t
+	for _, kind := range [][]byte{labelSvc, labelInst} {
+		if _, found := t.lookup(append(slices.Clip(kind), z.wire...)); found {
+			z.kindNodes = true
+		}
+	}
 }
 
 func newZone(name string, wire []byte, serial uint32, apex db.Apex, store *db.DB) (*zone, error) {
@@ -125,15 +142,19 @@ func (s *snapshot) applyCommit(c *db.Committed, store *db.DB) (*snapshot, error)
 					rrs = append(rrs, n.RRs)
 				}
 			}
-			nz.names = buildTable(zu.Wire, names, rrs)
+			nz.setNames(buildTable(zu.Wire, names, rrs))
 		default:
 			changes := make(map[string][]byte, len(zu.Names))
 			for _, n := range zu.Names {
 				changes[string(n.Owner)] = n.RRs
 			}
-			nz.names = prev.names.update(zu.Wire, changes)
+			nz.setNames(prev.names.update(zu.Wire, changes))
 		}
 		zones[key] = nz
 	}
-	return &snapshot{zones: zones}, nil
+	clients := s.clients
+	if clients != nil && len(c.Clients) > 0 {
+		clients = clients.apply(c.Clients)
+	}
+	return &snapshot{zones: zones, clients: clients}, nil
 }

@@ -63,6 +63,7 @@ func fullMetadata() map[string]any {
 		"dns_listen":                      []any{"0.0.0.0:53", "[::]:53", "127.0.0.1:5353"},
 		"also_notify":                     []any{"10.1.1.1", "10.1.1.2:5300"},
 		"signers":                         []any{"10.1.1.1", "10.1.1.3"},
+		"client_answers":                  map[string]any{"networks": []any{"c66bd90b-6e21-4a55-a4b5-18f6010c6b14"}},
 		"aggregate": map[string]any{"us-west.cns.example.com": map[string]any{"sources": []any{
 			map[string]any{"zone": "us-west-1.cns.example.com", "primaries": []any{"10.1.0.10", "10.1.0.11:53"}, "key": "xfr-key"}}}},
 		"db_path":             "/data/cns/other.db",

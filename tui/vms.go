@@ -291,6 +291,13 @@ func vmDetail(vm *admin.VM, c *Common) []string {
 	for _, n := range vm.Names {
 		lines = append(lines, "  "+n)
 	}
+	if len(vm.ClientAddrs) > 0 {
+		lines = append(lines, "", "asks from:  "+strings.Join(vm.ClientAddrs, ", "),
+			fmt.Sprintf("short names (%d, its owner's instances asking cns):", len(vm.ShortNames)))
+		for _, n := range vm.ShortNames {
+			lines = append(lines, "  "+n)
+		}
+	}
 	lines = append(lines, "", fmt.Sprintf("records (%d):", len(vm.Records)))
 	if len(vm.Records) == 0 {
 		lines = append(lines, "  none")

@@ -13,7 +13,7 @@ import (
 // RecordsConfig is what record generation needs.
 func (c *Config) RecordsConfig() records.Config {
 	rc := records.Config{UseAlias: c.UseAlias, UseLogin: c.UseLogin,
-		ReverseV4Prefix: c.ReverseV4Prefix, ReverseV6Prefix: c.ReverseV6Prefix}
+		ReverseV4Prefix: c.ReverseV4Prefix, ReverseV6Prefix: c.ReverseV6Prefix, ClientNetworks: c.ClientAnswers.Networks}
 	for _, z := range c.Forward {
 		rc.Zones = append(rc.Zones, records.Zone{Name: z.Name, Networks: z.Networks})
 	}

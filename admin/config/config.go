@@ -70,17 +70,20 @@ type Config struct {
 	HideIdentity bool   // hide_identity: id.server/hostname.bind answer REFUSED
 
 	// Replication.
-	AlsoNotify  []netip.AddrPort  // also_notify, every zone
-	Signers     []netip.Addr      // signers: DNSSEC-signing secondaries
-	TSIGKeys    []TSIGKey         // tsig_keys
-	PeerKeys    map[string]string // peer_keys: peer name or address → key name
-	Journal     db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
-	MaxRRset    int               // max_rrset (default 90)
-	Catalog     string            // catalog_zone: RFC 9432 catalog of every zone
-	RRL         RRL               // rrl: response rate limiting, off by default
-	Forwarding  Forwarding        // forwarding: resolve other names for chosen clients
-	Propagation Propagation       // propagation: how serials are followed to the secondaries
-	Aggregate   []Region          // aggregate: region zones made of other cns zones (RFD 172)
+	AlsoNotify []netip.AddrPort  // also_notify, every zone
+	Signers    []netip.Addr      // signers: DNSSEC-signing secondaries
+	TSIGKeys   []TSIGKey         // tsig_keys
+	PeerKeys   map[string]string // peer_keys: peer name or address → key name
+	Journal    db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
+	MaxRRset   int               // max_rrset (default 90)
+	Catalog    string            // catalog_zone: RFC 9432 catalog of every zone
+	RRL        RRL               // rrl: response rate limiting, off by default
+	Forwarding Forwarding        // forwarding: resolve other names for chosen clients
+	// ClientAnswers is client_answers: owner-less names answered in the
+	// asking instance's own scope (off when Networks is empty).
+	ClientAnswers ClientAnswers
+	Propagation   Propagation // propagation: how serials are followed to the secondaries
+	Aggregate     []Region    // aggregate: region zones made of other cns zones (RFD 172)
 
 	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
 	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
@@ -108,6 +111,14 @@ type Forwarding struct {
 	Upstreams    []netip.AddrPort
 	CacheEntries int
 	Timeout      time.Duration
+}
+
+// ClientAnswers is client_answers: the networks (or pools) whose
+// addresses identify the instance a query comes from, and the extra
+// addresses on which only client-scoped service is offered.
+type ClientAnswers struct {
+	Networks []string // network or pool UUIDs, lower case
+	Listen   []netip.AddrPort
 }
 
 // Propagation is propagation: how serials are followed to the

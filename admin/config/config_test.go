@@ -236,3 +236,50 @@ func TestAPIListenForms(t *testing.T) {
 		}
 	}
 }
+
+// client_answers: off when absent; networks required and UUIDs; listen
+// entries are IP:port.
+func TestClientAnswersConfig(t *testing.T) {
+	const net1 = "0E16A7E3-1111-4F3C-9A57-0D6C3E1C5A01"
+	for _, tc := range []struct {
+		name     string
+		value    any
+		err      string
+		networks []string
+		listen   []string
+	}{
+		{"absent: off", nil, "", nil, nil},
+		{"networks", map[string]any{"networks": []string{net1}}, "", []string{strings.ToLower(net1)}, nil},
+		{"listen", map[string]any{"networks": []string{net1}, "listen": []string{"192.168.128.2:53"}}, "", []string{strings.ToLower(net1)}, []string{"192.168.128.2:53"}},
+		{"no networks", map[string]any{"listen": []string{"192.168.128.2:53"}}, "client_answers.networks: required", nil, nil},
+		{"not a uuid", map[string]any{"networks": []string{"admin"}}, "client_answers.networks[0]", nil, nil},
+		{"bad listen", map[string]any{"networks": []string{net1}, "listen": []string{"192.168.128.2"}}, "client_answers.listen[0]", nil, nil},
+		{"not an object", []string{net1}, "client_answers", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m map[string]any
+			json.Unmarshal([]byte(referenceConfig), &m)
+			if tc.value != nil {
+				m["client_answers"] = tc.value
+			}
+			data, _ := json.Marshal(m)
+			c, err := Parse(data, "cfg.json")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var listen []string
+			for _, a := range c.ClientAnswers.Listen {
+				listen = append(listen, a.String())
+			}
+			if !slices.Equal(c.ClientAnswers.Networks, tc.networks) || !slices.Equal(listen, tc.listen) {
+				t.Errorf("got networks %v listen %v, want %v %v", c.ClientAnswers.Networks, listen, tc.networks, tc.listen)
+			}
+		})
+	}
+}

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // The server itself: its db, its listeners and API, logging, what it
@@ -185,5 +188,33 @@ func parseForwarding(p *parser) error {
 	}
 	f.CacheEntries = fwd.CacheEntries
 	f.Timeout = time.Duration(fwd.TimeoutMS) * time.Millisecond
+	return nil
+}
+
+func parseClientAnswers(p *parser) error {
+	var ca struct {
+		Networks []string `json:"networks"`
+		Listen   []string `json:"listen"`
+	}
+	if ok, err := p.get("client_answers", &ca); err != nil || !ok {
+		return err
+	}
+	if len(ca.Networks) == 0 {
+		return p.bad("client_answers.networks", "required: at least one network or pool UUID")
+	}
+	c := &p.c.ClientAnswers
+	for i, n := range ca.Networks {
+		if !dc.IsUUID(n) {
+			return p.bad(fmt.Sprintf("client_answers.networks[%d]", i), "%q is not a UUID", n)
+		}
+		c.Networks = append(c.Networks, strings.ToLower(n))
+	}
+	for i, a := range ca.Listen {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			return p.bad(fmt.Sprintf("client_answers.listen[%d]", i), "%q is not an IP:port address (%v)", a, err)
+		}
+		c.Listen = append(c.Listen, ap)
+	}
 	return nil
 }

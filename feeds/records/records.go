@@ -34,6 +34,9 @@ type Config struct {
 	// reference's /24 and /64.
 	ReverseV4Prefix int
 	ReverseV6Prefix int
+	// ClientNetworks are client_answers' network and pool UUIDs: a listed
+	// instance's addresses on them identify it when it asks (Result.Clients).
+	ClientNetworks []string
 }
 
 // Zone is one forward zone and the networks whose addresses it publishes.
@@ -150,6 +153,12 @@ type Result struct {
 	Names []string
 	// Records in a deterministic order.
 	Records []Record
+	// Clients are the addresses that identify the instance when it queries
+	// cns (ClientNetworks); none unless the instance is listed.
+	Clients []ClientAddr
+	// ClientZones are the forward zones the instance has names in: where
+	// its owner-less names are answered in its owner's scope.
+	ClientZones []string
 	// Problems explain input that was ignored or rejected (a bad tag, a
 	// label that cleaned to nothing, an unknown address), for logs and
 	// cnsadm vm.
@@ -188,6 +197,12 @@ func Compute(cfg *Config, w *World, in Input) Result {
 			b := newBuilder(cfg, w, in, l, &p)
 			b.build(svcs, in.VM.NICs)
 			res.Records, res.Names = b.records(), b.sortedNames()
+			if l.instance {
+				res.Clients = clientAddrs(cfg, w, in.VM)
+				if len(res.Clients) > 0 {
+					res.ClientZones = instanceZones(cfg, w, in.VM)
+				}
+			}
 		}
 	}
 	res.Problems = p.list

@@ -1,0 +1,176 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// splitOwner packs rr uncompressed and splits it into its wire owner name
+// and the owner-less record the transfer writer takes (db.RRs form).
+func splitOwner(t *testing.T, rr dns.RR) (owner, rest []byte) {
+	t.Helper()
+	buf := make([]byte, 1024)
+	n, err := dns.PackRR(rr, buf, 0, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := wireNameLen(buf[:n])
+	return buf[:l], buf[l:n]
+}
+
+// Ensure the transfer writer compresses every name against the whole
+// message (owners, and the names in CNAME, NS, PTR, MX and SOA RDATA,
+// never SRV's target), that every message unpacks with miekg/dns to the
+// records put in, across message boundaries, and that no pointer leads to
+// a pointer or past the first 16 KiB.
+func TestTransferNameCompression(t *testing.T) {
+	zone := "dc.example.com."
+	var in []dns.RR
+	in = append(in, mustRR(t, zone+" 30 IN SOA ns1.example.com. hostmaster.example.com. 7 30 60 600 30"),
+		mustRR(t, zone+" 3600 IN NS ns1.example.com."))
+	for i := range 400 {
+		o := fmt.Sprintf("%08x-1111.%s", i/20, zone)
+		inst := fmt.Sprintf("vm%d.inst.%s", i, o)
+		in = append(in,
+			mustRR(t, fmt.Sprintf("%s 30 IN A 10.0.%d.%d", inst, i>>8, i&255)),
+			mustRR(t, fmt.Sprintf(`%s 30 IN TXT "vm %d"`, inst, i)),
+			mustRR(t, fmt.Sprintf("vm%d.cmon.%s 30 IN CNAME cmon.%s", i, zone, zone)),
+			mustRR(t, fmt.Sprintf("svc%d.svc.%s 30 IN SRV 0 10 443 %s", i/5, o, inst)),
+			mustRR(t, fmt.Sprintf("mx%d.%s 30 IN MX 10 %s", i, zone, inst)))
+	}
+	in = append(in, in[0])
+
+	m := new(dns.Msg)
+	m.SetAxfr(zone)
+	pkt, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &query{tcp: true}
+	if res := q.parse(pkt); res != parseOK {
+		t.Fatalf("parse: %v", res)
+	}
+	zwire, _ := splitOwner(t, in[0])
+	for _, limit := range []int{xfrMessageLimit, 4000} {
+		var out bytes.Buffer
+		x := &xfrWriter{w: &out, q: q, zone: zwire, limit: limit, now: time.Now()}
+		plain := 0
+		for _, rr := range in {
+			owner, rest := splitOwner(t, rr)
+			plain += len(owner) + len(rest)
+			if err := x.add(owner, rest); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.finish(); err != nil {
+			t.Fatal(err)
+		}
+		var got []dns.RR
+		stream := out.Bytes()
+		msgs := 0
+		for len(stream) > 0 {
+			l := int(binary.BigEndian.Uint16(stream))
+			msg := stream[2 : 2+l]
+			stream = stream[2+l:]
+			msgs++
+			if l > limit {
+				t.Errorf("limit %d: message of %d bytes", limit, l)
+			}
+			checkPointers(t, msg)
+			var r dns.Msg
+			if err := r.Unpack(msg); err != nil {
+				t.Fatalf("limit %d: message %d does not unpack: %v", limit, msgs, err)
+			}
+			got = append(got, r.Answer...)
+		}
+		if len(got) != len(in) {
+			t.Fatalf("limit %d: %d records, want %d", limit, len(got), len(in))
+		}
+		for i := range in {
+			if got[i].String() != in[i].String() {
+				t.Fatalf("limit %d: record %d is %s, want %s", limit, i, got[i], in[i])
+			}
+		}
+		if x.bytes > plain*2/3 {
+			t.Errorf("limit %d: %d bytes for %d uncompressed", limit, x.bytes, plain)
+		}
+		if limit == 4000 && msgs < 10 {
+			t.Errorf("limit 4000: only %d messages", msgs)
+		}
+		t.Logf("limit %d: %d messages, %d bytes (uncompressed %d)", limit, msgs, x.bytes, plain)
+	}
+}
+
+// checkPointers walks every name of msg's records and fails on a pointer
+// that leads to a pointer, forward, or past maxPointer, and on an SRV
+// target that is compressed.
+func checkPointers(t *testing.T, msg []byte) {
+	t.Helper()
+	name := func(off int) int { // returns the offset after the name
+		for {
+			l := int(msg[off])
+			if l&0xC0 == 0xC0 {
+				p := (l&0x3F)<<8 | int(msg[off+1])
+				if p >= off || p > maxPointer || msg[p]&0xC0 == 0xC0 {
+					t.Fatalf("pointer at %d to %d", off, p)
+				}
+				return off + 2
+			}
+			if l == 0 {
+				return off + 1
+			}
+			off += l + 1
+		}
+	}
+	off := name(headerLen)
+	if binary.BigEndian.Uint16(msg[4:]) == 0 {
+		off = headerLen
+	} else {
+		off += 4
+	}
+	for range binary.BigEndian.Uint16(msg[6:]) {
+		off = name(off)
+		typ := binary.BigEndian.Uint16(msg[off:])
+		rdl := int(binary.BigEndian.Uint16(msg[off+8:]))
+		rd := off + 10
+		switch typ {
+		case dns.TypeCNAME, dns.TypeNS, dns.TypePTR:
+			name(rd)
+		case dns.TypeMX:
+			name(rd + 2)
+		case dns.TypeSRV:
+			if wireNameLen(msg[rd+6:rd+rdl]) != rdl-6 {
+				t.Fatalf("SRV target at %d compressed", rd+6)
+			}
+		}
+		off = rd + rdl
+	}
+}
+
+// Ensure a hash collision or a suffix that differs only in bytes the hash
+// misses never produces a wrong pointer: the candidate is compared.
+func TestNameDictCompares(t *testing.T) {
+	var d nameDict
+	d.reset()
+	a, _ := splitOwner(t, mustRR(t, "a.example.com. 30 IN A 10.0.0.1"))
+	b, _ := splitOwner(t, mustRR(t, "b.example.org. 30 IN A 10.0.0.1"))
+	msg := make([]byte, headerLen)
+	msg, _ = d.put(msg, a)
+	var pos [128]uint8
+	var hs [128]uint64
+	n := suffixHashes(b, &pos, &hs)
+	// make every suffix of b collide with the whole of a
+	for k := range n {
+		d.set(hs[k], headerLen)
+	}
+	start := len(msg)
+	msg, _ = d.put(msg, b)
+	if !bytes.Equal(msg[start:], b) {
+		t.Fatalf("colliding name written as %x, want %x", msg[start:], b)
+	}
+}
