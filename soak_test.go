@@ -35,12 +35,18 @@ import (
 // latency are sampled into a TSV (bench/reliability.sh soak plots it).
 // CI runs it for a few seconds; CNS_SOAK_DURATION, CNS_SOAK_INTERVAL,
 // CNS_SOAK_VMS, CNS_SOAK_QPS and CNS_SOAK_OUT (the TSV's path) make it
-// long.
+// long. RSS is sampled split into anonymous memory (the Go heap and
+// stacks) and file-backed pages (mostly the mmapped db), next to the
+// heap's own figures, so that growth can be told apart; CNS_SOAK_CHURN
+// (the rename interval, 100 ms) churns faster, and CNS_SOAK_PROFILES (a
+// directory) keeps a heap profile per sample for `go tool pprof -base`.
 func TestSoak(t *testing.T) {
 	duration := envDuration(t, "CNS_SOAK_DURATION", 6*time.Second)
 	interval := envDuration(t, "CNS_SOAK_INTERVAL", time.Second)
 	vms := envInt(t, "CNS_SOAK_VMS", 2000)
 	qps := envInt(t, "CNS_SOAK_QPS", 200)
+	churn := envDuration(t, "CNS_SOAK_CHURN", 100*time.Millisecond)
+	profiles := os.Getenv("CNS_SOAK_PROFILES")
 	out := os.Getenv("CNS_SOAK_OUT")
 	if out == "" {
 		out = filepath.Join(t.TempDir(), "soak.tsv")
@@ -64,7 +70,7 @@ func TestSoak(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	var lat latencies
-	wg.Go(func() { soakChurn(ctx, r.invPath, inv, services, svcSize) })
+	wg.Go(func() { soakChurn(ctx, r.invPath, inv, services, svcSize, churn) })
 	wg.Go(func() { soakQueries(ctx, r.primary(), names, qps, &lat) })
 	var apiErrs atomic.Int64
 	wg.Go(func() { soakPollAPI(ctx, api, &apiErrs) })
@@ -75,7 +81,8 @@ func TestSoak(t *testing.T) {
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "seconds\trss_kib\tgoroutines\topen_files\tdb_bytes\tjournal_entries\tjournal_bytes\tqueries\tlost\tp99_us")
+	fmt.Fprintln(w, "seconds\trss_kib\tgoroutines\topen_files\tdb_bytes\tjournal_entries\tjournal_bytes\tqueries\tlost\tp99_us"+
+		"\trss_anon_kib\trss_file_kib\trss_db_kib\theap_inuse\theap_live\theap_released\theap_sys\tnext_gc")
 	pid := r.cns.cmd.Process.Pid
 	dbPath := filepath.Join(r.dir, "cns.db")
 	start := time.Now()
@@ -88,8 +95,12 @@ func TestSoak(t *testing.T) {
 		s.seconds = time.Since(start).Seconds()
 		s.queries, s.lost, s.p99 = lat.take()
 		samples = append(samples, s)
-		fmt.Fprintf(w, "%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.seconds, s.rssKiB, s.goroutines, s.files, s.dbBytes,
-			s.journalEntries, s.journalBytes, s.queries, s.lost, s.p99.Microseconds())
+		fmt.Fprintf(w, "%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.seconds, s.rssKiB, s.goroutines, s.files, s.dbBytes,
+			s.journalEntries, s.journalBytes, s.queries, s.lost, s.p99.Microseconds(), s.rssAnonKiB, s.rssFileKiB, s.rssDBKiB,
+			s.heap["HeapInuse"], s.heap["HeapAlloc"], s.heap["HeapReleased"], s.heap["HeapSys"], s.heap["NextGC"])
+		if profiles != "" {
+			saveHeapProfile(t, api, filepath.Join(profiles, fmt.Sprintf("heap-%05.0f.pb.gz", s.seconds)))
+		}
 		w.Flush()
 	}
 	cancel()
@@ -114,8 +125,20 @@ func TestSoak(t *testing.T) {
 	if last.goroutines > first.goroutines+50 || last.files > first.files+20 {
 		t.Errorf("goroutines %d -> %d, open files %d -> %d after warm-up", first.goroutines, last.goroutines, first.files, last.files)
 	}
-	if last.journalEntries == 0 || last.rssKiB == 0 || last.goroutines == 0 || last.files == 0 || last.dbBytes == 0 {
+	if last.journalEntries == 0 || last.rssKiB == 0 || last.goroutines == 0 || last.files == 0 || last.dbBytes == 0 || last.heap["HeapAlloc"] == 0 {
 		t.Errorf("a figure was not sampled: %+v", last)
+	}
+	// A leak raises the live heap's floor. RSS cannot tell: it also
+	// counts the mmapped db paging back in after cns released it, which
+	// grows toward the file's size (RELIABILITY.md). The floor (the least
+	// live heap of a half) ignores an inventory decoded at the moment of
+	// a sample; only a run of minutes has enough samples for it.
+	if duration >= 2*time.Minute {
+		before, after := liveHeapFloor(warm[:len(warm)/2]), liveHeapFloor(warm[len(warm)/2:])
+		t.Logf("live heap floor after warm-up: %d KiB, in the second half: %d KiB", before>>10, after>>10)
+		if after > before+4<<20 {
+			t.Errorf("the live heap's floor grew from %d to %d KiB after warm-up", before>>10, after>>10)
+		}
 	}
 	t.Logf("%d samples: RSS %d -> %d KiB, goroutines %d -> %d, open files %d -> %d, db %d -> %d bytes, %d queries, %d lost",
 		len(samples), first.rssKiB, last.rssKiB, first.goroutines, last.goroutines, first.files, last.files, first.dbBytes, last.dbBytes, queries, lost)
@@ -135,6 +158,9 @@ func TestSoak(t *testing.T) {
 type soakSample struct {
 	seconds                       float64
 	rssKiB, goroutines, files     int
+	rssAnonKiB, rssFileKiB        int
+	rssDBKiB                      int              // the file-backed part that is the mmapped db
+	heap                          map[string]int64 // runtime.MemStats fields, from the heap profile
 	dbBytes, journalBytes         int64
 	journalEntries, queries, lost int
 	p99                           time.Duration
@@ -144,11 +170,21 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 	var s soakSample
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			switch f[0] {
+			case "VmRSS:":
 				s.rssKiB, _ = strconv.Atoi(f[1])
+			case "RssAnon:":
+				s.rssAnonKiB, _ = strconv.Atoi(f[1])
+			case "RssFile:":
+				s.rssFileKiB, _ = strconv.Atoi(f[1])
 			}
 		}
 	}
+	s.rssDBKiB = mappedRSSKiB(pid, dbPath)
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		s.files = len(fds)
 	}
@@ -157,6 +193,17 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 	}
 	if b, err := httpGet(api + "/debug/pprof/goroutine?debug=1"); err == nil {
 		fmt.Sscanf(string(b), "goroutine profile: total %d", &s.goroutines)
+	}
+	s.heap = map[string]int64{}
+	// gc=1: a collection first, so that HeapAlloc is the live heap (what
+	// a leak makes grow), not the garbage of the moment.
+	if b, err := httpGet(api + "/debug/pprof/heap?gc=1&debug=1"); err == nil {
+		// The text profile ends with runtime.MemStats as "# Name = value".
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[2] == "=" {
+				s.heap[f[1]], _ = strconv.ParseInt(f[3], 10, 64)
+			}
+		}
 	}
 	var zones []admin.ZoneSummary
 	b, err := httpGet(api + "/zones")
@@ -176,6 +223,50 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 		}
 	}
 	return s
+}
+
+// liveHeapFloor is the least live heap (after a forced GC) of samples.
+func liveHeapFloor(samples []soakSample) int64 {
+	floor := int64(-1)
+	for _, s := range samples {
+		if v := s.heap["HeapAlloc"]; v > 0 && (floor < 0 || v < floor) {
+			floor = v
+		}
+	}
+	return floor
+}
+
+// mappedRSSKiB is how much of the file at path the process has resident
+// through its mappings (bbolt's mmap of the db), from /proc/PID/smaps.
+func mappedRSSKiB(pid int, path string) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0
+	}
+	kib, inFile := 0, false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			inFile = len(f) >= 6 && f[5] == path // a mapping's header line
+		case inFile && len(f) >= 2 && f[0] == "Rss:":
+			n, _ := strconv.Atoi(f[1])
+			kib += n
+		}
+	}
+	return kib
+}
+
+// saveHeapProfile keeps the process's heap profile at path (inuse_space
+// and inuse_objects are as of the collection sampleSoak forced).
+func saveHeapProfile(t *testing.T, api, path string) {
+	b, err := httpGet(api + "/debug/pprof/heap")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("heap profile: %v", err)
+	}
 }
 
 func httpGet(url string) ([]byte, error) {
@@ -208,10 +299,11 @@ func soakNames(t *testing.T, r *interopRig) []string {
 	return names
 }
 
-// soakChurn renames aliases every 100 ms and stops or starts a whole
-// service every 2 s, writing the inventory file each time.
-func soakChurn(ctx context.Context, path string, inv *dc.Inventory, services, svcSize int) {
-	tick := time.NewTicker(100 * time.Millisecond)
+// soakChurn renames aliases every interval (100 ms) and stops or starts a
+// whole service every 20 intervals (2 s), writing the inventory file each
+// time.
+func soakChurn(ctx context.Context, path string, inv *dc.Inventory, services, svcSize int, every time.Duration) {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := 0; ; n++ {

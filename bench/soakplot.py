@@ -18,6 +18,13 @@ METRICS = [
     ("journal_bytes", "journal (KiB, all zones)", 1 / 1024),
     ("p99_us", "p99 answer latency (ms)", 1 / 1000),
     ("queries", "queries per interval", 1),
+    # Newer TSVs split RSS and carry the heap's own figures (runtime.MemStats).
+    ("rss_anon_kib", "RSS anonymous: heap, stacks (MiB)", 1 / 1024),
+    ("rss_file_kib", "RSS file-backed: binary, mmapped db (MiB)", 1 / 1024),
+    ("rss_db_kib", "RSS of the mmapped db (MiB)", 1 / 1024),
+    ("heap_live", "heap live after a forced GC (MiB)", 1 / (1 << 20)),
+    ("heap_inuse", "heap in use, spans (MiB)", 1 / (1 << 20)),
+    ("heap_released", "heap released to the OS (MiB)", 1 / (1 << 20)),
 ]
 
 
@@ -61,17 +68,18 @@ def chart(x0, y0, w, h, title, xs, ys, warm_x):
 
 def main():
     rows = read(sys.argv[1])
+    metrics = [m for m in METRICS if not rows or m[0] in rows[0]]
     warm = float(sys.argv[3]) if len(sys.argv) > 3 else 0.2
     xs = [r["seconds"] for r in rows]
     start = int(len(rows) * warm)
     warm_x = xs[start] if rows else 0
     w, h, cols = 360, 170, 2
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{cols*w+30}" height="{(len(METRICS)+1)//2*h+50}">',
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{cols*w+30}" height="{(len(metrics)+1)//2*h+50}">',
            '<rect width="100%" height="100%" fill="#f8f8f8"/>',
            f'<text x="10" y="22" font-size="14" font-family="sans-serif">cns soak: {len(rows)} samples over {xs[-1]/60 if xs else 0:.0f} min (dashed: end of warm-up)</text>']
     print("| metric | after warm-up | at the end | slope per hour |")
     print("|---|---|---|---|")
-    for i, (key, title, scale) in enumerate(METRICS):
+    for i, (key, title, scale) in enumerate(metrics):
         ys = [r[key] * scale for r in rows]
         svg.append(chart(10 + (i % cols) * (w + 10), 35 + (i // cols) * h, w, h - 10, title, xs, ys, warm_x))
         tail_x, tail_y = xs[start:], ys[start:]
