@@ -158,7 +158,7 @@ func runFeed(t *testing.T, cfg sdc.Config) (*sdc.Feed, *recordingSink) {
 
 // startFeed is runFeed that also returns a function stopping the feed
 // earlier (it waits for Run to return).
-func startFeed(t *testing.T, cfg sdc.Config) (*sdc.Feed, *recordingSink, func()) {
+func startFeed(t testing.TB, cfg sdc.Config) (*sdc.Feed, *recordingSink, func()) {
 	t.Helper()
 	sink := newRecordingSink()
 	f, err := sdc.NewFeed(cfg, sink)
@@ -179,7 +179,7 @@ func startFeed(t *testing.T, cfg sdc.Config) (*sdc.Feed, *recordingSink, func())
 	return f, sink, stop
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {

@@ -31,7 +31,7 @@ func (*listedSink) ReportFeed(string, error) {}
 
 // simEndpoints reads the feed's endpoints from the simulator's config keys,
 // as cns serve does.
-func simEndpoints(t *testing.T, s *sdcsim.Sim) sdc.Endpoints {
+func simEndpoints(t testing.TB, s *sdcsim.Sim) sdc.Endpoints {
 	t.Helper()
 	raw := map[string]json.RawMessage{}
 	for k, v := range s.Config() {

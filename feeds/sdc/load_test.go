@@ -14,20 +14,18 @@ import (
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
-// TestAPILoad measures the requests a feed with the production timings
+// BenchmarkAPILoad measures the requests a feed with the production timings
 // puts on each SDC API of a simulated data center of 500 CNs and 5,000
 // networks: during the first listing, at idle, and during a burst of
 // 1,000 VM state changes at once and of 1,000 over a minute; median of 3
-// fresh runs. It takes a few minutes,
-// so it runs only when asked (BENCHMARKS.md, "Load on the SDC APIs"):
+// fresh runs, once whatever b.N. It takes a few minutes (BENCHMARKS.md,
+// "Load on the SDC APIs"):
 //
-//	CNS_API_LOAD=1 go test ./feeds/sdc -run TestAPILoad -v -count=1
+//	go test ./feeds/sdc -run '^$' -bench APILoad -benchtime 1x -v
 //
 // CNS_API_LOAD_IDLE sets the idle window (default 65s, one CNAPI period).
-func TestAPILoad(t *testing.T) {
-	if os.Getenv("CNS_API_LOAD") == "" {
-		t.Skip("a measurement, not a check: set CNS_API_LOAD=1 to run it")
-	}
+func BenchmarkAPILoad(b *testing.B) {
+	t := b
 	idle := 65 * time.Second
 	if v := os.Getenv("CNS_API_LOAD_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -73,7 +71,7 @@ func TestAPILoad(t *testing.T) {
 
 // loadRun is one measurement on a fresh simulator and feed: requests per
 // kind during the first listing, per minute at idle, and during the burst.
-func loadRun(t *testing.T, inv *dc.Inventory, idle time.Duration) (map[string][4]float64, time.Duration) {
+func loadRun(t testing.TB, inv *dc.Inventory, idle time.Duration) (map[string][4]float64, time.Duration) {
 	s, err := sdcsim.New(*inv, sdcsim.Options{DeliveryInterval: 2 * time.Second, DuplicateFanout: true,
 		ResourceObject: true, PlainLDAPInConfig: true})
 	if err != nil {
@@ -141,7 +139,7 @@ func loadRun(t *testing.T, inv *dc.Inventory, idle time.Duration) (map[string][4
 
 // waitApplied waits until the sink holds every VM of ids in state and the
 // feed has nothing pending.
-func waitApplied(t *testing.T, f *sdc.Feed, sink *recordingSink, ids []string, state string) {
+func waitApplied(t testing.TB, f *sdc.Feed, sink *recordingSink, ids []string, state string) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		done := f.Status().Pending == 0

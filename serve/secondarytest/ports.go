@@ -38,9 +38,9 @@ func freePortOn(host string) (int, error) {
 	return 0, fmt.Errorf("no free port on %s", host)
 }
 
-// portFree reports whether port can be bound on 127.0.0.1, UDP and TCP.
-func portFree(port int) bool {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+// portFree reports whether port can be bound on host, UDP and TCP.
+func portFree(host string, port int) bool {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	l, err := net.Listen("tcp4", addr)
 	if err != nil {
 		return false

@@ -285,7 +285,7 @@ func (s *Secondary) start(dir string) error {
 	port := s.cfg.Port
 	if port == 0 {
 		var err error
-		if port, err = pickPort(); err != nil {
+		if port, err = pickPort(s.cfg.Address); err != nil {
 			return err
 		}
 	}
@@ -333,7 +333,7 @@ func (s *Secondary) start(dir string) error {
 		// BIND logs to syslog until its logging config is read, so its
 		// complaint about the port may not be in the log: the port being
 		// held by someone else once the server is gone says it too.
-		taken = taken || !portFree(port)
+		taken = taken || !portFree(s.cfg.Address, port)
 		if taken {
 			return fmt.Errorf("%w: %v\n%s log:\n%s", errPortTaken, err, s.cfg.Kind, tail(s.Log(), 20))
 		}
@@ -393,8 +393,9 @@ func (s *Secondary) logMentions(needles []string) bool {
 	return false
 }
 
-// pickPort is freePort, but tests of this package hand out a taken port.
-var pickPort = freePort
+// pickPort is freePortOn (the server's own address), but tests of this
+// package hand out a taken port.
+var pickPort = freePortOn
 
 // Kind returns the kind of server.
 func (s *Secondary) Kind() Kind { return s.cfg.Kind }

@@ -287,7 +287,7 @@ func TestPortTaken(t *testing.T) {
 			defer u.Close()
 			calls := 0
 			old := pickPort
-			pickPort = func() (int, error) {
+			pickPort = func(string) (int, error) {
 				calls++
 				if calls == 1 {
 					return taken, nil
