@@ -47,7 +47,7 @@ const (
 
 func startAPIDemo(t *testing.T) *apiDemo {
 	t.Helper()
-	cfg := writeConfig(t, t.TempDir(), "testdata/inventory.json", func(m map[string]any) {
+	cfg := testConfig(t, t.TempDir(), "testdata/inventory.json", func(m map[string]any) {
 		m["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
 	})
 	r := startService(t, cfg, serviceTuning{})

@@ -73,10 +73,10 @@ func TestAPIDefaultListeners(t *testing.T) {
 // config has no log_level; the config's log_level wins when both are set.
 func TestLOGLEVEL(t *testing.T) {
 	debugLine := func(l logLine) bool { return l["level"] == 20.0 && l.str("msg") == "updating vm" }
-	p := startCNSEnv(t, testConfig(t, t.TempDir(), "testdata/inventory.json", nil), "LOGLEVEL=debug")
+	p := startCNS(t, testConfig(t, t.TempDir(), "testdata/inventory.json", nil), "LOGLEVEL=debug")
 	p.waitLog(10*time.Second, debugLine)
 
-	p = startCNSEnv(t, testConfig(t, t.TempDir(), "testdata/inventory.json", func(c map[string]any) {
+	p = startCNS(t, testConfig(t, t.TempDir(), "testdata/inventory.json", func(c map[string]any) {
 		c["log_level"] = "info"
 	}), "LOGLEVEL=debug")
 	p.waitCommitted(0)

@@ -92,11 +92,6 @@ func cnsBin(t testing.TB) string {
 // own db, an ephemeral port, and inventory (copied into dir when it names
 // a file). It returns the config's path.
 func testConfig(t testing.TB, dir, inventory string, edit func(map[string]any)) string {
-	return writeConfig(t, dir, inventory, edit)
-}
-
-// writeConfig is testConfig for tests and benchmarks alike.
-func writeConfig(t testing.TB, dir, inventory string, edit func(map[string]any)) string {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/cns.json")
 	if err != nil {
@@ -153,13 +148,9 @@ type proc struct {
 }
 
 // startCNS runs `cns serve -c cfg` and waits until it listens.
-func startCNS(t testing.TB, cfg string) *proc {
-	t.Helper()
-	return startCNSEnv(t, cfg)
-}
-
-// startCNSEnv is startCNS with extra environment variables (KEY=value).
-func startCNSEnv(t testing.TB, cfg string, env ...string) *proc {
+//
+// env adds environment variables (KEY=value) to the process's.
+func startCNS(t testing.TB, cfg string, env ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, grew: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(cnsBin(t), "serve", "-c", cfg)

@@ -51,7 +51,7 @@ func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyM
 	if err := os.WriteFile(invPath, data, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	return writeConfig(b, dir, "", func(c map[string]any) {
+	return testConfig(b, dir, "", func(c map[string]any) {
 		c["dns_listen"] = []string{fmt.Sprintf("127.0.0.1:%d", port)}
 		c["inventory_file"] = invPath
 		c["allow_transfer"] = []string{"127.0.0.1"}

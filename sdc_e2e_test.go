@@ -95,7 +95,7 @@ func startSDCCNS(t testing.TB, dbPath string, fc sdcSetup) *sdcCNS {
 // (the non-zero fields of opts).
 func startSDCCNSWith(t testing.TB, dbPath string, fc sdcSetup, opts feeds.Options) *sdcCNS {
 	t.Helper()
-	cfg := writeConfig(t, filepath.Dir(dbPath), "", func(c map[string]any) {
+	cfg := testConfig(t, filepath.Dir(dbPath), "", func(c map[string]any) {
 		c["db_path"] = dbPath
 		delete(c, "inventory_file")
 		for k, v := range fc.keys {

@@ -104,7 +104,7 @@ func (r *interopRig) restartCNS(between func(), env ...string) {
 	r.t.Helper()
 	r.cns.stop(syscall.SIGTERM)
 	between()
-	r.cns = startCNSEnv(r.t, r.cfgPath, env...)
+	r.cns = startCNS(r.t, r.cfgPath, env...)
 }
 
 // The system clock stepped back an hour and forward a day while cns was
