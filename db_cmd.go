@@ -95,6 +95,16 @@ func (DBInfoCmd) Run(c *DBCmd) error {
 	if err != nil {
 		return err
 	}
+	// A restored or recreated file's serials may be behind what the
+	// secondaries hold; cns serve checks them at its next start.
+	unverified, err := store.SerialsUnverified()
+	if err != nil {
+		return err
+	}
+	serials := "verified"
+	if unverified != "" {
+		serials = "unverified (" + unverified + "): cns serve asks the secondaries at its next start"
+	}
 	info := struct {
 		File    string `json:"file"`
 		Bytes   int64  `json:"bytes"`
@@ -105,14 +115,15 @@ func (DBInfoCmd) Run(c *DBCmd) error {
 		VMs     int    `json:"vms"`
 		Servers int    `json:"servers"`
 		Peers   int    `json:"peers"`
-	}{File: c.Path, Bytes: fi.Size(), Schema: db.SchemaVersion, Zones: len(zones), VMs: vms, Servers: servers, Peers: len(peers)}
+		Serials string `json:"serials"`
+	}{File: c.Path, Bytes: fi.Size(), Schema: db.SchemaVersion, Zones: len(zones), VMs: vms, Servers: servers, Peers: len(peers), Serials: serials}
 	for _, z := range zones {
 		info.Names += z.Names
 		info.Records += z.Records
 	}
 	return c.print(info, func(w io.Writer) error {
-		fmt.Fprintf(w, "file:    %s (%d bytes)\nschema:  %d\nzones:   %d\nnames:   %d\nrecords: %d\nvms:     %d\nservers: %d\npeers:   %d\n",
-			info.File, info.Bytes, info.Schema, info.Zones, info.Names, info.Records, info.VMs, info.Servers, info.Peers)
+		fmt.Fprintf(w, "file:    %s (%d bytes)\nschema:  %d\nzones:   %d\nnames:   %d\nrecords: %d\nvms:     %d\nservers: %d\npeers:   %d\nserials: %s\n",
+			info.File, info.Bytes, info.Schema, info.Zones, info.Names, info.Records, info.VMs, info.Servers, info.Peers, info.Serials)
 		return nil
 	})
 }

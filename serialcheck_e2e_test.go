@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ func TestSerialContinuitySecondaries(t *testing.T) {
 		{"old backup restored", func(t *testing.T, dbPath, backup string) {
 			if _, stderr, code := runCNS(t, "db", "--db", dbPath, "restore", backup); code != 0 {
 				t.Fatalf("cns db restore: exit %d: %s", code, stderr)
+			}
+			if out, _, _ := runCNS(t, "db", "--db", dbPath, "info"); !strings.Contains(out, "serials: unverified (restored from ") {
+				t.Fatalf("cns db info after a restore does not say the serials are unverified:\n%s", out)
 			}
 		}},
 	} {
