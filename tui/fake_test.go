@@ -81,7 +81,7 @@ func (f *fakeSource) Zones(ctx context.Context) ([]admin.Zone, error) {
 			},
 			Propagation: &admin.Propagation{Zone: cnsZone, Serial: 1741953590, State: admin.StatePending, Committed: now.Add(-150 * time.Second),
 				Peers: []admin.PeerPropagation{
-					{Address: "192.0.2.53", Serial: 1741953590, State: admin.StateActive, Seconds: 0.4, Polls: 1},
+					{Address: "192.0.2.53", Serial: 1741953590, SignerSerial: 1741953601, State: admin.StateActive, Seconds: 0.4, Polls: 1},
 					{Address: "192.0.2.54", Serial: 1741953587, State: admin.StateError, Seconds: -1, Polls: 20},
 					{Address: "192.0.2.55", State: admin.StatePending, Seconds: -1, Polls: 3},
 				}}},

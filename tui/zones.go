@@ -228,6 +228,9 @@ func (p *zonesPage) detail(z admin.Zone) []string {
 		l := fmt.Sprintf("propagation of %d: %s", z.Serial, prop)
 		for _, pp := range z.Propagation.Peers {
 			l += "; " + pp.Address + " " + pp.State
+			if pp.SignerSerial != 0 {
+				l += fmt.Sprintf(" (signed %d)", pp.SignerSerial)
+			}
 			if pp.Seconds >= 0 && pp.State == admin.StateActive {
 				l += fmt.Sprintf(" in %.1fs", pp.Seconds)
 			}
