@@ -82,12 +82,9 @@ func zoneInfo(b *bolt.Bucket, name string) (ZoneInfo, error) {
 	return zi, nil
 }
 
-// scanReleaseEvery is how many bytes of names and candidates ScanZone
-// reads between two releases of the mapped pages.
-const scanReleaseEvery = 8 << 20
-
 // ScanZone calls fn with every owner name of zone that has records, in
-// store order (a parent before its descendants), and what it publishes.
+// store order (a name before its descendants, and those right after it:
+// the keys are the labels from the apex down), and what it publishes.
 // owner and rrs are only valid during the call. The apex is not included.
 func (d *DB) ScanZone(zone string, fn func(owner []byte, rrs RRs) error) error {
 	wire, err := ZoneWire(zone)
@@ -105,16 +102,7 @@ func (d *DB) ScanZone(zone string, fn func(owner []byte, rrs RRs) error) error {
 		var cands []candidate
 		var scratch publishScratch
 		var owner []byte
-		// The pages read stay resident (and count in the process's RSS)
-		// until released: a warm-up reads most of the file while it
-		// builds the tables, so they are dropped as the scan goes, not
-		// only at the end. The mapping cannot move while tx is open.
-		read := 0
-		return b.Bucket(bucketNames).ForEach(func(k, v []byte) error {
-			if read += len(k) + len(v); read >= scanReleaseEvery {
-				read = 0
-				releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
-			}
+		return d.forEachReleasing(tx, b.Bucket(bucketNames), func(k, v []byte) error {
 			var err error
 			if cands, err = appendCandidates(cands[:0], v); err != nil {
 				return fmt.Errorf("zone %s name %s: %w", zone, WireToString(keyToWire(k, wire)), err)
@@ -347,7 +335,7 @@ func (d *DB) VMHashes() (map[string]uint64, error) {
 	err := d.view(func(tx *bolt.Tx) error {
 		hb := tx.Bucket(bucketVMHashes)
 		if hb != nil {
-			hb.ForEach(func(k, v []byte) error {
+			d.forEachReleasing(tx, hb, func(k, v []byte) error {
 				if len(v) == 8 {
 					out[string(k)] = beU64(v)
 				}
