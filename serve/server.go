@@ -254,10 +254,10 @@ func (s *Server) warmZone(wire []byte) error {
 		size = zi.Names
 	}
 	// The table is built in the order the store holds the names, straight
-	// into its shards: the only garbage is a shard's storage outgrown, so
-	// the collector may run often while the heap grows to the table's size
-	// (cheap: a table is a few pointers per shard) and the peak stays near
-	// the table instead of twice it.
+	// from the scan (tablebuild.go): the only garbage is the builder's log
+	// blocks, so the collector may run often while the heap grows to the
+	// table's size (cheap: a table is a few pointers per shard) and the
+	// peak stays near the table instead of twice it.
 	defer debug.SetGCPercent(debug.SetGCPercent(warmGCPercent))
 	b := newTableBuilder(z.wire, size)
 	err := s.store.ScanZone(z.name, func(owner []byte, r db.RRs) error {
