@@ -25,9 +25,9 @@ const scanReleaseEvery = 256 << 10
 // fault maps the pages around the one touched that the page cache holds
 // too, so a scan of a bucket scattered through the file leaves several
 // times the bucket's size resident (the 11 MB vmhash bucket of a 100k-VM
-// file left 64 MB; releasing every 8 MiB of zone names left up to
-// 150 MB resident, every 1 MiB up to 80 MB), and all of it counted in the peak of every restart. The
-// mapping cannot move while tx is open.
+// file left 64 MB; releasing every 8 MiB of zone names left up to 150 MB
+// resident, every 1 MiB up to 80 MB), and all of it counted in the peak
+// of every restart. The mapping cannot move while tx is open.
 func (d *DB) forEachReleasing(tx *bolt.Tx, b *bolt.Bucket, fn func(k, v []byte) error) error {
 	read := 0
 	err := b.ForEach(func(k, v []byte) error {
