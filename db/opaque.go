@@ -26,7 +26,7 @@ var (
 )
 
 // Peers returns every stored peer record by address.
-func (d *DB) Peers() (map[string][]byte, error) { return d.readOpaque(bucketPeers) }
+func (d *DB) Peers() (map[string][]byte, error) { return d.readOpaque(bucketPeers, false) }
 
 // SavePeers writes peer records; a nil record deletes the peer.
 func (d *DB) SavePeers(peers map[string][]byte) error {
@@ -35,7 +35,7 @@ func (d *DB) SavePeers(peers map[string][]byte) error {
 
 // Propagation returns the stored propagation records by zone.
 func (d *DB) Propagation() (map[string][]byte, error) {
-	return d.readOpaque(bucketPropagation)
+	return d.readOpaque(bucketPropagation, false)
 }
 
 // SavePropagation writes propagation records by zone; nil deletes.
@@ -45,7 +45,7 @@ func (d *DB) SavePropagation(zones map[string][]byte) error {
 
 // Hysteresis returns every stored service's hysteresis state by key.
 func (d *DB) Hysteresis() (map[string][]byte, error) {
-	return d.readOpaque(bucketHysteresis)
+	return d.readOpaque(bucketHysteresis, true)
 }
 
 // putHysteresis writes states inside a commit; a nil state deletes.
@@ -53,14 +53,19 @@ func putHysteresis(tx *bolt.Tx, states map[string][]byte) error {
 	return putOpaque(tx, bucketHysteresis, states)
 }
 
-func (d *DB) readOpaque(bucket []byte) (map[string][]byte, error) {
+// readOpaque reads a bucket; big ones release the pages they read.
+func (d *DB) readOpaque(bucket []byte, big bool) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	err := d.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(k, v []byte) error {
+		forEach := b.ForEach
+		if big {
+			forEach = func(fn func(k, v []byte) error) error { return d.forEachReleasing(tx, b, fn) }
+		}
+		return forEach(func(k, v []byte) error {
 			out[string(k)] = bytes.Clone(v)
 			return nil
 		})

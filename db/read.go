@@ -82,15 +82,12 @@ func zoneInfo(b *bolt.Bucket, name string) (ZoneInfo, error) {
 	return zi, nil
 }
 
-// scanReleaseEvery is how many bytes of names and candidates ScanZone
-// reads between two releases of the mapped pages.
-const scanReleaseEvery = 8 << 20
-
 // ScanZone calls fn with every owner name of zone that has records, in
-// store order (a parent before its descendants), and what it publishes.
+// store order (a name before its descendants, and those right after it:
+// the keys are the labels from the apex down), and what it publishes.
 // owner and rrs are only valid during the call. The apex is not included.
 func (d *DB) ScanZone(zone string, fn func(owner []byte, rrs RRs) error) error {
-	wire, err := ZoneWire(zone)
+	sc, err := d.newZoneScan(zone)
 	if err != nil {
 		return err
 	}
@@ -99,34 +96,95 @@ func (d *DB) ScanZone(zone string, fn func(owner []byte, rrs RRs) error) error {
 		if b == nil {
 			return fmt.Errorf("zone %s is not stored", zone)
 		}
-		// One set of buffers for the whole scan: a 100k-VM zone has
-		// 700k names, and a warm-up should not leave millions of small
-		// objects for the collector.
-		var cands []candidate
-		var scratch publishScratch
-		var owner []byte
-		// The pages read stay resident (and count in the process's RSS)
-		// until released: a warm-up reads most of the file while it
-		// builds the tables, so they are dropped as the scan goes, not
-		// only at the end. The mapping cannot move while tx is open.
-		read := 0
-		return b.Bucket(bucketNames).ForEach(func(k, v []byte) error {
-			if read += len(k) + len(v); read >= scanReleaseEvery {
-				read = 0
-				releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
-			}
-			var err error
-			if cands, err = appendCandidates(cands[:0], v); err != nil {
-				return fmt.Errorf("zone %s name %s: %w", zone, WireToString(keyToWire(k, wire)), err)
-			}
-			rrs, _ := d.policy.publishWith(&scratch, cands)
-			if len(rrs) == 0 {
-				return nil
-			}
-			owner = appendKeyWire(owner[:0], k, wire)
-			return fn(owner, rrs)
+		return d.forEachReleasing(tx, b.Bucket(bucketNames), func(k, v []byte) error {
+			_, err := sc.visit(k, v, fn)
+			return err
 		})
 	})
+}
+
+// ScanZoneChunk is ScanZone for a reader that must not hold a read
+// transaction for long (a transfer, which writes at its client's pace):
+// in one transaction, it calls fn with the names after the key after (nil:
+// from the first) until about limit bytes of records have gone to fn. It
+// returns the key to go on from (nil once the zone is done) and the zone's
+// serial as stored in that transaction: a commit between two chunks
+// changes it, and the caller decides what names from two serials mean.
+func (d *DB) ScanZoneChunk(zone string, after []byte, limit int, fn func(owner []byte, rrs RRs) error) (next []byte, serial uint32, err error) {
+	sc, err := d.newZoneScan(zone)
+	if err != nil {
+		return nil, 0, err
+	}
+	err = d.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketZones).Bucket([]byte(zone))
+		if b == nil {
+			return fmt.Errorf("zone %s is not stored", zone)
+		}
+		m, err := decodeZoneMeta(b.Get(keyZoneMeta))
+		if err != nil {
+			return fmt.Errorf("zone %s: %w", zone, err)
+		}
+		serial = m.Serial
+		c := b.Bucket(bucketNames).Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		// A chunk's pages are released as a whole scan's are
+		// (forEachReleasing): a transfer reads the whole zone.
+		defer releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
+		var last []byte // the last key read, valid in tx only
+		for sent := 0; k != nil; k, v = c.Next() {
+			if sent >= limit {
+				next = bytes.Clone(last)
+				return nil
+			}
+			n, err := sc.visit(k, v, fn)
+			if err != nil {
+				return err
+			}
+			sent += n
+			last = k
+		}
+		return nil
+	})
+	return next, serial, err
+}
+
+// zoneScan decodes a zone's stored names into what they publish, with one
+// set of buffers for a whole scan: a 100k-VM zone has 700k names, and a
+// warm-up should not leave millions of small objects for the collector.
+type zoneScan struct {
+	d       *DB
+	zone    string
+	wire    []byte
+	cands   []candidate
+	scratch publishScratch
+	owner   []byte
+}
+
+func (d *DB) newZoneScan(zone string) (*zoneScan, error) {
+	wire, err := ZoneWire(zone)
+	if err != nil {
+		return nil, err
+	}
+	return &zoneScan{d: d, zone: zone, wire: wire}, nil
+}
+
+// visit calls fn with the name stored at key k (value v) and what it
+// publishes, unless it publishes nothing; n is the bytes of records.
+func (sc *zoneScan) visit(k, v []byte, fn func(owner []byte, rrs RRs) error) (n int, err error) {
+	if sc.cands, err = appendCandidates(sc.cands[:0], v); err != nil {
+		return 0, fmt.Errorf("zone %s name %s: %w", sc.zone, WireToString(keyToWire(k, sc.wire)), err)
+	}
+	rrs, _ := sc.d.policy.publishWith(&sc.scratch, sc.cands)
+	if len(rrs) == 0 {
+		return 0, nil
+	}
+	sc.owner = appendKeyWire(sc.owner[:0], k, sc.wire)
+	return len(sc.owner) + len(rrs), fn(sc.owner, rrs)
 }
 
 // Lookup returns what zone publishes at owner (an absolute, lower-case
@@ -347,7 +405,7 @@ func (d *DB) VMHashes() (map[string]uint64, error) {
 	err := d.view(func(tx *bolt.Tx) error {
 		hb := tx.Bucket(bucketVMHashes)
 		if hb != nil {
-			hb.ForEach(func(k, v []byte) error {
+			d.forEachReleasing(tx, hb, func(k, v []byte) error {
 				if len(v) == 8 {
 					out[string(k)] = beU64(v)
 				}

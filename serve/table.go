@@ -106,9 +106,9 @@ func tableOf(items []item) *table {
 }
 
 // buildTable builds the table of a zone (apex wire name) from its names
-// with records, creating the empty non-terminals between them and the
-// apex. It is the fast path for a whole zone (a warm-up, a new zone);
-// update handles changes.
+// with records, in any order, creating the empty non-terminals between
+// them and the apex: a new zone. A warm-up, whose names come in store
+// order, uses tableBuilder; update handles changes.
 func buildTable(apex []byte, names []string, rrs [][]byte) *table {
 	items := make([]item, len(names), len(names)+len(names)/4)
 	index := make(map[string]int, len(names)+len(names)/4)

@@ -244,10 +244,13 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult,
 		// is a valid IXFR answer (RFC 1995 §4).
 	}
 	if z.names == nil {
-		// Cold zone (cns has just started): build its table first rather
-		// than stream from the store while the client reads at its own
-		// pace. The answers above need only the journal, so a secondary's
-		// IXFR after a restart does not wait for this.
+		// Cold zone (cns has just started): sent from the store, a chunk
+		// per read transaction (xfrcold.go), while the warm-up builds the
+		// table. The answers above need only the journal.
+		if sent, err := s.writeColdAXFR(x, z); sent || err != nil {
+			return transferResult{kind: "AXFR", serial: z.serial, records: x.records, messages: x.messages, bytes: x.bytes}, err
+		}
+		// A commit came first: the table has the zone at its serial.
 		if err := s.warmZone(z.wire); err != nil {
 			return transferResult{}, err
 		}

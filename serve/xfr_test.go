@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -99,6 +100,9 @@ func ixfrMsg(serial uint32) *dns.Msg {
 // once, SOA first and last, NS after the SOA.
 func TestAXFR(t *testing.T) {
 	s, _, addr := xfrServer(t, 3000, Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	// Cold, the zone comes from the store in chunks: many of them here.
+	defer func(c int) { coldChunk = c }(coldChunk)
+	coldChunk = 4 << 10
 	for _, warm := range []bool{false, true} {
 		if warm {
 			s.Warm()
@@ -106,6 +110,9 @@ func TestAXFR(t *testing.T) {
 		rrs, err := transfer(t, addr, "127.0.0.1", axfrMsg(), nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if cold := s.zoneByName(zoneName).names == nil; cold == warm {
+			t.Errorf("warm=%v: zone cold after the AXFR: %v", warm, cold)
 		}
 		if len(rrs) != 2+2+6000 {
 			t.Fatalf("warm=%v: %d records, want %d", warm, len(rrs), 2+2+6000)
@@ -196,8 +203,8 @@ func testIXFR(t *testing.T, warm bool) {
 	if err != nil || len(rrs) != 2+2+101 {
 		t.Errorf("IXFR from an unknown serial: %d records (%v), want the whole zone (105)", len(rrs), err)
 	}
-	if s.zoneByName(zoneName).names == nil {
-		t.Errorf("zone still cold after an AXFR")
+	if cold := s.zoneByName(zoneName).names == nil; cold == warm {
+		t.Errorf("zone cold after an AXFR: %v, want %v (a cold zone's AXFR is sent from the store)", cold, !warm)
 	}
 }
 
@@ -451,5 +458,25 @@ func TestUDPAnswersAllocateNothing(t *testing.T) {
 	// allow a little for the runtime and test framework.
 	if n := after.Mallocs - before.Mallocs; n > queries/100 {
 		t.Errorf("%d allocations for %d UDP queries, want ~0", n, queries)
+	}
+}
+
+// Ensure a transfer from the store stops, rather than mixing two serials,
+// when a commit lands between two of its chunks.
+func TestColdAXFRCommitBetweenChunks(t *testing.T) {
+	s, d, _ := xfrServer(t, 300, Access{})
+	z := s.zoneByName(zoneName)
+	defer func(c int) { coldChunk = c }(coldChunk)
+	coldChunk = 1 << 10
+	names := &storedNames{store: d, zone: zoneName, serial: z.serial}
+	if more, err := names.next(); !more || err != nil || names.done {
+		t.Fatalf("first chunk: more=%v done=%v err=%v, want more to come", more, names.done, err)
+	}
+	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmA, Records: []db.Record{
+		{Zone: zoneName, RR: mustRR(t, "h1.inst.o.dc.example.com. 30 IN A 10.9.9.9")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if more, err := names.next(); more || !errors.Is(err, errZoneChanged) {
+		t.Errorf("chunk after a commit: more=%v err=%v, want errZoneChanged", more, err)
 	}
 }
