@@ -64,6 +64,7 @@ func (h *hist) quantile(q float64) time.Duration {
 // second of the run.
 type second struct {
 	sent, answered, lost, errors uint64
+	late                         uint64 // sent over 100 µs behind the schedule: the generator's own lag
 	lat                          hist
 }
 
@@ -190,7 +191,11 @@ func (g *loadGen) send(rate float64, d time.Duration) {
 		if prev != 0 {
 			g.sec(prev-1).lost++
 		}
-		g.sec(now).sent++
+		s := g.sec(now)
+		s.sent++
+		if now-due > 100_000 {
+			s.late++
+		}
 		g.mu.Unlock()
 		syscall.Write(g.fds[k], buf[:n])
 	}
@@ -239,6 +244,7 @@ func total(secs []second) second {
 		t.answered += s.answered
 		t.lost += s.lost
 		t.errors += s.errors
+		t.late += s.late
 		t.lat.merge(&s.lat)
 	}
 	return t

@@ -90,18 +90,23 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 	}
 	p.secs = g.run(r.rate, r.k.duration)
 	churning.Wait()
-	lastChange := start.Add(r.k.duration)
 	probes.Wait()
 	// The backlog must drain once the changes stop.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		if m, err := r.c.metrics(); err == nil && m["cns_pending_vms"] == 0 {
-			p.drain, p.drained = max(0, time.Since(lastChange)), true
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // polling cns's metrics
 	}
 	close(stopSampling)
 	sampler.Wait()
+	// Drained: the first sample after the last change with nothing pending.
+	for _, s := range p.samples {
+		if s.t >= r.k.duration && s.pending == 0 {
+			p.drain, p.drained = s.t-r.k.duration, true
+			break
+		}
+	}
 	b.Logf("phase %s: %d changes (%d errors), %d probes, drained %v after the last change",
 		p.name, p.changes, p.churnErrs, len(p.probes), p.drain.Round(time.Millisecond))
 	if p.firstErr != nil {

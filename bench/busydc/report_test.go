@@ -65,7 +65,7 @@ func (r *run) report(b *testing.B) {
 
 func (r *run) writeTimeline(path string) error {
 	var sb strings.Builder
-	cols := []string{"seconds", "phase", "sent", "answered", "lost", "errors", "p50_us", "p99_us", "p999_us",
+	cols := []string{"seconds", "phase", "sent", "answered", "lost", "errors", "sent_late", "p50_us", "p99_us", "p999_us",
 		"pending_max", "pending_last", "commits", "commit_ms_avg", "changes", "cns_cpu_pct"}
 	for _, s := range r.servers() {
 		cols = append(cols, "c2a_"+s+"_p50_ms", "c2a_"+s+"_p99_ms")
@@ -79,7 +79,7 @@ func (r *run) writeTimeline(path string) error {
 			if i < len(p.secs) {
 				s = p.secs[i]
 			}
-			row = append(row, fmt.Sprint(s.sent), fmt.Sprint(s.answered), fmt.Sprint(s.lost), fmt.Sprint(s.errors),
+			row = append(row, fmt.Sprint(s.sent), fmt.Sprint(s.answered), fmt.Sprint(s.lost), fmt.Sprint(s.errors), fmt.Sprint(s.late),
 				fmt.Sprintf("%.1f", us(s.lat.quantile(0.5))), fmt.Sprintf("%.1f", us(s.lat.quantile(0.99))),
 				fmt.Sprintf("%.1f", us(s.lat.quantile(0.999))))
 			row = append(row, p.backlogSecond(i)...)
