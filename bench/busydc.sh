@@ -44,8 +44,9 @@
 #   PROBE_RATE (150000 offered qps while probing)  SECONDARIES ("knot nsd")
 #   CPU_QUOTA (40; 0: no cap)  CPU_PERIOD_US (5000)  SERVER_CPU (0)
 #   CLIENT_CPU (1)  SECONDARY_CPU (0)  CPU_CGROUP (/sys/fs/cgroup/cpu/cns-busydc)
-#   BATCH_WINDOW_MS, MIN_NOTIFY_MS (cns's batch_window_ms and
-#     min_notify_interval; unset: cns's defaults, 100 and 500)
+#   BATCH_WINDOW_MS, MIN_NOTIFY_MS, REVERSE_V4_PREFIX (cns's batch_window_ms,
+#     min_notify_interval and reverse_v4_prefix; unset: cns's defaults,
+#     100, 500 and 24: a reverse zone per /24, so a commit touches many)
 #   SEED (20261124)  WORK (${TMPDIR:-/tmp}/cns-busydc)
 #   SAVE (1): copy busydc.tsv, busydc-probes.tsv, busydc.md and busydc.svg
 #     into bench/ (the figures BENCHMARKS.md links)
@@ -76,6 +77,9 @@ if [ "$CPU_QUOTA" != 0 ] && { [ "$(id -u)" != 0 ] || [ ! -d /sys/fs/cgroup/cpu ]
     echo "busydc: no cgroup v1 cpu controller or not root: cns runs uncapped" >&2
     CPU_QUOTA=0
 fi
+CNS_CGROUP=""
+[ "$CPU_QUOTA" != 0 ] && CNS_CGROUP=$CPU_CGROUP/cns # bench/capped/taskset names it after the binary
+export CNS_CGROUP
 echo "busydc: $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), CPU_QUOTA=$CPU_QUOTA, $(cd "$ROOT" && git rev-parse --short HEAD)" | tee "$OUT/bench.log"
 
 # The secondaries' logs, printed when a target is missed, stay in

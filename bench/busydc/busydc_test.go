@@ -39,6 +39,7 @@ type knobs struct {
 	cnsBin, launcher, cnsCPU    string
 	secondaryCPU, out           string
 	batchWindow, minNotify      string
+	reversePrefix, cgroup       string
 	seed                        uint64
 	changeTimeout, probePoll    time.Duration
 	secondaryPoll, secondaryMax time.Duration
@@ -74,6 +75,8 @@ func readKnobs(b *testing.B) knobs {
 		out:           os.Getenv("OUT"),
 		batchWindow:   os.Getenv("BATCH_WINDOW_MS"),
 		minNotify:     os.Getenv("MIN_NOTIFY_MS"),
+		reversePrefix: os.Getenv("REVERSE_V4_PREFIX"),
+		cgroup:        os.Getenv("CNS_CGROUP"),
 		seed:          uint64(envInt("SEED", 20261124)),
 		changeTimeout: 10 * time.Second,
 		probePoll:     2 * time.Millisecond,

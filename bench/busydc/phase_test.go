@@ -29,6 +29,8 @@ type sample struct {
 	commitSecs   float64       // cns_commit_duration_seconds_sum
 	cpu          float64       // cns's CPU seconds
 	changesSoFar int
+	// cns's quota: CFS periods and those in which it was throttled
+	periods, throttled float64
 }
 
 // probeResult is one sampled change's change → answer on one server.
@@ -70,10 +72,11 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 		for {
 			m, err := r.c.metrics()
 			if err == nil {
+				cg := cgroupStat(r.k.cgroup)
 				mu.Lock()
 				p.samples = append(p.samples, sample{t: time.Since(start), pending: m["cns_pending_vms"],
 					commits: m["cns_commit_duration_seconds_count"], commitSecs: m["cns_commit_duration_seconds_sum"],
-					cpu: r.c.cpuSeconds(), changesSoFar: p.changes})
+					cpu: r.c.cpuSeconds(), changesSoFar: p.changes, periods: cg["nr_periods"], throttled: cg["nr_throttled"]})
 				mu.Unlock()
 			}
 			select {
@@ -178,20 +181,24 @@ func (r *run) probeAll(ch *churn, pr *probe, p *phaseResult, mu *sync.Mutex, sta
 	wg.Wait()
 }
 
-// poll asks server every interval until the answer shows the change, and
-// returns the time from the change to that answer.
+// poll asks server until the answer shows the change, and returns the
+// time from the change to that answer. It asks every interval at first,
+// then every twentieth of the time gone by (a 5 % resolution), so that
+// when a server falls behind, the probes waiting on it do not become a
+// load of their own.
 func poll(server string, pr *probe, interval, timeout time.Duration) (time.Duration, bool) {
 	m := new(dns.Msg)
 	m.SetQuestion(pr.name, pr.qtype)
 	cl := &dns.Client{Timeout: 500 * time.Millisecond}
 	for {
 		r, _, err := cl.Exchange(m, server)
+		gone := time.Since(pr.at)
 		if err == nil && pr.want(r) {
-			return time.Since(pr.at), true
+			return gone, true
 		}
-		if time.Since(pr.at) > timeout {
-			return time.Since(pr.at), false
+		if gone > timeout {
+			return gone, false
 		}
-		time.Sleep(interval) // the probe's polling period: the answer has no signal
+		time.Sleep(max(interval, gone/20)) // the probe's polling period: the answer has no signal
 	}
 }

@@ -66,7 +66,7 @@ func (r *run) report(b *testing.B) {
 func (r *run) writeTimeline(path string) error {
 	var sb strings.Builder
 	cols := []string{"seconds", "phase", "sent", "answered", "lost", "errors", "sent_late", "p50_us", "p99_us", "p999_us",
-		"pending_max", "pending_last", "commits", "commit_ms_avg", "changes", "cns_cpu_pct"}
+		"pending_max", "pending_last", "commits", "commit_ms_avg", "changes", "cns_cpu_pct", "throttled_pct"}
 	for _, s := range r.servers() {
 		cols = append(cols, "c2a_"+s+"_p50_ms", "c2a_"+s+"_p99_ms")
 	}
@@ -94,7 +94,8 @@ func (r *run) writeTimeline(path string) error {
 }
 
 // backlogSecond is pending_max, pending_last, commits, commit_ms_avg,
-// changes and cns_cpu_pct over second i of the phase.
+// changes, cns_cpu_pct and throttled_pct (the share of the quota's
+// periods in which cns was throttled) over second i of the phase.
 func (p *phaseResult) backlogSecond(i int) []string {
 	lo, hi := time.Duration(i)*time.Second, time.Duration(i+1)*time.Second
 	var first, last *sample
@@ -111,7 +112,7 @@ func (p *phaseResult) backlogSecond(i int) []string {
 		maxPending = max(maxPending, s.pending)
 	}
 	if first == nil {
-		return []string{"0", "0", "0", "0", "0", "0"}
+		return []string{"0", "0", "0", "0", "0", "0", "0"}
 	}
 	// Deltas against the last sample before this second when there is one.
 	if k := slices.IndexFunc(p.samples, func(s sample) bool { return s.t >= lo }); k > 0 {
@@ -127,8 +128,12 @@ func (p *phaseResult) backlogSecond(i int) []string {
 	if span > 0 {
 		cpu = 100 * (last.cpu - first.cpu) / span
 	}
+	throttled := 0.0
+	if n := last.periods - first.periods; n > 0 {
+		throttled = 100 * (last.throttled - first.throttled) / n
+	}
 	return []string{fmt.Sprint(maxPending), fmt.Sprint(last.pending), fmt.Sprint(commits), fmt.Sprintf("%.2f", avg),
-		fmt.Sprint(last.changesSoFar - first.changesSoFar), fmt.Sprintf("%.0f", cpu)}
+		fmt.Sprint(last.changesSoFar - first.changesSoFar), fmt.Sprintf("%.0f", cpu), fmt.Sprintf("%.0f", throttled)}
 }
 
 // latencies are the successful change → answer times on server of the

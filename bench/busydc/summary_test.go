@@ -20,15 +20,17 @@ func (r *run) summary() (string, []string) {
 	k := r.k
 	fmt.Fprintf(&sb, "busy data center: %d VMs, %d changes/s for %v (every %dth visible change probed), secondaries %v\n\n",
 		k.vms, k.churnRate, k.duration, k.sample, r.servers()[1:])
-	fmt.Fprintf(&sb, "cns: batch_window_ms %s, min_notify_interval %s (empty: cns's defaults, 100 and 500)\n\n", k.batchWindow, k.minNotify)
+	fmt.Fprintf(&sb, "cns: batch_window_ms %q, min_notify_interval %q, reverse_v4_prefix %q (empty: cns's defaults, 100, 500 and 24)\n\n",
+		k.batchWindow, k.minNotify, k.reversePrefix)
 	fmt.Fprintf(&sb, "saturation probe: %.0f qps answered (cns CPU %.0f %%); load %.0f qps (%.0f %% of it); load average at the end %s\n\n",
 		r.capacity, 100*r.probeCPU, r.rate, 100*r.rate/max(r.capacity, 1), loadAvg())
 
-	sb.WriteString("| phase | sent | answered | lost | errors | p50 | p99 | p999 | cns CPU | sent late |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| phase | sent | answered | lost | errors | p50 | p99 | p999 | cns CPU | periods throttled | sent late |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range []*phaseResult{r.quiet, r.busy} {
 		t := total(p.secs)
-		fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %.0f µs | %.0f µs | %.0f µs | %.0f %% | %.2f %% |\n", p.name, t.sent, t.answered, t.lost, t.errors,
-			us(t.lat.quantile(0.5)), us(t.lat.quantile(0.99)), us(t.lat.quantile(0.999)), 100*p.cpuShareUntil(k.duration),
+		cpu, throttled := p.cpuShareUntil(k.duration)
+		fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %.0f µs | %.0f µs | %.0f µs | %.0f %% | %.0f %% | %.2f %% |\n", p.name, t.sent, t.answered, t.lost, t.errors,
+			us(t.lat.quantile(0.5)), us(t.lat.quantile(0.99)), us(t.lat.quantile(0.999)), 100*cpu, 100*throttled,
 			100*float64(t.late)/float64(max(t.sent, 1)))
 	}
 	sb.WriteString("\n(sent late: queries the generator sent over 100 µs behind its schedule; latency runs from the actual send)\n")
@@ -73,8 +75,9 @@ func (r *run) summary() (string, []string) {
 	return sb.String(), missed
 }
 
-// cpuShareUntil is cns's CPU share over the phase's first d.
-func (p *phaseResult) cpuShareUntil(d time.Duration) float64 {
+// cpuShareUntil is cns's CPU share over the phase's first d, and the
+// share of its quota's periods in which it was throttled.
+func (p *phaseResult) cpuShareUntil(d time.Duration) (cpu, throttled float64) {
 	var first, last *sample
 	for i := range p.samples {
 		if p.samples[i].t <= d {
@@ -85,7 +88,10 @@ func (p *phaseResult) cpuShareUntil(d time.Duration) float64 {
 		}
 	}
 	if first == nil || last.t == first.t {
-		return 0
+		return 0, 0
 	}
-	return (last.cpu - first.cpu) / (last.t - first.t).Seconds()
+	if n := last.periods - first.periods; n > 0 {
+		throttled = (last.throttled - first.throttled) / n
+	}
+	return (last.cpu - first.cpu) / (last.t - first.t).Seconds(), throttled
 }
