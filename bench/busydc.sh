@@ -47,6 +47,8 @@
 #   BATCH_WINDOW_MS, MIN_NOTIFY_MS, REVERSE_V4_PREFIX (cns's batch_window_ms,
 #     min_notify_interval and reverse_v4_prefix; unset: cns's defaults,
 #     100, 500 and 24: a reverse zone per /24, so a commit touches many)
+#   PROFILE (0): seconds of a CPU profile of cns taken a quarter into the
+#     churn ($WORK/out/cns-churn.pprof; `go tool pprof -top $WORK/cns FILE`)
 #   SEED (20261124)  WORK (${TMPDIR:-/tmp}/cns-busydc)
 #   SAVE (1): copy busydc.tsv, busydc-probes.tsv, busydc.md and busydc.svg
 #     into bench/ (the figures BENCHMARKS.md links)

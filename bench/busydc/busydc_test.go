@@ -40,6 +40,7 @@ type knobs struct {
 	secondaryCPU, out           string
 	batchWindow, minNotify      string
 	reversePrefix, cgroup       string
+	profile                     time.Duration
 	seed                        uint64
 	changeTimeout, probePoll    time.Duration
 	secondaryPoll, secondaryMax time.Duration
@@ -77,6 +78,7 @@ func readKnobs(b *testing.B) knobs {
 		minNotify:     os.Getenv("MIN_NOTIFY_MS"),
 		reversePrefix: os.Getenv("REVERSE_V4_PREFIX"),
 		cgroup:        os.Getenv("CNS_CGROUP"),
+		profile:       time.Duration(envInt("PROFILE", 0)) * time.Second,
 		seed:          uint64(envInt("SEED", 20261124)),
 		changeTimeout: 10 * time.Second,
 		probePoll:     2 * time.Millisecond,

@@ -264,3 +264,23 @@ func cgroupStat(dir string) map[string]float64 {
 	}
 	return out
 }
+
+// profile writes a CPU profile of cns taken for d after a wait of after.
+func (c *cnsProc) profile(b *testing.B, path string, after, d time.Duration) {
+	time.Sleep(after) // the profile's place in the phase
+	res, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", c.api, int(d.Seconds())))
+	if err != nil {
+		b.Logf("profile: %v", err)
+		return
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err == nil && res.StatusCode == http.StatusOK {
+		err = os.WriteFile(path, raw, 0o644)
+	}
+	if err != nil || res.StatusCode != http.StatusOK {
+		b.Logf("profile: HTTP %d %v", res.StatusCode, err)
+		return
+	}
+	b.Logf("cns CPU profile of %v of churn: %s", d, path)
+}

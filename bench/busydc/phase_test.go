@@ -1,6 +1,7 @@
 package busydc
 
 import (
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -90,6 +91,9 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 	var churning, probes sync.WaitGroup
 	if ch != nil {
 		churning.Go(func() { r.churn(ch, p, &mu, start, &probes) })
+		if r.k.profile > 0 {
+			churning.Go(func() { r.c.profile(b, filepath.Join(r.k.out, "cns-churn.pprof"), r.k.duration/4, r.k.profile) })
+		}
 	}
 	p.secs = g.run(r.rate, r.k.duration)
 	churning.Wait()
