@@ -75,3 +75,27 @@ func TestLoadGen(t *testing.T) {
 		t.Errorf("p50 %v, want ~2 ms", p50)
 	}
 }
+
+// TestUDPDrops: datagrams sent to a socket that never reads, with a small
+// receive buffer, show in its drop count.
+func TestUDPDrops(t *testing.T) {
+	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	pc.SetReadBuffer(4096)
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	before := udpDrops(port)
+	c, err := net.DialUDP("udp4", nil, pc.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 1000 {
+		c.Write(make([]byte, 200))
+	}
+	if d := udpDrops(port) - before; d == 0 {
+		t.Error("no drop counted for 1000 datagrams into a 4 KiB buffer")
+	}
+}

@@ -3,9 +3,13 @@ package busydc
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -113,7 +117,9 @@ func newLoadGen(server netip.AddrPort, queries []dns.Question) (*loadGen, error)
 		g.fds = append(g.fds, fd)
 		// A deep receive buffer: a query lost must be the server's loss,
 		// never the generator's own socket overflowing.
-		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<20)
+		if syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 8<<20) != nil {
+			syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<20) // up to rmem_max
+		}
 		tv := syscall.NsecToTimeval(int64(100 * time.Millisecond))
 		syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 		if err := syscall.Connect(fd, sa); err != nil {
@@ -122,6 +128,17 @@ func newLoadGen(server netip.AddrPort, queries []dns.Question) (*loadGen, error)
 		}
 	}
 	return g, nil
+}
+
+// ports are the generator's local UDP ports.
+func (g *loadGen) ports() []int {
+	var out []int
+	for _, fd := range g.fds {
+		if sa, err := syscall.Getsockname(fd); err == nil {
+			out = append(out, sa.(*syscall.SockaddrInet4).Port)
+		}
+	}
+	return out
 }
 
 func (g *loadGen) close() {
@@ -248,4 +265,30 @@ func total(secs []second) second {
 		t.lat.merge(&s.lat)
 	}
 	return t
+}
+
+// udpDrops sums the kernel's drop counters (/proc/net/udp: datagrams a
+// full receive buffer refused) of the IPv4 UDP sockets bound to ports.
+func udpDrops(ports ...int) uint64 {
+	raw, err := os.ReadFile("/proc/net/udp")
+	if err != nil {
+		return 0
+	}
+	want := map[string]bool{}
+	for _, p := range ports {
+		want[fmt.Sprintf("%04X", p)] = true
+	}
+	var n uint64
+	for _, line := range strings.Split(string(raw), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 13 {
+			continue
+		}
+		_, port, _ := strings.Cut(f[1], ":")
+		if want[port] {
+			d, _ := strconv.ParseUint(f[len(f)-1], 10, 64)
+			n += d
+		}
+	}
+	return n
 }

@@ -44,16 +44,19 @@ type probeResult struct {
 }
 
 type phaseResult struct {
-	name       string
-	secs       []second // the load generator's, per second of sending
-	samples    []sample
-	probes     []probeResult
-	changes    int
-	churnErrs  int
-	firstErr   error
-	drain      time.Duration // from the last change until nothing was pending
-	drained    bool
-	churnBehin time.Duration // how far the churn fell behind its schedule at worst
+	name      string
+	secs      []second // the load generator's, per second of sending
+	samples   []sample
+	probes    []probeResult
+	changes   int
+	churnErrs int
+	firstErr  error
+	drain     time.Duration // from the last change until nothing was pending
+	drained   bool
+	// datagrams the kernel dropped for a full receive buffer during the
+	// phase: on cns's DNS socket(s), on the load generator's
+	serverDrops, clientDrops uint64
+	churnBehin               time.Duration // how far the churn fell behind its schedule at worst
 }
 
 // phase answers at r.rate for the run's duration; with ch, it also makes
@@ -95,7 +98,9 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 			churning.Go(func() { r.c.profile(b, filepath.Join(r.k.out, "cns-churn.pprof"), r.k.duration/4, r.k.profile) })
 		}
 	}
+	serverDrops, clientDrops := udpDrops(int(r.c.dns.Port())), udpDrops(g.ports()...)
 	p.secs = g.run(r.rate, r.k.duration)
+	p.serverDrops, p.clientDrops = udpDrops(int(r.c.dns.Port()))-serverDrops, udpDrops(g.ports()...)-clientDrops
 	churning.Wait()
 	probes.Wait()
 	// The backlog must drain once the changes stop.

@@ -33,7 +33,19 @@ func (r *run) summary() (string, []string) {
 			us(t.lat.quantile(0.5)), us(t.lat.quantile(0.99)), us(t.lat.quantile(0.999)), 100*cpu, 100*throttled,
 			100*float64(t.late)/float64(max(t.sent, 1)))
 	}
-	sb.WriteString("\n(sent late: queries the generator sent over 100 µs behind its schedule; latency runs from the actual send)\n")
+	sb.WriteString("\n(sent late: queries the generator sent over 100 µs behind its schedule; latency runs from the actual send)\n\n")
+	for _, p := range []*phaseResult{r.quiet, r.busy} {
+		fmt.Fprintf(&sb, "%s: the kernel dropped %d queries at cns's full receive buffer and %d answers at the load generator's\n",
+			p.name, p.serverDrops, p.clientDrops)
+	}
+	// The figures are cns's only if the client side kept its schedule.
+	for _, p := range []*phaseResult{r.quiet, r.busy} {
+		t := total(p.secs)
+		if late := float64(t.late) / float64(max(t.sent, 1)); late > 0.05 || p.churnBehin > 100*time.Millisecond || p.clientDrops > 0 {
+			fmt.Fprintf(&sb, "\n**CLIENT SHORT OF CPU** in the %s phase: %.0f %% of queries sent late, the churn up to %v behind, %d answers dropped at the generator: "+
+				"the client CPU was short, so these figures bound cns's from above\n", p.name, 100*late, p.churnBehin.Round(time.Millisecond), p.clientDrops)
+		}
+	}
 
 	sb.WriteString("\n| change → answer | probes | answered | p50 | p99 | max |\n|---|---|---|---|---|---|\n")
 	c2a := map[string]time.Duration{}
