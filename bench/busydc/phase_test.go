@@ -1,6 +1,7 @@
 package busydc
 
 import (
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -56,6 +57,7 @@ type phaseResult struct {
 	// datagrams the kernel dropped for a full receive buffer during the
 	// phase: on cns's DNS socket(s), on the load generator's
 	serverDrops, clientDrops uint64
+	driverCPU                float64 // this process's CPU share (load generator, simulator, probes)
 	churnBehin               time.Duration // how far the churn fell behind its schedule at worst
 }
 
@@ -99,7 +101,9 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 		}
 	}
 	serverDrops, clientDrops := udpDrops(int(r.c.dns.Port())), udpDrops(g.ports()...)
+	self0, t0 := procCPU(os.Getpid()), time.Now()
 	p.secs = g.run(r.rate, r.k.duration)
+	p.driverCPU = (procCPU(os.Getpid()) - self0) / time.Since(t0).Seconds()
 	p.serverDrops, p.clientDrops = udpDrops(int(r.c.dns.Port()))-serverDrops, udpDrops(g.ports()...)-clientDrops
 	churning.Wait()
 	probes.Wait()

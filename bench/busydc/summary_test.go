@@ -35,8 +35,8 @@ func (r *run) summary() (string, []string) {
 	}
 	sb.WriteString("\n(sent late: queries the generator sent over 100 µs behind its schedule; latency runs from the actual send)\n\n")
 	for _, p := range []*phaseResult{r.quiet, r.busy} {
-		fmt.Fprintf(&sb, "%s: the kernel dropped %d queries at cns's full receive buffer and %d answers at the load generator's\n",
-			p.name, p.serverDrops, p.clientDrops)
+		fmt.Fprintf(&sb, "%s: the kernel dropped %d queries at cns's full receive buffer and %d answers at the load generator's; "+
+			"the driver (load generator, simulator, probes) used %.0f %% of a CPU\n", p.name, p.serverDrops, p.clientDrops, 100*p.driverCPU)
 	}
 	// The figures are cns's only if the client side kept its schedule.
 	for _, p := range []*phaseResult{r.quiet, r.busy} {
