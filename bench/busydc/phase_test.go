@@ -57,7 +57,7 @@ type phaseResult struct {
 	// datagrams the kernel dropped for a full receive buffer during the
 	// phase: on cns's DNS socket(s), on the load generator's
 	serverDrops, clientDrops uint64
-	driverCPU                float64 // this process's CPU share (load generator, simulator, probes)
+	driverCPU                float64       // this process's CPU share (load generator, simulator, probes)
 	churnBehin               time.Duration // how far the churn fell behind its schedule at worst
 }
 
