@@ -2,7 +2,7 @@
 """Plot a busy-data-center run (bench/busydc.sh) as one SVG of three charts
 over time, the quiet phase then the churn: answer latency (p50/p99/p999 a
 second, lost queries marked), change -> answer on cns and on each secondary
-(every probed change), and the commit backlog (cns_pending_vms, its peak
+(p50 and p99 of the changes made in each second), and the commit backlog (cns_pending_vms, its peak
 in each second) with the changes made per second.
 
     bench/busydcplot.py busydc.tsv busydc-probes.tsv busydc.svg
@@ -23,7 +23,7 @@ def read(path):
 
 
 def chart(x0, y0, w, h, title, xmax, series, log=False, lines=(), marks=(), churn_x=None, unit=""):
-    """series: [(label, [(x, y)], color, as_points)]; lines: [(y, label)]
+    """series: [(label, [(x, y)], color, dashed)]; lines: [(y, label)]
     horizontal targets; marks: x positions flagged in red (lost queries)."""
     out = [f'<g transform="translate({x0},{y0})">',
            f'<rect width="{w}" height="{h}" fill="white" stroke="#ccc"/>',
@@ -50,14 +50,13 @@ def chart(x0, y0, w, h, title, xmax, series, log=False, lines=(), marks=(), chur
         out.append(f'<text x="{w-120}" y="{py(y)-3:.1f}" font-size="10" fill="#d62728" font-family="sans-serif">{label}</text>')
     for x in marks:
         out.append(f'<line x1="{px(x):.1f}" y1="{h-20}" x2="{px(x):.1f}" y2="{h-28}" stroke="#d62728" stroke-width="2"/>')
-    for i, (label, pts, color, as_points) in enumerate(series):
+    for i, (label, pts, color, dashed) in enumerate(series):
         pts = [(x, y) for x, y in pts if y > 0 or not log]
-        if as_points:
-            out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="1.6" fill="{color}" fill-opacity="0.6"/>' for x, y in pts]
-        elif pts:
+        dash = ' stroke-dasharray="4,2"' if dashed else ""
+        if pts:
             d = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
-            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.3" points="{d}"/>')
-        out.append(f'<text x="{60 + i * 110}" y="{h-5}" font-size="10" fill="{color}" font-family="sans-serif">{label}</text>')
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.3"{dash} points="{d}"/>')
+        out.append(f'<text x="{60 + i * 140}" y="{h-5}" font-size="10" fill="{color}" font-family="sans-serif">{label}</text>')
     ticks = [10 ** e for e in range(int(lo), int(hi) + 1)] if log else [lo, (lo + hi) / 2, hi]
     for v in ticks:
         out.append(f'<text x="2" y="{py(v)+4:.1f}" font-size="10" font-family="sans-serif">{v:.4g}{unit}</text>')
@@ -80,14 +79,17 @@ def main():
                     xmax, [("p50", col("p50_us", 1e-3), COLORS[0], False), ("p99", col("p99_us", 1e-3), COLORS[1], False),
                            ("p999", col("p999_us", 1e-3), COLORS[3], False)],
                     log=True, lines=[(1, "target p99 1 ms")], marks=lost, churn_x=churn_x)
-    servers = []
-    for p in probes:
-        if p["server"] not in servers:
-            servers.append(p["server"])
-    series = [(s + (" (unanswered: x)" if any(p["ok"] != "true" for p in probes if p["server"] == s) else ""),
-               [(float(p["changed_at_s"]), float(p["ms"])) for p in probes if p["server"] == s and p["ok"] == "true"],
-               COLORS[i % len(COLORS)], True) for i, s in enumerate(servers)]
-    c2a = chart(10, 35 + h + 10, w, h, "change → answer, each probed change (ms, log)", xmax, series, log=True,
+    servers = ["cns"] + sorted({p["server"] for p in probes} - {"cns"})
+    series = []
+    for i, srv in enumerate(servers):
+        fails = sum(1 for p in probes if p["server"] == srv and p["ok"] != "true")
+        note = f", {fails} unanswered" if fails else ""
+        for q, dashed in (("p50", True), ("p99", False)):
+            key = f"c2a_{srv}_{q}_ms"
+            if rows and key in rows[0]:
+                pts = [(float(r["seconds"]), float(r[key])) for r in rows if r["phase"] == "1"]
+                series.append((f"{srv} {q}{note if q == 'p99' else ''}", pts, COLORS[i % len(COLORS)], dashed))
+    c2a = chart(10, 35 + h + 10, w, h, "change → answer by the second of the change: p50 (dashed) and p99 (ms, log)", xmax, series, log=True,
                 lines=[(100, "cns target 100 ms"), (1000, "secondary target 1 s")], churn_x=churn_x)
     backlog = chart(10, 35 + 2 * (h + 10), w, h, "commit backlog: cns_pending_vms (peak in each second); changes made per second",
                     xmax, [("pending VMs", col("pending_max"), COLORS[0], False), ("changes/s", col("changes"), COLORS[2], False)],
