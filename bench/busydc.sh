@@ -50,8 +50,8 @@
 #   PROFILE (0): seconds of a CPU profile of cns taken a quarter into the
 #     churn ($WORK/out/cns-churn.pprof; `go tool pprof -top $WORK/cns FILE`)
 #   SEED (20261124)  WORK (${TMPDIR:-/tmp}/cns-busydc)
-#   SAVE (1): copy busydc.tsv, busydc-probes.tsv, busydc.md and busydc.svg
-#     into bench/ (the figures BENCHMARKS.md links)
+#   SAVE (1): copy busydc.tsv, busydc.md and busydc.svg into bench/ (the
+#     figures BENCHMARKS.md links; the probes, ~8k rows, stay in $OUT)
 # Output in $WORK/out: busydc.tsv (a row a second: queries sent, answered,
 #   lost, p50/p99/p999, backlog, commits, changes, cns CPU, change ->
 #   answer per server), busydc-probes.tsv (every probe), busydc.md (the
@@ -96,7 +96,7 @@ set -e
 if [ -s "$OUT/busydc.tsv" ]; then
     python3 "$ROOT/bench/busydcplot.py" "$OUT/busydc.tsv" "$OUT/busydc-probes.tsv" "$OUT/busydc.svg"
     if [ "$SAVE" = 1 ]; then
-        cp "$OUT/busydc.tsv" "$OUT/busydc-probes.tsv" "$OUT/busydc.md" "$OUT/busydc.svg" "$ROOT/bench/"
+        cp "$OUT/busydc.tsv" "$OUT/busydc.md" "$OUT/busydc.svg" "$ROOT/bench/"
     fi
     echo "busydc: $OUT/busydc.md, $OUT/busydc.svg"
 fi
