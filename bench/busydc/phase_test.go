@@ -202,7 +202,9 @@ func (r *run) probeAll(ch *churn, pr *probe, p *phaseResult, mu *sync.Mutex, sta
 func poll(server string, pr *probe, interval, timeout time.Duration) (time.Duration, bool) {
 	m := new(dns.Msg)
 	m.SetQuestion(pr.name, pr.qtype)
-	cl := &dns.Client{Timeout: 500 * time.Millisecond}
+	// A long timeout: a server whose answers queue for half a second
+	// still answers the probe, and that answer counts.
+	cl := &dns.Client{Timeout: 3 * time.Second}
 	for {
 		r, _, err := cl.Exchange(m, server)
 		gone := time.Since(pr.at)
