@@ -202,11 +202,18 @@ func (r *run) probeAll(ch *churn, pr *probe, p *phaseResult, mu *sync.Mutex, sta
 func poll(server string, pr *probe, interval, timeout time.Duration) (time.Duration, bool) {
 	m := new(dns.Msg)
 	m.SetQuestion(pr.name, pr.qtype)
+	// A service's A set outgrows 512 bytes: ask with EDNS and over TCP
+	// when truncated, or a member left out would never be seen.
+	m.SetEdns0(4096, false)
 	// A long timeout: a server whose answers queue for half a second
 	// still answers the probe, and that answer counts.
 	cl := &dns.Client{Timeout: 3 * time.Second}
+	tcp := &dns.Client{Net: "tcp", Timeout: 3 * time.Second}
 	for {
 		r, _, err := cl.Exchange(m, server)
+		if err == nil && r.Truncated {
+			r, _, err = tcp.Exchange(m, server)
+		}
 		gone := time.Since(pr.at)
 		if err == nil && pr.want(r) {
 			return gone, true
