@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestLoadGen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
+	var answered atomic.Int64
 	go func() {
 		buf := make([]byte, 512)
 		for {
@@ -52,7 +54,11 @@ func TestLoadGen(t *testing.T) {
 			}
 			out := append([]byte(nil), buf[:n]...)
 			out[2] |= 0x80 // QR
-			time.AfterFunc(2*time.Millisecond, func() { pc.WriteTo(out, addr) })
+			time.AfterFunc(2*time.Millisecond, func() {
+				if _, err := pc.WriteTo(out, addr); err == nil {
+					answered.Add(1)
+				}
+			})
 		}
 	}()
 	g, err := newLoadGen(netip.MustParseAddrPort(pc.LocalAddr().String()),
@@ -67,9 +73,12 @@ func TestLoadGen(t *testing.T) {
 		t.Errorf("1 s of sending and 1 s of waiting took %v", took)
 	}
 	// Ids cycle per socket: query i has id i/4, so ids ≡ 0 mod 10 are
-	// every 40th query, 4 sockets × 50 of the 500 ids used per socket.
-	if tot.sent != 2000 || tot.answered+tot.lost != tot.sent || tot.lost != 200 {
-		t.Errorf("sent %d answered %d lost %d, want 2000, 1800, 200", tot.sent, tot.answered, tot.lost)
+	// every 40th query, 4 sockets × 50 of the 500 ids used per socket:
+	// 200 never answered, and on a slow machine (-race) a few more that
+	// the responder's socket dropped. Every answer sent must be counted.
+	if tot.sent != 2000 || tot.answered+tot.lost != tot.sent || tot.lost < 200 || int64(tot.answered) != answered.Load() {
+		t.Errorf("sent %d, answered %d (the responder answered %d), lost %d; want 2000 sent, at least 200 lost, every answer counted",
+			tot.sent, tot.answered, answered.Load(), tot.lost)
 	}
 	if p50 := tot.lat.quantile(0.5); p50 < 2*time.Millisecond || p50 > 20*time.Millisecond {
 		t.Errorf("p50 %v, want ~2 ms", p50)
