@@ -1,0 +1,110 @@
+package busydc
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func TestHistQuantile(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, 1000 * time.Microsecond}} {
+		got := h.quantile(c.q)
+		if got < c.want*98/100 || got > c.want*103/100 {
+			t.Errorf("quantile(%v) = %v, want %v ± 2 %%", c.q, got, c.want)
+		}
+	}
+	var empty hist
+	if empty.quantile(0.99) != 0 {
+		t.Error("an empty histogram has a quantile")
+	}
+}
+
+// TestLoadGen runs the generator against a responder on 127.0.0.1 that
+// never answers one id in ten and answers the rest after 2 ms: the
+// generator must send at its rate, count exactly the unanswered as lost,
+// and time the others near 2 ms.
+func TestLoadGen(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var answered atomic.Int64
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, addr, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if binary.BigEndian.Uint16(buf)%10 == 0 {
+				continue
+			}
+			out := append([]byte(nil), buf[:n]...)
+			out[2] |= 0x80 // QR
+			time.AfterFunc(2*time.Millisecond, func() {
+				if _, err := pc.WriteTo(out, addr); err == nil {
+					answered.Add(1)
+				}
+			})
+		}
+	}()
+	g, err := newLoadGen(netip.MustParseAddrPort(pc.LocalAddr().String()),
+		[]dns.Question{{Name: "a.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	start := time.Now()
+	tot := total(g.run(2000, time.Second))
+	if took := time.Since(start); took < 2*time.Second || took > 4*time.Second {
+		t.Errorf("1 s of sending and 1 s of waiting took %v", took)
+	}
+	// Ids cycle per socket: query i has id i/4, so ids ≡ 0 mod 10 are
+	// every 40th query, 4 sockets × 50 of the 500 ids used per socket:
+	// 200 never answered, and on a slow machine (-race) a few more that
+	// the responder's socket dropped. Every answer sent must be counted.
+	if tot.sent != 2000 || tot.answered+tot.lost != tot.sent || tot.lost < 200 || int64(tot.answered) != answered.Load() {
+		t.Errorf("sent %d, answered %d (the responder answered %d), lost %d; want 2000 sent, at least 200 lost, every answer counted",
+			tot.sent, tot.answered, answered.Load(), tot.lost)
+	}
+	if p50 := tot.lat.quantile(0.5); p50 < 2*time.Millisecond || p50 > 20*time.Millisecond {
+		t.Errorf("p50 %v, want ~2 ms", p50)
+	}
+}
+
+// TestUDPDrops: datagrams sent to a socket that never reads, with a small
+// receive buffer, show in its drop count.
+func TestUDPDrops(t *testing.T) {
+	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	pc.SetReadBuffer(4096)
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	before := udpDrops(port)
+	c, err := net.DialUDP("udp4", nil, pc.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 1000 {
+		c.Write(make([]byte, 200))
+	}
+	if d := udpDrops(port) - before; d == 0 {
+		t.Error("no drop counted for 1000 datagrams into a 4 KiB buffer")
+	}
+}
