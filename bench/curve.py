@@ -22,7 +22,8 @@ where k > 1.1 (over the whole range or the last step). For throughput
 (answers per CPU-second) the cost is the inverse: an answer's cost grows
 as N^-k. Then the issue's 1M targets, as ratios to Knot. The SVG (default
 WORK/curve.svg) has one log-log chart per figure: cns's points and fit,
-the peers' points, and a dashed line of slope 1 through cns's first point.
+the peers' points, and a dashed line through cns's first point of linear growth
+(of a constant rate, for answers per CPU-second).
 Only the Python standard library is used.
 """
 import argparse
@@ -111,7 +112,7 @@ def gather(work, out):
     except (OSError, ValueError):
         pass
     results = [r for r in read_tsv(os.path.join(out, "results.tsv")) if r.get("status") == "ok"]
-    figures = read_plain(os.path.join(work, "figures.tsv"), ["N", "vms", "seconds", "commits"])
+    figures = read_plain(os.path.join(work, "figures.tsv"), ["N", "vms", "seconds", "commits", "cpu_s"])
     sizes = read_tsv(os.path.join(work, "sizes.tsv"))
     restart = read_tsv(os.path.join(work, "restart.tsv"))
     axfr = read_tsv(os.path.join(work, "axfr.tsv"))
@@ -140,6 +141,9 @@ def gather(work, out):
     f = Figure("initial load through cns serve", "s")
     f.add("custom", by_n(figures, "seconds"))
     figs.append(f)
+    f = Figure("initial load, CPU seconds of cns", "CPU s")
+    f.add("custom", by_n(figures, "cpu_s"))
+    figs.append(f)
     f = Figure("restart to first answer (first-answer.py, uncapped)", "ms")
     f.add("custom", by_n(restart, "first_ms"))
     figs.append(f)
@@ -149,6 +153,9 @@ def gather(work, out):
     figs.append(f)
     f = Figure("tables warm: exec to 'zones loaded into memory' (uncapped)", "ms")
     f.add("custom", by_n(restart, "warm_ms"))
+    figs.append(f)
+    f = Figure("tables warm, CPU time of cns from exec (uncapped)", "CPU ms")
+    f.add("custom", by_n(restart, "warm_cpu_ms"))
     figs.append(f)
     f = Figure("tables warm, in the CPU quota (axfr step)", "ms")
     f.add("custom", by_n(axfr, "warm_ms"))
@@ -267,7 +274,7 @@ def svg(figs, ns, path):
            (cols * (w + 10) + 10, rows * (h + 10) + 60),
            '<rect width="100%" height="100%" fill="#f8f8f8"/>',
            '<text x="10" y="20" font-size="14">cns cost curve: each figure against N VMs, log-log '
-           '(dashed grey: slope 1 through cns\'s first point; line: cns\'s fit, exponent k)</text>']
+           '(dashed grey through cns\'s first point: linear growth, or a constant rate for answers/s; k: cns\'s exponent)</text>']
     x = 14
     for s in ("custom", "knot", "nsd", "bind"):
         out.append('<circle cx="%d" cy="38" r="4" fill="%s"/><text x="%d" y="42" font-size="11">%s</text>' %
@@ -309,7 +316,8 @@ def chart(x0, y0, w, h, f, ns):
     base = f.series.get("custom")
     if base:
         n0 = min(base)
-        pts = [(n, base[n0] * n / n0) for n in (min(ns), max(ns))]
+        ref = 1 if f.cost else 0  # linear cost; constant throughput
+        pts = [(n, base[n0] * (n / n0) ** ref) for n in (min(ns), max(ns))]
         pts = [(n, v) for n, v in pts if v > 0]
         clip = [(n, min(max(v, 10 ** ly0), 10 ** ly1)) for n, v in pts]
         out.append('<polyline fill="none" stroke="#999" stroke-dasharray="4,3" points="%s"/>' %
@@ -324,8 +332,8 @@ def chart(x0, y0, w, h, f, ns):
     if base:
         k = fit(base.items())
         if k is not None:
-            out.append('<text x="%d" y="28" font-size="10" text-anchor="end" fill="%s">cns k = %.2f</text>' %
-                       (w - right, COLORS["custom"], k))
+            out.append('<text x="%d" y="%d" font-size="10" text-anchor="end" fill="%s">cns k = %.2f</text>' %
+                       (w - right, h - bottom - 4, COLORS["custom"], k))
     out.append("</g>")
     return "\n".join(out)
 

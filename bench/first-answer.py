@@ -19,15 +19,18 @@ warm_ms is from the exec to the moment the line was seen (polled every
 "took" field: the table building alone, without the process start and the
 db open). rss_kib and hwm_kib are the server's VmRSS right after that line
 and its VmHWM (peak RSS while restarting and warming up), from
-/proc/PID/status: COMMAND must exec the server (taskset, exec in scripts),
-so that the PID started is the server's.
+/proc/PID/status, and cpu_ms the CPU time (user + system) the server had
+used by then, from /proc/PID/stat: a cost the machine's other load does
+not move. COMMAND must exec the server (taskset, exec in scripts), so that
+the PID started is the server's.
 
 Prints one tab-separated line: first_ms all_ms answers p50_ms p99_ms max_ms,
-then with --warm-line: warm_ms took_ms rss_kib hwm_kib ("nan" when unknown)
+then with --warm-line: warm_ms took_ms rss_kib hwm_kib cpu_ms ("nan" when unknown)
 Only the Python standard library is used.
 """
 import argparse
 import json
+import os
 import re
 import signal
 import socket
@@ -43,13 +46,14 @@ def soa_query(zone, qid):
     return struct.pack(">HHHHHH", qid, 0, 1, 0, 0, 0) + name + struct.pack(">HH", 6, 1)
 
 
-def warm_seen(log, text, t0):
-    """(ms since t0, the line's own "took" in ms) once log holds text, else None."""
+def warm_seen(log, text, t0, pid):
+    """(ms since t0, the line's own "took" in ms, (rss, hwm), cpu ms) once log
+    holds text, else None."""
     try:
         with open(log) as f:
             for line in f:
                 if text in line:
-                    return (time.monotonic() - t0) * 1000, took_ms(line)
+                    return (time.monotonic() - t0) * 1000, took_ms(line), proc_memory(pid), cpu_ms(pid)
     except OSError:
         pass
     return None
@@ -64,6 +68,16 @@ def took_ms(line):
     units = {"h": 3600e3, "m": 60e3, "s": 1e3, "ms": 1.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
     parts = re.findall(r"([0-9.]+)(h|ms|m|s|us|µs|ns)", str(v))
     return sum(float(x) * units[u] for x, u in parts) if parts else float("nan")
+
+
+def cpu_ms(pid):
+    """utime + stime of pid in ms, as a string ("nan" when gone)."""
+    try:
+        stat = open("/proc/%d/stat" % pid).read()
+    except OSError:
+        return "nan"
+    fields = stat[stat.rindex(")") + 2:].split()
+    return "%d" % ((int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK"))
 
 
 def proc_memory(pid):
@@ -138,20 +152,19 @@ def main():
             except (socket.timeout, ConnectionRefusedError):
                 lat.append(1.0)
             if a.warm_line and warm is None:
-                warm = warm_seen(a.log, a.warm_line, t0)
+                warm = warm_seen(a.log, a.warm_line, t0, p.pid)
             time.sleep(max(0.0, 0.01 - (time.monotonic() - t)))
         while a.warm_line and warm is None and p.poll() is None and time.monotonic() - t0 < a.timeout:
             time.sleep(0.01)
-            warm = warm_seen(a.log, a.warm_line, t0)
+            warm = warm_seen(a.log, a.warm_line, t0, p.pid)
         all_ms = max(seen.values()) * 1000 if len(seen) == len(zones) else float("nan")
         lat.sort()
         pick = lambda q: lat[min(len(lat) - 1, int(len(lat) * q))] * 1000 if lat else float("nan")
         line = "%.1f\t%.1f\t%d\t%.2f\t%.2f\t%.2f" % (first * 1000, all_ms, len(lat), pick(0.5), pick(0.99), lat[-1] * 1000 if lat else float("nan"))
         if a.warm_line:
             nan = float("nan")
-            warm_ms, took_ms = warm if warm else (nan, nan)
-            rss, hwm = proc_memory(p.pid)
-            line += "\t%.1f\t%.1f\t%s\t%s" % (warm_ms, took_ms, rss, hwm)
+            warm_ms, took, (rss, hwm), cpu = warm if warm else (nan, nan, ("nan", "nan"), "nan")
+            line += "\t%.1f\t%.1f\t%s\t%s\t%s" % (warm_ms, took, rss, hwm, cpu)
         print(line)
     finally:
         if p.poll() is None:

@@ -205,6 +205,7 @@ EOF
 }
 
 # initial-load figures from the load step's log: "vms seconds commits"
+# (prepare appends the CPU seconds cns used, a cost the machine's load does not move)
 load_figures() { # logfile
     python3 - "$1" <<'EOF'
 import datetime, json, sys
@@ -264,11 +265,13 @@ prepare() { # n
         [ "$(date +%s)" -lt "$deadline" ] || die "N=$n: not committed after $timeout s (PREP_TIMEOUT; log: $p/load.log)"
         sleep 0.2
     done
+    local cpu
+    cpu=$(sed 's/^.*) //' "/proc/$PREP_PID/stat" | awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($12 + $13) / hz }')
     stop_prep
     local fig
     fig=$(load_figures "$p/load.log")
-    printf '%s\t%s\n' "$n" "$fig" > "$p/figures.tsv"
-    log "N=$n: loaded (VMs, seconds, commits: $(echo "$fig" | tr '\t' ' '))"
+    printf '%s\t%s\t%s\n' "$n" "$fig" "$cpu" > "$p/figures.tsv"
+    log "N=$n: loaded (VMs, seconds, commits, CPU seconds: $(echo "$fig" | tr '\t' ' ') $cpu)"
 
     t_export=$(now_s)
     "$CNS" db --db "$p/cns.db" zones > "$p/zones.txt"
@@ -399,7 +402,7 @@ fi
 # run-anchors' load time polls with one dig process per try; this asks every
 # 2 ms from one socket, then keeps asking every 10 ms while cns warms up
 RESTART=$WORK/restart.tsv
-printf 'N\trep\tfirst_ms\tall_zones_ms\tanswers\tp50_ms\tp99_ms\tmax_ms\twarm_ms\twarm_took_ms\trss_kib\thwm_kib\n' > "$RESTART"
+printf 'N\trep\tfirst_ms\tall_zones_ms\tanswers\tp50_ms\tp99_ms\tmax_ms\twarm_ms\twarm_took_ms\trss_kib\thwm_kib\twarm_cpu_ms\n' > "$RESTART"
 if [ "$RESTART_REPS" -gt 0 ]; then
     for n in $SIZES; do
         for r in $(seq 1 "$RESTART_REPS"); do
