@@ -3,6 +3,8 @@
 grows with the number of VMs N.
 
     bench/curve.py --work WORK [--out OUT] [--svg FILE]
+    bench/curve.py --work WORK1 --work WORK2 ...   (sizes run separately,
+        e.g. 1M alone: each WORK's run-anchors output is WORK/anchors)
 
 Reads what bench/run.sh wrote for every size of one run:
   WORK/figures.tsv  initial load through `cns serve` (N vms seconds commits)
@@ -105,17 +107,25 @@ def steps(points):
     return [(a[0], b[0], math.log(b[1] / a[1]) / math.log(b[0] / a[0])) for a, b in zip(pts, pts[1:])]
 
 
-def gather(work, out):
-    quota = 0.0
-    try:
-        quota = float(open(os.path.join(out, "cpu_quota.txt")).read().strip())
-    except (OSError, ValueError):
-        pass
-    results = [r for r in read_tsv(os.path.join(out, "results.tsv")) if r.get("status") == "ok"]
-    figures = read_plain(os.path.join(work, "figures.tsv"), ["N", "vms", "seconds", "commits", "cpu_s"])
-    sizes = read_tsv(os.path.join(work, "sizes.tsv"))
-    restart = read_tsv(os.path.join(work, "restart.tsv"))
-    axfr = read_tsv(os.path.join(work, "axfr.tsv"))
+def gather(dirs):
+    """dirs: [(WORK, OUT)]; the rows of every run together"""
+    quotas = set()
+    results, figures, sizes, restart, axfr = [], [], [], [], []
+    for work, out in dirs:
+        try:
+            quotas.add(float(open(os.path.join(out, "cpu_quota.txt")).read().strip()))
+        except (OSError, ValueError):
+            pass
+        results += [r for r in read_tsv(os.path.join(out, "results.tsv")) if r.get("status") == "ok"]
+        figures += read_plain(os.path.join(work, "figures.tsv"), ["N", "vms", "seconds", "commits", "cpu_s"])
+        sizes += read_tsv(os.path.join(work, "sizes.tsv"))
+        restart += read_tsv(os.path.join(work, "restart.tsv"))
+        axfr += read_tsv(os.path.join(work, "axfr.tsv"))
+    if len(quotas) > 1:
+        raise SystemExit("the runs used different CPU quotas (%s): not one yardstick" % sorted(quotas))
+    quota = quotas.pop() if quotas else 0.0
+    # a size prepared by more than one run: keep one sizes row per N
+    sizes = list({r["N"]: r for r in sizes}.values())
 
     def anchors(server, key, scale=1.0, per=None):
         rows = [r for r in results if r["server"] == server and r["N"].isdigit()]
@@ -344,12 +354,14 @@ def esc(s):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", required=True, help="bench/run.sh's WORK directory")
-    ap.add_argument("--out", help="run-anchors' OUT directory (default WORK/anchors)")
-    ap.add_argument("--svg", help="the plot (default WORK/curve.svg)")
+    ap.add_argument("--work", required=True, action="append", help="bench/run.sh's WORK directory (repeatable)")
+    ap.add_argument("--out", help="run-anchors' OUT directory (default WORK/anchors; one --work only)")
+    ap.add_argument("--svg", help="the plot (default: the first WORK/curve.svg)")
     a = ap.parse_args()
-    out = a.out or os.path.join(a.work, "anchors")
-    figs, sizes, quota = gather(a.work, out)
+    if a.out and len(a.work) > 1:
+        ap.error("--out goes with a single --work")
+    dirs = [(w, a.out or os.path.join(w, "anchors")) for w in a.work]
+    figs, sizes, quota = gather(dirs)
     ns = sorted({n for f in figs for s in f.series.values() for n in s})
     if not ns:
         print("no figures in %s and %s" % (a.work, out))
@@ -376,7 +388,7 @@ def main():
                 r.get("export_s", "-"), r.get("queries_s", "-")))
     print()
     targets(figs, max(ns))
-    path = a.svg or os.path.join(a.work, "curve.svg")
+    path = a.svg or os.path.join(a.work[0], "curve.svg")
     svg(figs, ns, path)
     print()
     print("Plot: %s" % path)
