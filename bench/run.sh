@@ -378,9 +378,11 @@ if [ "$LOSS_DURATION" -gt 0 ] && [[ " ${SERVERS:-custom} " == *" custom "* ]]; t
             "$WORK/zones/N$n/forward.zone" "$d" > "$d/server.log" 2>&1 &
         PREP_PID=$!
         # measure the steady state: wait until the in-memory tables are built
-        for _ in $(seq 1 600); do
-            grep -q '"msg":"zones loaded into memory"' "$d/server.log" 2>/dev/null && break
+        # (at 1M VMs on a loaded machine that takes longer than a minute)
+        deadline=$(( $(date +%s) + WARM_TIMEOUT ))
+        until grep -qF "$WARM_LINE" "$d/server.log" 2>/dev/null; do
             kill -0 "$PREP_PID" 2>/dev/null || die "N=$n: cns exited (log: $d/server.log)"
+            [ "$(date +%s)" -lt "$deadline" ] || die "N=$n: tables not built after $WARM_TIMEOUT s (WARM_TIMEOUT; log: $d/server.log)"
             sleep 0.1
         done
         dig @127.0.0.1 -p "$PREP_PORT" +time=1 +tries=3 +short SOA "$FWD_ZONE" 2>/dev/null | grep -q hostmaster ||
