@@ -9,7 +9,7 @@ grows with the number of VMs N.
 Reads what bench/run.sh wrote for every size of one run:
   WORK/figures.tsv  initial load through `cns serve` (N vms seconds commits)
   WORK/sizes.tsv    db file and zone sizes, and each preparation step's time
-  WORK/restart.tsv  bench/first-answer.py restarts, uncapped: first answer,
+  WORK/restart.tsv  bench/first-answer.py restarts (RESTART_QUOTA): first answer,
                     and the warm-up: exec to the log line "zones loaded into
                     memory" (warm_ms; the line's own "took" is the table
                     building alone), RSS right after it, peak RSS (VmHWM)
@@ -154,17 +154,17 @@ def gather(dirs):
     f = Figure("initial load, CPU seconds of cns", "CPU s")
     f.add("custom", by_n(figures, "cpu_s"))
     figs.append(f)
-    f = Figure("restart to first answer (first-answer.py, uncapped)", "ms")
+    f = Figure("restart to first answer (first-answer.py, one CPU)", "ms")
     f.add("custom", by_n(restart, "first_ms"))
     figs.append(f)
     f = Figure("restart/load to both SOAs (run-anchors, in the quota)", "ms")
     for s in peers:
         f.add(s, anchors(s, "load_ms"))
     figs.append(f)
-    f = Figure("tables warm: exec to 'zones loaded into memory' (uncapped)", "ms")
+    f = Figure("tables warm: exec to 'zones loaded into memory' (one CPU)", "ms")
     f.add("custom", by_n(restart, "warm_ms"))
     figs.append(f)
-    f = Figure("tables warm, CPU time of cns from exec (uncapped)", "CPU ms")
+    f = Figure("tables warm, CPU time of cns from exec", "CPU ms")
     f.add("custom", by_n(restart, "warm_cpu_ms"))
     figs.append(f)
     f = Figure("tables warm, in the CPU quota (axfr step)", "ms")

@@ -46,7 +46,12 @@
 #     server, never dnsperf, is the bottleneck, and its capacity is
 #     qps / quota. Needs root and /sys/fs/cgroup/cpu (cgroup v1). 0: no cap,
 #     the previous rounds' yardstick (qps / measured server CPU share).
-#     The loss runs and restarts below are not capped.
+#     The loss runs are not capped; the restarts: RESTART_QUOTA.
+#   RESTART_QUOTA (100 when CPU_QUOTA > 0, else 0): the CPU quota of cns while
+#     bench/first-answer.py restarts it. 100 is one whole CPU, but in the
+#     cgroup whose cpu.shares put it before the machine's other work: on a
+#     loaded machine a plain taskset left cns ~10 % of CPU 0 (the tables of
+#     100k VMs took 9.5 s of wall time for 0.7 s of CPU). 0: plain taskset.
 #   AXFR_REPS (3): transfers of the forward zone from a warm cns per size (the
 #     tables built, the server in the same CPU quota as in run-anchors):
 #     $WORK/axfr.tsv; 0: skip. At 1M VMs run-anchors' own AXFR of cns is sent
@@ -93,6 +98,7 @@ LOSS_DURATION=${LOSS_DURATION:-10}
 RESTART_REPS=${RESTART_REPS:-3}
 SERVER_CPU=${SERVER_CPU:-0}
 CPU_QUOTA=${CPU_QUOTA:-40}
+RESTART_QUOTA=${RESTART_QUOTA:-$([ "$CPU_QUOTA" -gt 0 ] 2>/dev/null && echo 100 || echo 0)}
 CPU_CGROUP=${CPU_CGROUP:-/sys/fs/cgroup/cpu/cns-bench}
 CLIENT_CPU=${CLIENT_CPU:-1}
 FWD_ZONE=dc.cns.example
@@ -404,6 +410,8 @@ fi
 # run-anchors' load time polls with one dig process per try; this asks every
 # 2 ms from one socket, then keeps asking every 10 ms while cns warms up
 RESTART=$WORK/restart.tsv
+RESTART_PATH=$PATH
+[ "$RESTART_QUOTA" -gt 0 ] && RESTART_PATH=$ROOT/bench/capped:$PATH
 printf 'N\trep\tfirst_ms\tall_zones_ms\tanswers\tp50_ms\tp99_ms\tmax_ms\twarm_ms\twarm_took_ms\trss_kib\thwm_kib\twarm_cpu_ms\n' > "$RESTART"
 if [ "$RESTART_REPS" -gt 0 ]; then
     for n in $SIZES; do
@@ -411,7 +419,7 @@ if [ "$RESTART_REPS" -gt 0 ]; then
             d=$WORK/restart-N$n
             rm -rf "$d"; mkdir -p "$d"
             cp "$WORK/prep/N$n/cns.db" "$WORK/prep/N$n/spare/restart.db"
-            line=$(taskset -c "$CLIENT_CPU" python3 "$ROOT/bench/first-answer.py" --port "$PREP_PORT" \
+            line=$(PATH=$RESTART_PATH CPU_QUOTA=$RESTART_QUOTA taskset -c "$CLIENT_CPU" python3 "$ROOT/bench/first-answer.py" --port "$PREP_PORT" \
                 --zones "$FWD_ZONE,$REV_ZONE" --duration 5 --log "$d/server.log" \
                 --warm-line "$WARM_LINE" --timeout "$WARM_TIMEOUT" -- \
                 taskset -c "$SERVER_CPU" "$ROOT/bench/cns-custom.sh" "$CNS" "$WORK/prep" 127.0.0.1 "$PREP_PORT" \
