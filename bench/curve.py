@@ -371,6 +371,13 @@ def main():
     print()
     named = table(figs, ns)
     print()
+    print("Where the figures come from: initial load = bench/run.sh's load step (\"inventory applied\" to the last"
+          " \"committed\" with nothing pending, in cns's log; CPU = utime+stime of cns then); restart to first"
+          " answer and tables warm = bench/first-answer.py (exec to the first SOA answer, polled every 2 ms; exec"
+          " to the moment cns's log holds \"zones loaded into memory\", polled every 10 ms; RSS, VmHWM and CPU"
+          " from /proc/PID at that moment); the warm AXFR = bench/axfr-count after that log line, cns in the CPU"
+          " quota; UDP/TCP, peers' RSS, load and AXFR = run-anchors (results.tsv).")
+    print()
     print("Faster than linear (exponent > %.1f over the range or one step): %s" %
           (FASTER, "; ".join(named) if named else "none"))
     if sizes:

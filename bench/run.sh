@@ -72,10 +72,20 @@
 #   AXFR), and $WORK/curve.md + $WORK/curve.svg (bench/curve.py: every
 #   figure against N on log-log axes, with its growth exponent).
 # The cost curve to a million VMs (issue 21, item 4), one command:
-#   SIZES="10000 100000 1000000" bench/run.sh
-#   Disk: ~3 GB db per copy at 1M, REPS+1 copies at once (~13 GB with
-#   REPS=3) plus ~1 GB of zones; memory: NSD and BIND hold several GiB at
-#   1M. Run time: see BENCHMARKS.md ("The cost curve").
+#   SIZES="10000 100000 1000000" REPS=3 bench/run.sh
+#   then bench/curve.svg and bench/curve.md from its output:
+#   python3 bench/curve.py --work $WORK --svg bench/curve.svg > bench/curve.md
+#   Run time (2-core VM, load average 10-16 from other work, 2026-11-24):
+#   preparing 1M once per cns build ~33 min (geninv 6 s, the initial load
+#   through cns serve 30.6 min = 525 CPU-s, db export 18 s, gen-queries
+#   141 s); 100k 2.6 min, 10k 20 s. Measuring all three sizes with REPS=1
+#   DURATION=5 TCP_DURATION=3: 12 min (run-anchors 8.5 min, of which 1M:
+#   NSD 91 s, Knot 49 s, BIND 104 s, cns 113 s; loss, restarts and warm
+#   AXFR 3.5 min). With the defaults (REPS=3, DURATION=15) expect ~35 min
+#   of measuring on top of the preparation.
+#   Disk: 2.6 GB db per copy at 1M, REPS+1 copies at once (~10 GB with
+#   REPS=3), 0.5 GB inventory, 0.8 GB of zones twice; memory: the load step
+#   peaks at 7.9 GB RSS at 1M, gen-queries 2.6 GB, NSD serves 1M in 4.5 GB.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
