@@ -80,8 +80,8 @@
 #   through cns serve 30.6 min = 525 CPU-s, db export 18 s, gen-queries
 #   141 s); 100k 2.6 min, 10k 20 s. Measuring all three sizes with REPS=1
 #   DURATION=5 TCP_DURATION=3: 12 min (run-anchors 8.5 min, of which 1M:
-#   NSD 91 s, Knot 49 s, BIND 104 s, cns 113 s; loss, restarts and warm
-#   AXFR 3.5 min). With the defaults (REPS=3, DURATION=15) expect ~35 min
+#   NSD 91 s, Knot 49 s, BIND 104 s, cns 80 s; loss, restarts and warm
+#   AXFR 3.2 min). With the defaults (REPS=3, DURATION=15) expect ~35 min
 #   of measuring on top of the preparation.
 #   Disk: 2.6 GB db per copy at 1M, REPS+1 copies at once (~10 GB with
 #   REPS=3), 0.5 GB inventory, 0.8 GB of zones twice; memory: the load step
