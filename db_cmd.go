@@ -105,7 +105,7 @@ func (DBInfoCmd) Run(c *DBCmd) error {
 		VMs     int    `json:"vms"`
 		Servers int    `json:"servers"`
 		Peers   int    `json:"peers"`
-	}{File: c.Path, Bytes: fi.Size(), Schema: db.SchemaVersion, Zones: len(zones), VMs: vms, Servers: servers, Peers: len(peers)}
+	}{File: c.Path, Bytes: fi.Size(), Schema: store.Schema(), Zones: len(zones), VMs: vms, Servers: servers, Peers: len(peers)}
 	for _, z := range zones {
 		info.Names += z.Names
 		info.Records += z.Records

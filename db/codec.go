@@ -70,6 +70,19 @@ func (d *dec) u64() uint64 {
 	return 0
 }
 
+func (d *dec) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
 func (d *dec) i64() int64      { return int64(d.u64()) }
 func (d *dec) bytes16() []byte { return d.take(int(d.u16())) }
 func (d *dec) bytes32() []byte { return d.take(int(d.u32())) }

@@ -296,7 +296,7 @@ func (c *commit) applyVM(vc *VMChange) error {
 	var oldNames []vmName
 	oldRaw := vms.Get(vmKey)
 	if oldRaw != nil {
-		old, err := decodeVMEntry(oldRaw)
+		old, err := decodeVMEntry(id, oldRaw)
 		if err != nil {
 			return fmt.Errorf("vm %s: %w", vc.UUID, err)
 		}
@@ -360,7 +360,7 @@ func (c *commit) applyVM(vc *VMChange) error {
 	if err := hashes.Put(vmKey, u64key(vc.Hash)); err != nil {
 		return err
 	}
-	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode()
+	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
 	if bytes.Equal(entry, oldRaw) {
 		return nil
 	}
