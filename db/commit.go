@@ -653,6 +653,9 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 		if err := trimJournal(z.bucket.Bucket(bucketJournal), &z.meta, c.d.journal, c.now); err != nil {
 			return ZoneUpdate{}, err
 		}
+		if err := trimUnusable(z.bucket.Bucket(bucketJournal), &z.meta, e.ixfrRecords()); err != nil {
+			return ZoneUpdate{}, err
+		}
 		u.Entry = e
 	}
 	z.meta.Serial = serial

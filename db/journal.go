@@ -1,6 +1,7 @@
 package db
 
 import (
+	"bytes"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,6 +28,9 @@ type JournalRR struct {
 
 // JournalLimits bound a zone's journal. Entries are dropped oldest first
 // until every limit holds; an IXFR from a dropped serial falls back to AXFR.
+// Entries are also dropped, oldest first, once an IXFR from their serial
+// would be bigger than the zone (trimUnusable): it is answered with the
+// whole zone anyway.
 type JournalLimits struct {
 	MaxEntries int           // 0: no limit
 	MaxBytes   int64         // 0: no limit
@@ -87,6 +91,78 @@ func journalHeader(b []byte) (from, to uint32, t time.Time, ok bool) {
 	from, to = d.u32(), d.u32()
 	t = time.Unix(0, d.i64())
 	return from, to, t, d.err == nil
+}
+
+// IXFRWorthIt reports whether an IXFR of records records (every journal
+// entry it spans counting its deletions, its additions and its two SOAs)
+// is worth sending to a secondary of a zone of names owner names, rather
+// than the whole zone (which is also a valid IXFR answer, RFC 1995 §4).
+// serve asks it before answering from the journal; the journal drops the
+// entries it would never pass (trimUnusable).
+func IXFRWorthIt(records, names int) bool { return records < 64 || records < names }
+
+// ixfrRecords is what one entry counts toward IXFRWorthIt.
+func (j *JournalEntry) ixfrRecords() int { return len(j.Deleted) + len(j.Added) + 2 }
+
+// journalRecords reads what an encoded entry counts toward IXFRWorthIt
+// without decoding its records.
+func journalRecords(b []byte) (int, bool) {
+	d := &dec{b: b}
+	d.version(1, "journal entry")
+	d.take(4 + 4 + 8)
+	d.str()
+	d.bytes16()
+	d.bytes16()
+	n := 2
+	for range 2 {
+		c := int(d.u32())
+		n += c
+		for i := 0; i < c && d.err == nil; i++ {
+			d.bytes16()
+			d.bytes16()
+		}
+	}
+	return n, d.err == nil
+}
+
+// trimUnusable drops the journal entries no IXFR will use: an IXFR from an
+// entry's serial spans it and every newer entry, and once that is not
+// IXFRWorthIt it never will be again (the span only grows, and the zone
+// gains at most one name per record added), so the secondary gets the
+// whole zone whatever the journal holds. This is what keeps an initial
+// load's batches, each a good part of the zone, from filling the journal.
+// newest is the count of the entry just written; the entries are looked
+// at only when it is large (64 records and 1/64 of the zone), so a commit
+// of steady churn costs nothing and leaves the journal to JournalLimits.
+func trimUnusable(jb *bolt.Bucket, m *zoneMeta, newest int) error {
+	names := int(m.Names)
+	if newest < 64 || newest < names/64 {
+		return nil
+	}
+	c := jb.Cursor()
+	var cut []byte // the newest entry to drop, with all older ones
+	span := 0
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		n, ok := journalRecords(v)
+		if !ok {
+			return nil // a damaged entry: leave it to cns db check
+		}
+		if span += n; !IXFRWorthIt(span, names) {
+			cut = k
+			break
+		}
+	}
+	if cut == nil {
+		return nil
+	}
+	for k, v := c.First(); k != nil && bytes.Compare(k, cut) <= 0; k, v = c.First() {
+		m.JEntries--
+		m.JBytes -= uint64(len(v))
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // trimJournal drops the oldest entries of one zone's journal until the
