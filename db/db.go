@@ -36,6 +36,9 @@ const SchemaVersion = 2
 // oldestSchema is the oldest layout Open reads (read-only) and upgrades.
 const oldestSchema = 1
 
+// allocSize is the step in which the file grows (see Open).
+const allocSize = 1 << 20
+
 // DefaultMaxRRset keeps every RRset below BIND's max-records-per-type
 // (100 since 9.18.28), with room to spare.
 const DefaultMaxRRset = 90
@@ -129,6 +132,11 @@ func Open(path string, opts Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open db %s: %w", path, err)
 	}
+	// bbolt grows a file past 16 MiB in 16 MiB steps (AllocSize), so up to
+	// 16 MiB of it are not even free pages. Growing it in 1 MiB steps
+	// costs at most one more ftruncate and fsync in a commit that grows
+	// it, and such a commit fsyncs anyway.
+	bdb.AllocSize = allocSize
 	d := &DB{bolt: bdb, path: path, opts: opts, now: opts.Now}
 	if d.now == nil {
 		d.now = Now
