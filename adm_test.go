@@ -273,7 +273,7 @@ func TestDBCommands(t *testing.T) {
 	p.stop(syscall.SIGTERM)
 
 	for _, args := range [][]string{
-		{"info"}, {"zones"}, {"check"}, {"journal", demoZone}, {"peers"},
+		{"info"}, {"info", "--space"}, {"zones"}, {"check"}, {"journal", demoZone}, {"peers"},
 		{"vm", "b752d788-c0e4-4307-8c56-353a4ea66c02"}, {"export", demoZone},
 	} {
 		for _, f := range []string{dbPath, backup} {
@@ -285,6 +285,9 @@ func TestDBCommands(t *testing.T) {
 	}
 	if out, _, _ := runCNS(t, "db", "--db", backup, "info"); !strings.Contains(out, "vms:     24\nservers: 4\n") {
 		t.Errorf("backup info:\n%s", out)
+	}
+	if out, _, _ := runCNS(t, "db", "--db", backup, "info", "--space"); !strings.Contains(out, "zones/"+demoZone+"/names") || !strings.Contains(out, "(free pages, meta, freelist)") {
+		t.Errorf("backup info --space:\n%s", out)
 	}
 	if _, _, code := runCNS(t, "db", "--db", dbPath, "vm", "00000000-0000-4000-8000-000000000000"); code == 0 {
 		t.Error("unknown VM: exit 0")

@@ -64,9 +64,11 @@ func (c *DBCmd) print(v any, text func(io.Writer) error) error {
 }
 
 // DBInfoCmd describes the file.
-type DBInfoCmd struct{}
+type DBInfoCmd struct {
+	Space bool `help:"Also the bytes each bucket's pages take, per VM (reads the whole file)."`
+}
 
-func (DBInfoCmd) Run(c *DBCmd) error {
+func (cmd DBInfoCmd) Run(c *DBCmd) error {
 	store, err := c.open()
 	if err != nil {
 		return err
@@ -116,16 +118,45 @@ func (DBInfoCmd) Run(c *DBCmd) error {
 		Servers int    `json:"servers"`
 		Peers   int    `json:"peers"`
 		Serials string `json:"serials"`
-	}{File: c.Path, Bytes: fi.Size(), Schema: db.SchemaVersion, Zones: len(zones), VMs: vms, Servers: servers, Peers: len(peers), Serials: serials}
+		// With --space: the end of the last page, and each bucket's pages.
+		HighWater int64            `json:"high_water,omitempty"`
+		Buckets   []db.BucketSpace `json:"buckets,omitempty"`
+	}{File: c.Path, Bytes: fi.Size(), Schema: store.Schema(), Zones: len(zones), VMs: vms, Servers: servers, Peers: len(peers), Serials: serials}
 	for _, z := range zones {
 		info.Names += z.Names
 		info.Records += z.Records
 	}
+	if cmd.Space {
+		if info.Buckets, info.HighWater, err = store.Space(); err != nil {
+			return err
+		}
+	}
 	return c.print(info, func(w io.Writer) error {
 		fmt.Fprintf(w, "file:    %s (%d bytes)\nschema:  %d\nzones:   %d\nnames:   %d\nrecords: %d\nvms:     %d\nservers: %d\npeers:   %d\nserials: %s\n",
 			info.File, info.Bytes, info.Schema, info.Zones, info.Names, info.Records, info.VMs, info.Servers, info.Peers, info.Serials)
+		if cmd.Space {
+			printSpace(w, info.Bytes, info.HighWater, info.Buckets, vms+servers)
+		}
 		return nil
 	})
+}
+
+// printSpace shows where the file's bytes are, per VM entry.
+func printSpace(w io.Writer, file, highWater int64, buckets []db.BucketSpace, vms int) {
+	perVM := func(n int64) int64 { return n / int64(max(vms, 1)) }
+	fmt.Fprintf(w, "space:   %-56s %12s %12s %5s %8s\n", "BUCKET", "BYTES", "IN USE", "FILL", "B/VM")
+	var taken int64
+	for _, b := range buckets {
+		taken += b.Bytes
+		fill := 0
+		if b.Bytes > 0 {
+			fill = int(100 * b.InUse / b.Bytes)
+		}
+		fmt.Fprintf(w, "         %-56s %12d %12d %4d%% %8d\n", b.Name, b.Bytes, b.InUse, fill, perVM(b.Bytes))
+	}
+	fmt.Fprintf(w, "         %-56s %12d %12s %5s %8d\n", "(free pages, meta, freelist)", highWater-taken, "", "", perVM(highWater-taken))
+	fmt.Fprintf(w, "         %-56s %12d %12s %5s %8d\n", "(past the last page)", file-highWater, "", "", perVM(file-highWater))
+	fmt.Fprintf(w, "         %-56s %12d %12s %5s %8d\n", "file", file, "", "", perVM(file))
 }
 
 // DBZonesCmd lists zones.

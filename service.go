@@ -183,9 +183,10 @@ func (s *service) openStore() (readOnly error, err error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
 		return nil, fmt.Errorf("db directory: %w", err)
 	}
-	s.store, err = db.Open(cfg.DBPath, cfg.DBOptions())
+	opts := cfg.DBOptions()
+	opts.UpgradeVMMeta = feeds.UpgradeVMMeta // an older file's VM facts in today's encoding
+	s.store, err = db.Open(cfg.DBPath, opts)
 	if errors.Is(err, syscall.EROFS) {
-		opts := cfg.DBOptions()
 		opts.ReadOnly = true
 		if s.store, err = db.Open(cfg.DBPath, opts); err == nil {
 			readOnly = fmt.Errorf("%s is on a read-only file system: serving what it holds; no change is stored until it is writable and cns is restarted", cfg.DBPath)

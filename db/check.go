@@ -59,7 +59,7 @@ func (d *DB) Check() ([]string, error) {
 				add("vm key %q is not a UUID", k)
 				return nil
 			}
-			e, err := decodeVMEntry(v)
+			e, err := decodeVMEntry(id, v)
 			if err != nil {
 				add("vm %s: %v", k, err)
 				return nil

@@ -115,7 +115,7 @@ func TestChurnDBSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	t.Logf("compacted: pages up to %.1f MiB (file %.1f MiB; bbolt grows files in 16 MiB steps)", mib(highWater(c)), mib(res.After))
+	t.Logf("compacted: pages up to %.1f MiB (file %.1f MiB)", mib(highWater(c)), mib(res.After))
 }
 
 // highWater is the end of the last page in use or free: what the file

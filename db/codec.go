@@ -9,11 +9,12 @@ import (
 // enc appends big-endian fields to a byte slice.
 type enc struct{ b []byte }
 
-func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
-func (e *enc) u16(v uint16) { e.b = binary.BigEndian.AppendUint16(e.b, v) }
-func (e *enc) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
-func (e *enc) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
-func (e *enc) i64(v int64)  { e.u64(uint64(v)) }
+func (e *enc) u8(v uint8)       { e.b = append(e.b, v) }
+func (e *enc) u16(v uint16)     { e.b = binary.BigEndian.AppendUint16(e.b, v) }
+func (e *enc) u32(v uint32)     { e.b = binary.BigEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64)     { e.b = binary.BigEndian.AppendUint64(e.b, v) }
+func (e *enc) i64(v int64)      { e.u64(uint64(v)) }
+func (e *enc) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 
 // bytes16 and bytes32 write a length-prefixed byte string.
 func (e *enc) bytes16(v []byte) { e.u16(uint16(len(v))); e.b = append(e.b, v...) }
@@ -68,6 +69,23 @@ func (d *dec) u64() uint64 {
 		return binary.BigEndian.Uint64(v)
 	}
 	return 0
+}
+
+func (d *dec) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	if n > 1 && d.b[n-1] == 0 {
+		d.err = errors.New("uvarint not in its shortest form") // so a value re-encodes to its bytes
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
 }
 
 func (d *dec) i64() int64      { return int64(d.u64()) }

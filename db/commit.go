@@ -11,10 +11,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// fillPercent packs pages fuller than bbolt's default (0.5): names and VMs
-// are mostly written in key order within a commit and rarely grow, so the
-// file is smaller and a warm-up reads fewer pages.
-const fillPercent = 0.9
+// fillPercent is where pages split when a commit inserts among existing
+// keys (fill.go; bbolt's default is 0.5). Names and VMs rarely grow once
+// written, so pages can be fuller than that; too full, and the next
+// random inserts split them again into a full page and a nearly empty one.
+const fillPercent = 0.7
 
 // ChangeSet is one batch of changes from the updater, applied atomically.
 type ChangeSet struct {
@@ -168,6 +169,7 @@ type commit struct {
 	// clients are the VMs whose Client changed.
 	clients []ClientUpdate
 	probs   []string
+	fills   fills
 }
 
 // zoneWork collects one zone's changes.
@@ -199,7 +201,7 @@ type nameWork struct {
 }
 
 func newCommit(tx *bolt.Tx, d *DB, cause string) (*commit, error) {
-	c := &commit{d: d, tx: tx, now: d.now(), cause: cause, zones: map[string]*zoneWork{}, names: map[string]*nameWork{}}
+	c := &commit{d: d, tx: tx, now: d.now(), cause: cause, zones: map[string]*zoneWork{}, names: map[string]*nameWork{}, fills: fills{}}
 	cfg, err := readZoneConfig(tx)
 	if err != nil {
 		return nil, err
@@ -291,12 +293,11 @@ func (c *commit) applyVM(vc *VMChange) error {
 		return err
 	}
 	vms := c.tx.Bucket(bucketVMs)
-	vms.FillPercent = fillPercent
 	vmKey := []byte(formatUUID(id))
 	var oldNames []vmName
 	oldRaw := vms.Get(vmKey)
 	if oldRaw != nil {
-		old, err := decodeVMEntry(oldRaw)
+		old, err := decodeVMEntry(id, oldRaw)
 		if err != nil {
 			return fmt.Errorf("vm %s: %w", vc.UUID, err)
 		}
@@ -357,14 +358,14 @@ func (c *commit) applyVM(vc *VMChange) error {
 		return nil
 	}
 	// Every stored VM has an entry, so VMHashes lists them all.
-	if err := hashes.Put(vmKey, u64key(vc.Hash)); err != nil {
+	if err := c.fills.put(hashes, vmKey, u64key(vc.Hash)); err != nil {
 		return err
 	}
-	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode()
+	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
 	if bytes.Equal(entry, oldRaw) {
 		return nil
 	}
-	return vms.Put(vmKey, entry)
+	return c.fills.put(vms, vmKey, entry)
 }
 
 // recordGroup is a VM's new records at one owner name.
@@ -537,12 +538,11 @@ func (c *commit) finishName(nw *nameWork) error {
 		return err
 	}
 	names := z.bucket.Bucket(bucketNames)
-	names.FillPercent = fillPercent
 	if len(nw.cands) == 0 {
 		if err := names.Delete(nw.key); err != nil {
 			return err
 		}
-	} else if err := names.Put(nw.key, enc); err != nil {
+	} else if err := c.fills.put(names, nw.key, enc); err != nil {
 		return err
 	}
 	origCands, err := decodeCandidates(nw.orig)
@@ -651,6 +651,9 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 		z.meta.JEntries++
 		z.meta.JBytes += uint64(len(v))
 		if err := trimJournal(z.bucket.Bucket(bucketJournal), &z.meta, c.d.journal, c.now); err != nil {
+			return ZoneUpdate{}, err
+		}
+		if err := trimUnusable(z.bucket.Bucket(bucketJournal), &z.meta, e.ixfrRecords()); err != nil {
 			return ZoneUpdate{}, err
 		}
 		u.Entry = e

@@ -55,6 +55,7 @@ func Compact(path string) (CompactResult, error) {
 	if err != nil {
 		return res, err
 	}
+	dst.AllocSize = allocSize
 	err = bolt.Compact(dst, src, 64<<20)
 	if cerr := dst.Close(); err == nil {
 		err = cerr

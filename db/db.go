@@ -3,7 +3,7 @@
 // and the state that must survive a restart. It is the only package that
 // imports bbolt.
 //
-// Layout (schema version 1):
+// Layout (schema version 2; migrate.go upgrades older files):
 //
 //	meta/schema               uint32 schema version
 //	config/zones              ZoneConfig: the apex of every zone
@@ -12,6 +12,7 @@
 //	zones/<zone>/journal/<seq> JournalEntry, seq increasing
 //	tombstones/<zone>         last serial of a zone that was removed
 //	vms/<uuid>                the VM's opaque facts and the names it feeds
+//	                          (vmentry.go)
 //	aggregate/<source>/...    copies of aggregated zones (aggregate.go)
 //
 // One change set is one bbolt transaction: records, serials and journal
@@ -30,7 +31,13 @@ import (
 )
 
 // SchemaVersion is the layout this code reads and writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
+
+// oldestSchema is the oldest layout Open reads (read-only) and upgrades.
+const oldestSchema = 1
+
+// allocSize is the step in which the file grows (see Open).
+const allocSize = 1 << 20
 
 // DefaultMaxRRset keeps every RRset below BIND's max-records-per-type
 // (100 since 9.18.28), with room to spare.
@@ -77,6 +84,10 @@ type Options struct {
 	LockTimeout time.Duration
 	// NoSync skips fsync on commit: only for tests and benchmarks.
 	NoSync bool
+	// UpgradeVMMeta, when set, rewrites each VM's opaque meta while Open
+	// upgrades a file of an older schema (migrate.go); nil keeps it as
+	// stored.
+	UpgradeVMMeta func(meta []byte) []byte
 }
 
 // DB is an open store.
@@ -87,6 +98,10 @@ type DB struct {
 	journal JournalLimits
 	policy  publishPolicy
 	now     func() time.Time
+
+	// schema is the file's layout version: SchemaVersion, or an older
+	// one when the file was opened read-only.
+	schema uint32
 
 	mu    sync.Mutex
 	hooks []func(*Committed)
@@ -117,6 +132,11 @@ func Open(path string, opts Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open db %s: %w", path, err)
 	}
+	// bbolt grows a file past 16 MiB in 16 MiB steps (AllocSize), so up to
+	// 16 MiB of it are not even free pages. Growing it in 1 MiB steps
+	// costs at most one more ftruncate and fsync in a commit that grows
+	// it, and such a commit fsyncs anyway.
+	bdb.AllocSize = allocSize
 	d := &DB{bolt: bdb, path: path, opts: opts, now: opts.Now}
 	if d.now == nil {
 		d.now = Now
@@ -181,10 +201,13 @@ func (d *DB) checkSchema() (err error) {
 			if err := meta.Put(keyUnverified, []byte("created empty")); err != nil {
 				return err
 			}
+			d.schema = SchemaVersion
 			return meta.Put(keySchema, u32bytes(SchemaVersion))
 		})
 	}
-	return d.bolt.View(func(tx *bolt.Tx) error {
+	var stored uint32
+	var upgrading bool
+	err = d.bolt.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return ErrNotCNS
@@ -193,17 +216,31 @@ func (d *DB) checkSchema() (err error) {
 		if len(v) != 4 {
 			return ErrNotCNS
 		}
-		if got := beU32(v); got != SchemaVersion {
-			return fmt.Errorf("schema version %d, this cns reads version %d", got, SchemaVersion)
+		stored = beU32(v)
+		if stored < oldestSchema || stored > SchemaVersion {
+			return fmt.Errorf("schema version %d, this cns reads versions %d to %d", stored, oldestSchema, SchemaVersion)
 		}
+		upgrading = meta.Get(keyUpgrading) != nil
 		for _, b := range [][]byte{bucketConfig, bucketZones, bucketTombstones, bucketVMs} {
 			if tx.Bucket(b) == nil {
-				return fmt.Errorf("schema version %d but bucket %q is missing", SchemaVersion, b)
+				return fmt.Errorf("schema version %d but bucket %q is missing", stored, b)
 			}
 		}
 		return nil
 	})
+	d.schema = stored
+	if err != nil || d.opts.ReadOnly || (stored == SchemaVersion && !upgrading) {
+		return err
+	}
+	if err := d.upgrade(stored); err != nil {
+		return fmt.Errorf("upgrade from schema version %d: %w", stored, err)
+	}
+	d.schema = SchemaVersion
+	return nil
 }
+
+// Schema returns the file's layout version.
+func (d *DB) Schema() int { return int(d.schema) }
 
 // Close closes the file.
 func (d *DB) Close() error { return d.bolt.Close() }

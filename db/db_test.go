@@ -153,7 +153,7 @@ func TestOpenRefusesForeignFiles(t *testing.T) {
 	}{
 		{garbage, "invalid"},
 		{foreign, "not a cns db"},
-		{future, "schema version 2"},
+		{future, fmt.Sprintf("schema version %d", SchemaVersion+1)},
 	} {
 		before, _ := os.ReadFile(tc.path)
 		_, err := Open(tc.path, Options{})

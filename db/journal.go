@@ -1,6 +1,8 @@
 package db
 
 import (
+	"bytes"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,6 +29,9 @@ type JournalRR struct {
 
 // JournalLimits bound a zone's journal. Entries are dropped oldest first
 // until every limit holds; an IXFR from a dropped serial falls back to AXFR.
+// Entries are also dropped, oldest first, once an IXFR from their serial
+// would be bigger than the zone (trimUnusable): it is answered with the
+// whole zone anyway.
 type JournalLimits struct {
 	MaxEntries int           // 0: no limit
 	MaxBytes   int64         // 0: no limit
@@ -37,9 +42,22 @@ type JournalLimits struct {
 // than a few MiB per zone.
 var DefaultJournalLimits = JournalLimits{MaxEntries: 2000, MaxBytes: 16 << 20, MaxAge: 7 * 24 * time.Hour}
 
+// Journal entry encodings. Version 1 wrote each record's owner in full
+// with 16-bit lengths. Version 2 (what encode writes) writes each owner
+// as the number of trailing bytes it shares with the previous record's
+// owner and the bytes before them: a name's records follow each other,
+// and names in one zone share their endings (".inst.<owner uuid>"), so an
+// initial load's entries take about half the bytes. Lengths and counts
+// are uvarints. Both read; the header (version, From, To, Time) is the
+// same in both.
+const (
+	journalV1 = 1
+	journalV2 = 2
+)
+
 func (j *JournalEntry) encode(zone []byte) []byte {
 	e := &enc{}
-	e.u8(1)
+	e.u8(journalV2)
 	e.u32(j.From)
 	e.u32(j.To)
 	e.i64(j.Time.UnixNano())
@@ -47,18 +65,37 @@ func (j *JournalEntry) encode(zone []byte) []byte {
 	e.bytes16(j.SOAFrom)
 	e.bytes16(j.SOATo)
 	for _, list := range [][]JournalRR{j.Deleted, j.Added} {
-		e.u32(uint32(len(list)))
+		e.uvarint(uint64(len(list)))
+		var prev []byte
 		for _, r := range list {
-			e.bytes16(relativeWire(r.Owner, zone))
-			e.bytes16(r.RR)
+			rel := relativeWire(r.Owner, zone)
+			shared := sharedSuffix(prev, rel)
+			e.uvarint(uint64(shared))
+			e.uvarint(uint64(len(rel) - shared))
+			e.b = append(e.b, rel[:len(rel)-shared]...)
+			e.uvarint(uint64(len(r.RR)))
+			e.b = append(e.b, r.RR...)
+			prev = rel
 		}
 	}
 	return e.b
 }
 
+// sharedSuffix is the length of the longest common suffix of a and b.
+func sharedSuffix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[len(a)-1-n] == b[len(b)-1-n] {
+		n++
+	}
+	return n
+}
+
 func decodeJournalEntry(b, zone []byte) (JournalEntry, error) {
 	d := &dec{b: b}
-	d.version(1, "journal entry")
+	version := d.u8()
+	if d.err == nil && version != journalV1 && version != journalV2 {
+		return JournalEntry{}, fmt.Errorf("journal entry: unknown encoding version %d", version)
+	}
 	j := JournalEntry{
 		From:    d.u32(),
 		To:      d.u32(),
@@ -68,12 +105,36 @@ func decodeJournalEntry(b, zone []byte) (JournalEntry, error) {
 		SOATo:   d.bytes16(),
 	}
 	for _, list := range []*[]JournalRR{&j.Deleted, &j.Added} {
-		n := int(d.u32())
-		for i := 0; i < n && d.err == nil; i++ {
-			rel := d.bytes16()
-			rr := d.bytes16()
-			owner := make([]byte, 0, len(rel)+len(zone))
-			owner = append(append(owner, rel...), zone...)
+		if version == journalV1 {
+			n := int(d.u32())
+			for i := 0; i < n && d.err == nil; i++ {
+				rel := d.bytes16()
+				rr := d.bytes16()
+				owner := make([]byte, 0, len(rel)+len(zone))
+				owner = append(append(owner, rel...), zone...)
+				*list = append(*list, JournalRR{Owner: owner, RR: rr})
+			}
+			continue
+		}
+		n := d.uvarint()
+		if n > uint64(len(d.b)) { // a record takes at least one byte
+			d.err = errShort
+		}
+		var prev []byte
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			shared := d.uvarint()
+			prefix := d.take(int(d.uvarint()))
+			rr := d.take(int(d.uvarint()))
+			if d.err != nil {
+				break
+			}
+			if shared > uint64(len(prev)) || (len(prefix) > 0 && shared < uint64(len(prev)) && prefix[len(prefix)-1] == prev[len(prev)-int(shared)-1]) {
+				d.err = fmt.Errorf("owner %d shares %d bytes of the previous one's %d, not the most", i, shared, len(prev))
+				break
+			}
+			owner := make([]byte, 0, len(prefix)+int(shared)+len(zone))
+			owner = append(append(append(owner, prefix...), prev[len(prev)-int(shared):]...), zone...)
+			prev = owner[:len(owner)-len(zone)]
 			*list = append(*list, JournalRR{Owner: owner, RR: rr})
 		}
 	}
@@ -83,10 +144,97 @@ func decodeJournalEntry(b, zone []byte) (JournalEntry, error) {
 // journalHeader decodes only From, To and Time of an encoded entry.
 func journalHeader(b []byte) (from, to uint32, t time.Time, ok bool) {
 	d := &dec{b: b}
-	d.version(1, "journal entry")
+	if v := d.u8(); v != journalV1 && v != journalV2 {
+		return 0, 0, time.Time{}, false
+	}
 	from, to = d.u32(), d.u32()
 	t = time.Unix(0, d.i64())
 	return from, to, t, d.err == nil
+}
+
+// IXFRWorthIt reports whether an IXFR of records records (every journal
+// entry it spans counting its deletions, its additions and its two SOAs)
+// is worth sending to a secondary of a zone of names owner names, rather
+// than the whole zone (which is also a valid IXFR answer, RFC 1995 §4).
+// serve asks it before answering from the journal; the journal drops the
+// entries it would never pass (trimUnusable).
+func IXFRWorthIt(records, names int) bool { return records < 64 || records < names }
+
+// ixfrRecords is what one entry counts toward IXFRWorthIt.
+func (j *JournalEntry) ixfrRecords() int { return len(j.Deleted) + len(j.Added) + 2 }
+
+// journalRecords reads what an encoded entry counts toward IXFRWorthIt
+// without decoding its records.
+func journalRecords(b []byte) (int, bool) {
+	d := &dec{b: b}
+	version := d.u8()
+	d.take(4 + 4 + 8)
+	d.str()
+	d.bytes16()
+	d.bytes16()
+	n := 2
+	for range 2 {
+		switch version {
+		case journalV1:
+			c := int(d.u32())
+			n += c
+			for i := 0; i < c && d.err == nil; i++ {
+				d.bytes16()
+				d.bytes16()
+			}
+		case journalV2:
+			c := int(min(d.uvarint(), uint64(len(d.b))))
+			n += c
+			for i := 0; i < c && d.err == nil; i++ {
+				d.uvarint()
+				d.take(int(d.uvarint()))
+				d.take(int(d.uvarint()))
+			}
+		default:
+			return 0, false
+		}
+	}
+	return n, d.err == nil
+}
+
+// trimUnusable drops the journal entries no IXFR will use: an IXFR from an
+// entry's serial spans it and every newer entry, and once that is not
+// IXFRWorthIt it never will be again (the span only grows, and the zone
+// gains at most one name per record added), so the secondary gets the
+// whole zone whatever the journal holds. This is what keeps an initial
+// load's batches, each a good part of the zone, from filling the journal.
+// newest is the count of the entry just written; the entries are looked
+// at only when it is large (64 records and 1/64 of the zone), so a commit
+// of steady churn costs nothing and leaves the journal to JournalLimits.
+func trimUnusable(jb *bolt.Bucket, m *zoneMeta, newest int) error {
+	names := int(m.Names)
+	if newest < 64 || newest < names/64 {
+		return nil
+	}
+	c := jb.Cursor()
+	var cut []byte // the newest entry to drop, with all older ones
+	span := 0
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		n, ok := journalRecords(v)
+		if !ok {
+			return nil // a damaged entry: leave it to cns db check
+		}
+		if span += n; !IXFRWorthIt(span, names) {
+			cut = k
+			break
+		}
+	}
+	if cut == nil {
+		return nil
+	}
+	for k, v := c.First(); k != nil && bytes.Compare(k, cut) <= 0; k, v = c.First() {
+		m.JEntries--
+		m.JBytes -= uint64(len(v))
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // trimJournal drops the oldest entries of one zone's journal until the

@@ -322,7 +322,7 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 		}
 		ok = true
 		vm.LastSeen = lastSeen(tx, []byte(vm.UUID))
-		e, err := decodeVMEntry(raw)
+		e, err := decodeVMEntry(id, raw)
 		if err != nil {
 			return fmt.Errorf("vm %s: %w", uuid, err)
 		}
@@ -373,7 +373,11 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 func (d *DB) EachVM(fn func(uuid string, meta []byte) error) error {
 	return d.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketVMs).ForEach(func(k, v []byte) error {
-			e, err := decodeVMEntry(v)
+			id, err := parseUUID(string(k))
+			if err != nil {
+				return err
+			}
+			e, err := decodeVMEntry(id, v)
 			if err != nil {
 				return fmt.Errorf("vm %s: %w", k, err)
 			}

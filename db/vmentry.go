@@ -1,6 +1,8 @@
 package db
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -19,39 +21,146 @@ type vmName struct {
 	key  []byte
 }
 
+// The VM entry's encodings. Version 2 (schema 1) held the meta with a
+// 32-bit length and every name key in full. Version 3 (schema 2) is what
+// encode writes: one entry per VM of the data center, so every byte counts
+// 100k or 1M times.
+//
+//	u8 3
+//	uvarint len(meta), meta
+//	uvarint zones; per zone: uvarint len(zone), zone,
+//	    uvarint names; per name: u8 labels, then each label
+//
+// A name key is its labels (see relativeKey); a label already seen in
+// this entry is written as one octet 0xC0|index, the VM's own UUID being
+// label 0, so the UUIDs that recur in a VM's names (its own, its owner's)
+// are written once at most. A literal label is its length octet (below
+// 64) and its bytes, and takes the next index while indexes remain.
+const (
+	vmEntryV2    = 2
+	vmEntryV3    = 3
+	labelRef     = 0xC0
+	maxLabelRefs = 64
+)
+
 // encode writes the names grouped by zone, so a zone's name is stored once
-// per VM rather than once per name.
-func (v *vmEntry) encode() []byte {
-	e := &enc{}
-	e.u8(2)
-	e.bytes32(v.meta)
+// per VM rather than once per name. id is the VM's UUID.
+func (v *vmEntry) encode(id [16]byte) []byte {
 	names := slices.Clone(v.names)
 	slices.SortStableFunc(names, func(a, b vmName) int { return strings.Compare(a.zone, b.zone) })
+	b := make([]byte, 0, 16+len(v.meta)+24*len(names))
+	b = append(b, vmEntryV3)
+	b = binary.AppendUvarint(b, uint64(len(v.meta)))
+	b = append(b, v.meta...)
 	var groups int
 	for i := range names {
 		if i == 0 || names[i].zone != names[i-1].zone {
 			groups++
 		}
 	}
-	e.u16(uint16(groups))
+	b = binary.AppendUvarint(b, uint64(groups))
+	labels := newLabelTable(id)
 	for i := 0; i < len(names); {
 		j := i
 		for j < len(names) && names[j].zone == names[i].zone {
 			j++
 		}
-		e.str(names[i].zone)
-		e.u32(uint32(j - i))
+		b = binary.AppendUvarint(b, uint64(len(names[i].zone)))
+		b = append(b, names[i].zone...)
+		b = binary.AppendUvarint(b, uint64(j-i))
 		for _, n := range names[i:j] {
-			e.bytes16(n.key)
+			b = labels.appendKey(b, n.key)
 		}
 		i = j
 	}
-	return e.b
+	return b
 }
 
-func decodeVMEntry(b []byte) (vmEntry, error) {
+// labelTable is the labels an entry has written so far.
+type labelTable [][]byte
+
+func newLabelTable(id [16]byte) labelTable {
+	own := []byte(formatUUID(id))
+	return labelTable{append([]byte{byte(len(own))}, own...)}
+}
+
+// appendKey writes key's labels, each a reference when t holds it. A key
+// that is not a sequence of labels (never stored) is written as one
+// literal per its bytes' own framing, as far as it goes.
+func (t *labelTable) appendKey(b, key []byte) []byte {
+	count := len(b)
+	b = append(b, 0)
+	n := 0
+	for i := 0; i < len(key); n++ {
+		end := min(i+1+int(key[i]), len(key))
+		label := key[i:end]
+		i = end
+		if ref := slices.IndexFunc(*t, func(l []byte) bool { return bytes.Equal(l, label) }); ref >= 0 {
+			b = append(b, labelRef|byte(ref))
+			continue
+		}
+		b = append(b, label...)
+		if len(*t) < maxLabelRefs {
+			*t = append(*t, label)
+		}
+	}
+	b[count] = byte(n)
+	return b
+}
+
+func decodeVMEntry(id [16]byte, b []byte) (vmEntry, error) {
+	if len(b) > 0 && b[0] == vmEntryV2 {
+		return decodeVMEntryV2(b)
+	}
 	d := &dec{b: b}
-	d.version(2, "vm entry")
+	d.version(vmEntryV3, "vm entry")
+	v := vmEntry{meta: d.take(int(d.uvarint()))}
+	labels := newLabelTable(id)
+	groups := d.uvarint()
+	for g := uint64(0); g < groups && d.err == nil; g++ {
+		zone := string(d.take(int(d.uvarint())))
+		n := d.uvarint()
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			v.names = append(v.names, vmName{zone: zone, key: labels.readKey(d)})
+		}
+	}
+	return v, d.done("vm entry")
+}
+
+// readKey reads what appendKey wrote.
+func (t *labelTable) readKey(d *dec) []byte {
+	n := int(d.u8())
+	var key []byte
+	for i := 0; i < n && d.err == nil; i++ {
+		c := d.u8()
+		switch {
+		case d.err != nil:
+		case c >= labelRef:
+			ref := int(c - labelRef)
+			if ref >= len(*t) {
+				d.err = fmt.Errorf("label reference %d of %d", ref, len(*t))
+				break
+			}
+			key = append(key, (*t)[ref]...)
+		case c >= 64:
+			d.err = fmt.Errorf("bad label octet %#x", c)
+		default:
+			label := append([]byte{c}, d.take(int(c))...)
+			if d.err == nil {
+				key = append(key, label...)
+				if len(*t) < maxLabelRefs {
+					*t = append(*t, label)
+				}
+			}
+		}
+	}
+	return key
+}
+
+// decodeVMEntryV2 reads the entries of schema 1 (migrate rewrites them).
+func decodeVMEntryV2(b []byte) (vmEntry, error) {
+	d := &dec{b: b}
+	d.version(vmEntryV2, "vm entry")
 	v := vmEntry{meta: d.bytes32()}
 	groups := int(d.u16())
 	for g := 0; g < groups && d.err == nil; g++ {

@@ -86,11 +86,7 @@ func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result, client *
 		timeless = nil
 	}
 	m.Updated = u.now().UTC()
-	meta, err := json.Marshal(m)
-	if err != nil {
-		meta = nil
-	}
-	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records)), Client: client}
+	vc := db.VMChange{UUID: uuid, Meta: m.Encode(), Records: make([]db.Record, 0, len(res.Records)), Client: client}
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}

@@ -47,13 +47,31 @@ func newVMMeta(vm *dc.VM, owner *dc.User, cnDown bool, res *records.Result, now 
 	return m
 }
 
-// DecodeVMMeta reads the meta the updater stored for a VM.
+// DecodeVMMeta reads the meta the updater stored for a VM: the binary
+// encoding (Encode), or the JSON that stores written before it hold.
 func DecodeVMMeta(b []byte) (*VMMeta, error) {
-	var m VMMeta
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
+	if len(b) > 0 && b[0] == '{' {
+		var m VMMeta
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		return &m, nil
 	}
-	return &m, nil
+	return decodeVMMetaBinary(b)
+}
+
+// UpgradeVMMeta rewrites a VM's meta in the current encoding (the db's
+// schema upgrade calls it for every stored VM); a meta already in it, or
+// one it cannot read, comes back unchanged.
+func UpgradeVMMeta(b []byte) []byte {
+	if len(b) == 0 || b[0] != '{' {
+		return b
+	}
+	m, err := DecodeVMMeta(b)
+	if err != nil {
+		return b
+	}
+	return m.Encode()
 }
 
 // FeedStatus is the health of one source of truth.

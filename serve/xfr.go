@@ -266,14 +266,15 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult,
 	return transferResult{kind: "AXFR", serial: z.serial, records: x.records, messages: x.messages, bytes: x.bytes}, nil
 }
 
-// ixfrWorthIt reports whether the difference is smaller than the zone.
+// ixfrWorthIt reports whether the difference is smaller than the zone
+// (db.IXFRWorthIt: the journal keeps only entries that can pass).
 func (s *Server) ixfrWorthIt(entries []db.JournalEntry, z *zone) bool {
 	n := 0
 	for _, e := range entries {
 		n += len(e.Deleted) + len(e.Added) + 2
 	}
-	if n < 64 {
-		return true
+	if db.IXFRWorthIt(n, 0) {
+		return true // small: no need to know the zone's size
 	}
 	size := 0
 	if z.names != nil {
@@ -281,7 +282,7 @@ func (s *Server) ixfrWorthIt(entries []db.JournalEntry, z *zone) bool {
 	} else if zi, ok, err := s.store.Zone(z.name); err == nil && ok {
 		size = zi.Names // cold: the stored count, without loading the zone
 	}
-	return n < size
+	return db.IXFRWorthIt(n, size)
 }
 
 // writeAXFR sends SOA, NS, every record, SOA.

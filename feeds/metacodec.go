@@ -1,0 +1,212 @@
+package feeds
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The stored encoding of VMMeta. Every VM of the data center has one, so
+// it is a few dozen bytes rather than the JSON's ~300: UUIDs as 16
+// bytes, the flags in one octet, strings and counts length-prefixed
+// (uvarint), the time as Unix nanoseconds (varint, 0 for none). Its
+// first octet is the version, never '{', which tells it from the JSON
+// that older stores hold (DecodeVMMeta reads both).
+const metaVersion = 1
+
+const (
+	metaCNDown = 1 << iota
+	metaComputeNode
+	metaListInstance
+	metaListServices
+)
+
+// Encode returns m in the stored encoding.
+func (m *VMMeta) Encode() []byte {
+	b := make([]byte, 0, 96)
+	b = append(b, metaVersion)
+	b = appendUUIDField(b, m.UUID)
+	b = appendUUIDField(b, m.Owner)
+	b = appendUUIDField(b, m.Server)
+	b = appendString(b, m.Alias)
+	b = appendString(b, m.Login)
+	b = appendString(b, m.State)
+	var flags byte
+	for _, f := range [...]struct {
+		on  bool
+		bit byte
+	}{{m.CNDown, metaCNDown}, {m.ComputeNode, metaComputeNode}, {m.ListInstance, metaListInstance}, {m.ListServices, metaListServices}} {
+		if f.on {
+			flags |= f.bit
+		}
+	}
+	b = append(b, flags)
+	// Reasons is written as the JSON has it, null or a list (count+1, 0
+	// for null); services and problems are omitted there when empty.
+	if m.Reasons == nil {
+		b = append(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(m.Reasons))+1)
+	}
+	b = appendStrings(b, m.Reasons)
+	b = binary.AppendUvarint(b, uint64(len(m.Services)))
+	b = appendStrings(b, m.Services)
+	b = binary.AppendUvarint(b, uint64(len(m.Problems)))
+	b = appendStrings(b, m.Problems)
+	var t int64
+	if !m.Updated.IsZero() {
+		t = m.Updated.UnixNano()
+	}
+	return binary.AppendVarint(b, t)
+}
+
+func decodeVMMetaBinary(b []byte) (*VMMeta, error) {
+	d := metaDecoder{b: b}
+	if v := d.byte(); d.err == nil && v != metaVersion {
+		return nil, fmt.Errorf("vm meta: unknown encoding version %d", v)
+	}
+	m := &VMMeta{UUID: d.uuidField(), Owner: d.uuidField(), Server: d.uuidField(),
+		Alias: d.string(), Login: d.string(), State: d.string()}
+	flags := d.byte()
+	m.CNDown, m.ComputeNode = flags&metaCNDown != 0, flags&metaComputeNode != 0
+	m.ListInstance, m.ListServices = flags&metaListInstance != 0, flags&metaListServices != 0
+	if n := d.uvarint(); n > 0 {
+		m.Reasons = append([]string{}, d.strings(n-1)...)
+	}
+	m.Services = d.strings(d.uvarint())
+	m.Problems = d.strings(d.uvarint())
+	if t := d.varint(); t != 0 {
+		m.Updated = time.Unix(0, t).UTC()
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("vm meta: %w", d.err)
+	}
+	return m, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func appendStrings(b []byte, list []string) []byte {
+	for _, s := range list {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// appendUUIDField writes a UUID in lower-case canonical form as 16 bytes
+// (tag 1) and anything else (empty, upper case, not a UUID) as a string
+// (tag 0), so every value reads back exactly.
+func appendUUIDField(b []byte, s string) []byte {
+	if id, ok := packUUID(s); ok {
+		return append(append(b, 1), id[:]...)
+	}
+	return appendString(append(b, 0), s)
+}
+
+func packUUID(s string) (id [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return id, false
+	}
+	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(id[:], []byte(h)); err != nil || hex.EncodeToString(id[:]) != h {
+		return id, false // not hex, or not lower case
+	}
+	return id, true
+}
+
+func unpackUUID(id []byte) string {
+	h := hex.EncodeToString(id)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// metaDecoder reads what Encode wrote; the first short read sets err and
+// every later read returns zero.
+type metaDecoder struct {
+	b   []byte
+	err error
+}
+
+var errMetaShort = errors.New("value truncated")
+
+func (d *metaDecoder) take(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errMetaShort
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *metaDecoder) byte() byte {
+	if v := d.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (d *metaDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errMetaShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *metaDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errMetaShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *metaDecoder) string() string { return string(d.take(d.uvarint())) }
+
+func (d *metaDecoder) strings(n uint64) []string {
+	if n > uint64(len(d.b)) { // each string takes at least its length octet
+		d.err = errMetaShort
+		return nil
+	}
+	var out []string
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		out = append(out, d.string())
+	}
+	return out
+}
+
+func (d *metaDecoder) uuidField() string {
+	switch d.byte() {
+	case 0:
+		return d.string()
+	case 1:
+		if v := d.take(16); v != nil {
+			return unpackUUID(v)
+		}
+	default:
+		if d.err == nil {
+			d.err = errors.New("bad uuid field tag")
+		}
+	}
+	return ""
+}
