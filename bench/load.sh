@@ -20,7 +20,8 @@
 #           PROFILE=40 bench/load.sh          (a CPU profile of the first 40 s
 #                                              of each run, through the API's
 #                                              /debug/pprof: $WORK/<name>-<rep>.pprof;
-#                                              cns is stopped once it is written)
+#                                              cns is stopped once it is written;
+#                                              and the allocations: .allocs)
 # Knobs:    N (100000)  REPS (3)  SEED (20240611)  WORK (/tmp/cns-load)
 #           CNS ("head=<binary built from this tree>"): name=binary pairs,
 #             run in turn within each repetition
@@ -135,6 +136,9 @@ while done is None:
         time.sleep(0.005)
 if prof:
     profiler.join()
+    # what the load allocated, by where (go tool pprof -sample_index=alloc_space)
+    data = urllib.request.urlopen("http://127.0.0.1:%s/debug/pprof/allocs" % api, timeout=60).read()
+    open(prof.replace(".pprof", ".allocs"), "wb").write(data)
 p.terminate(); p.wait()
 wall = done - t0
 print("%d\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%d\t%.0f\t%.0f" % (vms, wall, done - applied, c, c / n * 1e6, n / wall, commits, rss, wr), flush=True)

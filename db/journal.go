@@ -38,7 +38,13 @@ type JournalLimits struct {
 var DefaultJournalLimits = JournalLimits{MaxEntries: 2000, MaxBytes: 16 << 20, MaxAge: 7 * 24 * time.Hour}
 
 func (j *JournalEntry) encode(zone []byte) []byte {
-	e := &enc{}
+	size := 31 + len(j.Cause) + len(j.SOAFrom) + len(j.SOATo)
+	for _, list := range [][]JournalRR{j.Deleted, j.Added} {
+		for _, r := range list {
+			size += 4 + len(r.Owner) - len(zone) + len(r.RR)
+		}
+	}
+	e := &enc{b: make([]byte, 0, size)} // an initial load's entries are megabytes
 	e.u8(1)
 	e.u32(j.From)
 	e.u32(j.To)
