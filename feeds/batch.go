@@ -3,6 +3,7 @@ package feeds
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"runtime/debug"
 	"slices"
@@ -233,16 +234,8 @@ func (u *Updater) collect(inFlight *batch) *batch {
 		z := u.zones
 		b.cs.Zones = &z
 	}
-	for _, uuid := range slices.Sorted(maps.Keys(u.dirty)) {
-		if len(b.cs.VMs) == maxVMsPerCommit {
-			break
-		}
+	for uuid := range u.dirtyInOrder(b, inFlight) {
 		gen := u.dirty[uuid]
-		if inFlight != nil {
-			if _, busy := inFlight.gens[uuid]; busy {
-				continue
-			}
-		}
 		vc, ok := u.change(uuid)
 		switch {
 		case !ok:
@@ -264,6 +257,43 @@ func (u *Updater) collect(inFlight *batch) *batch {
 	b.cs.Hysteresis, b.healthGens = u.health.writes()
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
+}
+
+// dirtyInOrder yields the dirty VMs collect takes next, by UUID, until b
+// is full; not those already in b or in inFlight. The order comes from a
+// sorted snapshot of the dirty set that the chunks of a backlog share
+// (sorting a million UUIDs for every chunk of 20,000 would cost more than
+// the chunk); VMs marked after it was taken come in a second snapshot,
+// taken when the first runs out. u.mu is held.
+func (u *Updater) dirtyInOrder(b, inFlight *batch) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		fresh := false
+		for len(b.cs.VMs) < maxVMsPerCommit {
+			if len(u.order) == 0 {
+				if fresh {
+					return
+				}
+				u.order, fresh = slices.Sorted(maps.Keys(u.dirty)), true
+				continue
+			}
+			uuid := u.order[0]
+			u.order = u.order[1:]
+			if _, dirty := u.dirty[uuid]; !dirty {
+				continue // settled since the snapshot
+			}
+			if _, taken := b.gens[uuid]; taken {
+				continue
+			}
+			if inFlight != nil {
+				if _, busy := inFlight.gens[uuid]; busy {
+					continue
+				}
+			}
+			if !yield(uuid) {
+				return
+			}
+		}
+	}
 }
 
 // settle records a committed batch; u.mu is held. It reports whether the
