@@ -1,6 +1,7 @@
 package feeds
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"hash/fnv"
@@ -86,10 +87,7 @@ func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result, client *
 		timeless = nil
 	}
 	m.Updated = u.now().UTC()
-	meta, err := json.Marshal(m)
-	if err != nil {
-		meta = nil
-	}
+	meta := withUpdated(timeless, m)
 	vc := db.VMChange{UUID: uuid, Meta: meta, Records: make([]db.Record, 0, len(res.Records)), Client: client}
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
@@ -97,6 +95,27 @@ func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result, client *
 	vc.Hash = changeHash(timeless, vc.Records, client)
 	db.PrepareRecords(&vc) // here, not in the commit's one writer (drain computes while it commits)
 	return vc
+}
+
+// zeroUpdated ends a VMMeta encoded with a zero Updated, its last field.
+var zeroUpdated = []byte(`"updated":"0001-01-01T00:00:00Z"}`)
+
+// withUpdated is json.Marshal(m) given timeless, m encoded with a zero
+// Updated: the time is put in place of the zero one instead of encoding
+// the whole meta again.
+func withUpdated(timeless []byte, m *VMMeta) []byte {
+	t, err := m.Updated.MarshalJSON()
+	if !bytes.HasSuffix(timeless, zeroUpdated) || err != nil {
+		meta, err := json.Marshal(m)
+		if err != nil {
+			return nil
+		}
+		return meta
+	}
+	head := timeless[:len(timeless)-len(zeroUpdated)]
+	meta := make([]byte, 0, len(head)+len(`"updated":}`)+len(t))
+	meta = append(append(append(meta, head...), `"updated":`...), t...)
+	return append(meta, '}')
 }
 
 // changeHash identifies a VM's computed state: its decision (meta
