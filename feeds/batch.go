@@ -21,7 +21,7 @@ import (
 // written in chunks of 5000, 0.44 GB in chunks of 20000, for a 0.3 GB
 // file). A chunk's transaction holds its VMs' records and the touched
 // pages in memory, which is what bounds it.
-const maxVMsPerCommit = 20000
+var maxVMsPerCommit = 20000 // a variable for tests (export_test.go)
 
 // CommitInfo describes the last commit the updater made.
 type CommitInfo struct {
