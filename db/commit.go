@@ -498,6 +498,18 @@ func (c *commit) finish() (*Committed, error) {
 // finishNames finishes every name not finished yet, in a stable order so
 // journals are deterministic.
 func (c *commit) finishNames() error {
+	// A chunk of a first load adds a hundred thousand names: size the
+	// zones' lists once instead of growing them name by name.
+	perZone := map[*zoneWork]int{}
+	for _, nw := range c.names {
+		if !nw.done {
+			perZone[nw.zone]++
+		}
+	}
+	for z, n := range perZone {
+		z.names = slices.Grow(z.names, n)
+		z.added = slices.Grow(z.added, n)
+	}
 	for _, nk := range slices.Sorted(maps.Keys(c.names)) {
 		nw := c.names[nk]
 		if nw.done {
