@@ -393,12 +393,7 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error)
 		}
 		w := r.wire
 		if w == nil { // not prepared (PrepareRecords)
-			w = &recordWire{}
-			if w.owner, w.ownerErr = wireName(r.RR.Header().Name); w.ownerErr == nil {
-				if w.key, w.below = relativeKey(w.owner, z.wire); w.below {
-					w.rr, w.rrErr = EncodeRR(r.RR)
-				}
-			}
+			w, _ = encodeRecord(r.RR, z.wire, nil)
 		}
 		if w.ownerErr != nil {
 			c.problem("vm %s: %v", vc.UUID, w.ownerErr)
@@ -498,18 +493,7 @@ func (c *commit) finish() (*Committed, error) {
 // finishNames finishes every name not finished yet, in a stable order so
 // journals are deterministic.
 func (c *commit) finishNames() error {
-	// A chunk of a first load adds a hundred thousand names: size the
-	// zones' lists once instead of growing them name by name.
-	perZone := map[*zoneWork]int{}
-	for _, nw := range c.names {
-		if !nw.done {
-			perZone[nw.zone]++
-		}
-	}
-	for z, n := range perZone {
-		z.names = slices.Grow(z.names, n)
-		z.added = slices.Grow(z.added, n)
-	}
+	c.growZoneLists()
 	for _, nk := range slices.Sorted(maps.Keys(c.names)) {
 		nw := c.names[nk]
 		if nw.done {
