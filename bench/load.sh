@@ -53,6 +53,11 @@ if [ ! -s "$INV" ]; then
     mv "$INV.tmp" "$INV"
 fi
 
+if ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q .; then
+    echo "load.sh: port $PORT is in use (another run? set PORT)" >&2
+    exit 1
+fi
+
 TSV=$WORK/load.tsv
 printf 'name\trep\tvms\twall_s\tload_s\tcpu_s\tcpu_us_per_vm\tvms_per_s\tcommits\tpeak_rss_mib\twritten_mib\n' > "$TSV"
 cat "$TSV"
@@ -108,6 +113,8 @@ def hwm():
     for line in open("/proc/%d/status" % p.pid):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
+import atexit
+atexit.register(lambda: p.poll() is None and p.kill())  # never leave cns behind
 pos = 0; buf = b""; applied = None; commits = 0; vms = 0; done = None
 while done is None:
     if p.poll() is not None:
