@@ -74,6 +74,7 @@ type Record struct {
 	// touches the name reports when the candidates differ. Feeds stamp
 	// with a time (Unix milliseconds) so that the newest wins.
 	Stamp uint64
+	wire  *recordWire // the record encoded ahead (PrepareRecords), or nil
 }
 
 // Committed is what one commit changed, for the serving side.
@@ -391,21 +392,23 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error)
 			c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
 			continue
 		}
-		owner, err := wireName(r.RR.Header().Name)
-		if err != nil {
-			c.problem("vm %s: %v", vc.UUID, err)
+		w := r.wire
+		if w == nil { // not prepared (PrepareRecords)
+			w, _ = encodeRecord(r.RR, z.wire, nil)
+		}
+		if w.ownerErr != nil {
+			c.problem("vm %s: %v", vc.UUID, w.ownerErr)
 			continue
 		}
-		key, ok := relativeKey(owner, z.wire)
-		if !ok {
+		if !w.below {
 			c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
 			continue
 		}
-		rr, err := EncodeRR(r.RR)
-		if err != nil {
-			c.problem("vm %s: %v", vc.UUID, err)
+		if w.rrErr != nil {
+			c.problem("vm %s: %v", vc.UUID, w.rrErr)
 			continue
 		}
+		owner, key, rr := w.owner, w.key, w.rr
 		if r.Pref >= candStamped {
 			c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
 			continue
@@ -491,6 +494,7 @@ func (c *commit) finish() (*Committed, error) {
 // finishNames finishes every name not finished yet, in a stable order so
 // journals are deterministic.
 func (c *commit) finishNames() error {
+	c.growZoneLists()
 	for _, nk := range slices.Sorted(maps.Keys(c.names)) {
 		nw := c.names[nk]
 		if nw.done {

@@ -56,7 +56,15 @@ const (
 )
 
 func (j *JournalEntry) encode(zone []byte) []byte {
-	e := &enc{}
+	// An upper bound of the version 2 size (an initial load's entries are
+	// megabytes: grown by append they would be copied a dozen times).
+	size := 31 + len(j.Cause) + len(j.SOAFrom) + len(j.SOATo)
+	for _, list := range [][]JournalRR{j.Deleted, j.Added} {
+		for _, r := range list {
+			size += 4 + len(r.Owner) - len(zone) + len(r.RR)
+		}
+	}
+	e := &enc{b: make([]byte, 0, size)}
 	e.u8(journalV2)
 	e.u32(j.From)
 	e.u32(j.To)

@@ -22,12 +22,12 @@ func ZoneWire(zone string) ([]byte, error) {
 
 // wireName packs a presentation name into lower-case wire format.
 func wireName(name string) ([]byte, error) {
-	buf := make([]byte, 256)
-	n, err := dns.PackDomainName(dns.Fqdn(name), buf, 0, nil, false)
+	var buf [256]byte
+	n, err := dns.PackDomainName(dns.Fqdn(name), buf[:], 0, nil, false)
 	if err != nil {
 		return nil, fmt.Errorf("name %q: %w", name, err)
 	}
-	return lowerASCII(buf[:n]), nil
+	return lowerASCII(bytes.Clone(buf[:n])), nil // not the whole buffer: names are kept
 }
 
 // lowerASCII lower-cases b in place and returns it. Length octets of wire

@@ -85,7 +85,16 @@ func DecodeRR(owner, rr []byte) (dns.RR, error) {
 // EncodeRR packs rr without its owner name, with names in RDATA lower case
 // and uncompressed.
 func EncodeRR(rr dns.RR) ([]byte, error) {
-	buf := make([]byte, 512)
+	out, _, err := encodeRR(rr, nil)
+	return out, err
+}
+
+// encodeRR is EncodeRR packing in buf (grown when too small, returned for
+// the next call): only the result is allocated.
+func encodeRR(rr dns.RR, buf []byte) ([]byte, []byte, error) {
+	if len(buf) < 512 {
+		buf = make([]byte, 512)
+	}
 	for {
 		end, err := dns.PackRR(rr, buf, 0, nil, false)
 		if err == dns.ErrBuf && len(buf) < 1<<16 {
@@ -93,15 +102,15 @@ func EncodeRR(rr dns.RR) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", rr.Header().Name, err)
+			return nil, buf, fmt.Errorf("encode %s: %w", rr.Header().Name, err)
 		}
 		off, err := skipName(buf, 0)
 		if err != nil {
-			return nil, err
+			return nil, buf, err
 		}
 		out := slices.Clone(buf[off:end])
 		lowerRDataNames(out)
-		return out, nil
+		return out, buf, nil
 	}
 }
 

@@ -3,6 +3,7 @@ package feeds
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"runtime/debug"
 	"slices"
@@ -13,8 +14,14 @@ import (
 	"github.com/tritondatacenter/cns/db"
 )
 
-// maxVMsPerCommit bounds one change set.
-const maxVMsPerCommit = 5000
+// maxVMsPerCommit bounds one change set. A big load's chunks write their
+// names at random places of the name buckets (names sort by owner, VMs
+// come by UUID), so every chunk rewrites most of those buckets' pages:
+// the bytes a load writes grow with the number of chunks (100k VMs: 1.1 GB
+// written in chunks of 5000, 0.44 GB in chunks of 20000, for a 0.3 GB
+// file). A chunk's transaction holds its VMs' records and the touched
+// pages in memory, which is what bounds it.
+var maxVMsPerCommit = 20000 // a variable for tests (export_test.go)
 
 // CommitInfo describes the last commit the updater made.
 type CommitInfo struct {
@@ -46,10 +53,7 @@ func (u *Updater) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			u.Tick()
-			if err := u.SaveLastSeen(); err != nil {
-				u.log.Warn("saving when VMs were last seen failed; kept in memory", "err", err)
-			}
+			u.tick()
 			continue
 		case <-due:
 			u.Tick()
@@ -64,7 +68,10 @@ func (u *Updater) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		if err := u.Flush(); err != nil {
+		if err := u.drain(ctx, tick.C); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			// A full or read-only disk: what is served stays (it is in
 			// memory), the db is reported degraded, and the batch waits.
 			backoff = min(max(2*backoff, time.Second), 30*time.Second)
@@ -80,30 +87,93 @@ func (u *Updater) Run(ctx context.Context) error {
 	}
 }
 
-// Flush computes and commits everything pending now, as one change set.
+// tick is Run's periodic work: the time-dependent rules and saving when
+// VMs were last seen.
+func (u *Updater) tick() {
+	u.Tick()
+	if err := u.SaveLastSeen(); err != nil {
+		u.log.Warn("saving when VMs were last seen failed; kept in memory", "err", err)
+	}
+}
+
+// drain commits everything pending, batch after batch, without waiting
+// for the batch window between them (the backlog of a big load is all
+// there already). While one batch is being committed the next one is
+// computed, so the record computation and the commit use two cores. A
+// batch computed ahead stays correct whatever happens meanwhile: a VM
+// marked again after it was computed keeps its newer generation and stays
+// dirty (see settle), and commits land in the order they were computed.
+func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
+	u.mu.Lock()
+	b, release := u.prepare(nil)
+	u.mu.Unlock()
+	if release {
+		u.releaseMemory()
+	}
+	for b != nil {
+		done := make(chan error, 1)
+		go func() { done <- u.commitBatch(b) }()
+		// The next batch, without the VMs and sources in flight.
+		u.mu.Lock()
+		next, _ := u.prepare(b)
+		u.mu.Unlock()
+		if err := <-done; err != nil {
+			return err // next is dropped: its VMs are still dirty
+		}
+		b = next
+		select { // what Run would do between two batches
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			u.tick()
+		default:
+		}
+	}
+	return nil
+}
+
+// Flush computes and commits the next batch now, as one change set.
 // VMs whose records and decision did not change (their hash matches the
 // stored one) are settled without touching the store, so a restart's
 // reconcile of an unchanged data center writes nothing.
 func (u *Updater) Flush() error {
 	u.mu.Lock()
-	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 && !u.sourcesPending() {
-		u.mu.Unlock()
-		return nil
-	}
-	b := u.collect()
-	cs := b.cs
-	if len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 && len(cs.Sources) == 0 {
-		clear(u.causes)
-		u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
-		release := u.endOfBurst()
-		u.mu.Unlock()
-		if release {
-			u.releaseMemory()
-		}
-		return nil
-	}
+	b, release := u.prepare(nil)
 	u.mu.Unlock()
+	if release {
+		u.releaseMemory()
+	}
+	if b == nil {
+		return nil
+	}
+	return u.commitBatch(b)
+}
 
+// prepare computes the next batch to commit, nil when there is nothing to
+// commit; u.mu is held. release tells the caller to hand memory back once
+// it has let go of u.mu. With inFlight (a batch computed but not settled
+// yet) it leaves out inFlight's VMs and, when inFlight took any, the
+// queued sources.
+func (u *Updater) prepare(inFlight *batch) (b *batch, release bool) {
+	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 && !u.sourcesPending() {
+		return nil, false
+	}
+	b = u.collect(inFlight)
+	cs := b.cs
+	if len(cs.VMs) > 0 || cs.Zones != nil || len(cs.Hysteresis) > 0 || len(cs.Sources) > 0 {
+		return b, false
+	}
+	u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
+	if inFlight != nil {
+		return nil, false // settling inFlight ends the burst
+	}
+	clear(u.causes)
+	return nil, u.endOfBurst()
+}
+
+// commitBatch stores b and settles it; u.mu is not held.
+func (u *Updater) commitBatch(b *batch) error {
+	cs := b.cs
 	start := time.Now()
 	res, err := u.store.Commit(cs)
 
@@ -156,17 +226,15 @@ type batch struct {
 // collect computes the next change set; u.mu is held. A very large batch
 // (a first start, a config change) is committed in chunks of changed VMs:
 // each chunk is consistent, and the write transaction's memory stays
-// bounded.
-func (u *Updater) collect() *batch {
+// bounded. inFlight, when not nil, is a batch on its way to the store:
+// its VMs and the sources it took are not taken again.
+func (u *Updater) collect(inFlight *batch) *batch {
 	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]uint64{}, at: u.now().UnixMilli()}
 	if u.zonesDirty {
 		z := u.zones
 		b.cs.Zones = &z
 	}
-	for _, uuid := range slices.Sorted(maps.Keys(u.dirty)) {
-		if len(b.cs.VMs) == maxVMsPerCommit {
-			break
-		}
+	for uuid := range u.dirtyInOrder(b, inFlight) {
 		gen := u.dirty[uuid]
 		vc, ok := u.change(uuid)
 		switch {
@@ -183,10 +251,49 @@ func (u *Updater) collect() *batch {
 			}
 		}
 	}
-	b.sources = u.takeSources(b.cs)
+	if inFlight == nil || inFlight.sources == (sourceTake{}) {
+		b.sources = u.takeSources(b.cs)
+	}
 	b.cs.Hysteresis, b.healthGens = u.health.writes()
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
+}
+
+// dirtyInOrder yields the dirty VMs collect takes next, by UUID, until b
+// is full; not those already in b or in inFlight. The order comes from a
+// sorted snapshot of the dirty set that the chunks of a backlog share
+// (sorting a million UUIDs for every chunk of 20,000 would cost more than
+// the chunk); VMs marked after it was taken come in a second snapshot,
+// taken when the first runs out. u.mu is held.
+func (u *Updater) dirtyInOrder(b, inFlight *batch) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		fresh := false
+		for len(b.cs.VMs) < maxVMsPerCommit {
+			if len(u.order) == 0 {
+				if fresh {
+					return
+				}
+				u.order, fresh = slices.Sorted(maps.Keys(u.dirty)), true
+				continue
+			}
+			uuid := u.order[0]
+			u.order = u.order[1:]
+			if _, dirty := u.dirty[uuid]; !dirty {
+				continue // settled since the snapshot
+			}
+			if _, taken := b.gens[uuid]; taken {
+				continue
+			}
+			if inFlight != nil {
+				if _, busy := inFlight.gens[uuid]; busy {
+					continue
+				}
+			}
+			if !yield(uuid) {
+				return
+			}
+		}
+	}
 }
 
 // settle records a committed batch; u.mu is held. It reports whether the

@@ -91,6 +91,7 @@ func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result, client *
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
 	vc.Hash = changeHash(timeless, vc.Records, client)
+	db.PrepareRecords(&vc) // here, not in the commit's one writer (drain computes while it commits)
 	return vc
 }
 

@@ -57,9 +57,9 @@ func (u *Updater) SetSource(b SourceBatch) {
 
 // maxPseudoVMsPerCommit bounds the pseudo-VMs of one change set: a
 // pseudo-VM is one name, a VM four or five, so this is about the records
-// of maxVMsPerCommit VMs; fewer, larger commits spare a first transfer
-// most of its fsyncs.
-const maxPseudoVMsPerCommit = 4 * maxVMsPerCommit
+// of 5000 VMs; fewer, larger commits spare a first transfer most of its
+// fsyncs.
+const maxPseudoVMsPerCommit = 20000
 
 // sourceTake is what one change set took from the queued source batches:
 // n whole batches, then part VMs of the next one.

@@ -70,6 +70,7 @@ type Updater struct {
 	known      map[string]bool   // VMs the store holds
 	hashes     map[string]uint64 // what each stored VM's records and decision hash to
 	dirty      map[string]uint64 // VMs to recompute (or delete), by the generation that marked them
+	order      []string          // the rest of a sorted snapshot of dirty (dirtyInOrder)
 	gen        uint64
 	causes     map[string]int // why the pending batch exists, for the journal
 	haveFull   bool           // a full listing has been applied

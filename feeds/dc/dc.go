@@ -52,17 +52,20 @@ type Destroyed struct {
 	Time string
 }
 
+// UnmarshalJSON is given one valid JSON value (encoding/json checked it):
+// its first byte says what it is, without decoding it into an interface
+// (a load decodes a million of them).
 func (d *Destroyed) UnmarshalJSON(b []byte) error {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	switch t := v.(type) {
-	case nil:
+	switch {
+	case string(b) == "null":
 		*d = Destroyed{}
-	case bool:
-		*d = Destroyed{Set: t}
-	case string:
+	case string(b) == "true" || string(b) == "false":
+		*d = Destroyed{Set: b[0] == 't'}
+	case len(b) > 0 && b[0] == '"':
+		var t string
+		if err := json.Unmarshal(b, &t); err != nil {
+			return err
+		}
 		*d = Destroyed{Set: t != "", Time: t}
 	default:
 		return fmt.Errorf("destroyed: want null, boolean or timestamp string, got %s", b)

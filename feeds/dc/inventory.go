@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 )
 
 // Inventory is a whole data center as the SDC APIs describe it: the format
@@ -37,9 +39,11 @@ func LoadInventory(path string) (*Inventory, error) {
 // field at fault ("vms[3] (uuid): nics: ...") or the line and column of a
 // syntax error.
 func ParseInventory(data []byte) (*Inventory, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, describeJSONError(data, err)
+	top, ok := splitObject(data)
+	if !ok { // not a valid JSON object: the decoder says why (or null: empty)
+		if err := json.Unmarshal(data, &top); err != nil {
+			return nil, describeJSONError(data, err)
+		}
 	}
 	inv := &Inventory{}
 	sections := []struct {
@@ -73,16 +77,38 @@ func ParseInventory(data []byte) (*Inventory, error) {
 }
 
 // decodeList decodes a JSON array element by element so an error can say
-// which element is wrong.
+// which element is wrong. The elements are decoded on every core (an
+// inventory holds up to a million VMs); the error reported is the first
+// element's, as one pass would find it.
 func decodeList[T any](raw json.RawMessage, key string, into *[]T) error {
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return fmt.Errorf("%s: want an array: %w", key, err)
+	items, ok := splitArray(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return fmt.Errorf("%s: want an array: %w", key, err)
+		}
 	}
 	out := make([]T, len(items))
-	for i, item := range items {
-		if err := json.Unmarshal(item, &out[i]); err != nil {
-			return fmt.Errorf("%s[%d]%s: %w", key, i, idOf(item), fieldError(err))
+	type failure struct {
+		at  int
+		err error
+	}
+	workers := min(runtime.GOMAXPROCS(0), 1+len(items)/256)
+	fails := make([]failure, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { // a contiguous share; its first failure, if any
+			for i := w * len(items) / workers; i < (w+1)*len(items)/workers; i++ {
+				if err := json.Unmarshal(items[i], &out[i]); err != nil {
+					fails[w] = failure{i, fmt.Errorf("%s[%d]%s: %w", key, i, idOf(items[i]), fieldError(err))}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range fails { // in share order: the first is the lowest element
+		if f.err != nil {
+			return f.err
 		}
 	}
 	*into = out

@@ -1,0 +1,71 @@
+package db
+
+import (
+	"slices"
+
+	"github.com/miekg/dns"
+)
+
+// Work taken out of a commit's write transaction, which one goroutine at a
+// time runs: records encoded ahead by the goroutine that computed them, and
+// lists sized once for a big chunk.
+
+// recordWire is a Record in the store's encoding. groupRecords checks it in
+// the order it checks a record it encodes itself, so the problems reported
+// are the same.
+type recordWire struct {
+	owner    []byte // absolute wire name, lower case
+	ownerErr error
+	key      []byte // relative to the record's zone
+	below    bool   // owner is below the zone (key is set)
+	rr       []byte // set when below
+	rrErr    error
+}
+
+// encodeRecord encodes rr for the zone zoneWire, packing in buf (returned
+// for the next call).
+func encodeRecord(rr dns.RR, zoneWire, buf []byte) (*recordWire, []byte) {
+	w := &recordWire{}
+	if w.owner, w.ownerErr = wireName(rr.Header().Name); w.ownerErr == nil {
+		if w.key, w.below = relativeKey(w.owner, zoneWire); w.below {
+			w.rr, buf, w.rrErr = encodeRR(rr, buf)
+		}
+	}
+	return w, buf
+}
+
+// PrepareRecords encodes vc's records the way Commit stores them. Commit
+// encodes the records that are not prepared itself; preparing them on the
+// goroutine that computed them takes that work out of the transaction.
+func PrepareRecords(vc *VMChange) {
+	var zone string
+	var zoneWire, buf []byte
+	var zoneErr error
+	for i := range vc.Records {
+		r := &vc.Records[i]
+		if i == 0 || r.Zone != zone {
+			zone = r.Zone
+			zoneWire, zoneErr = ZoneWire(zone)
+		}
+		if zoneErr != nil || r.RR == nil {
+			continue // the commit finds out for itself
+		}
+		r.wire, buf = encodeRecord(r.RR, zoneWire, buf)
+	}
+}
+
+// growZoneLists sizes the zones' lists for the names finishNames is about
+// to finish: a chunk of a first load adds a hundred thousand names, which
+// would otherwise grow the lists name by name.
+func (c *commit) growZoneLists() {
+	perZone := map[*zoneWork]int{}
+	for _, nw := range c.names {
+		if !nw.done {
+			perZone[nw.zone]++
+		}
+	}
+	for z, n := range perZone {
+		z.names = slices.Grow(z.names, n)
+		z.added = slices.Grow(z.added, n)
+	}
+}
