@@ -98,6 +98,10 @@ func sharedSuffix(a, b []byte) int {
 	return n
 }
 
+// decodeJournalEntry reads an entry. Its records' RR bytes are slices of
+// b: a caller that keeps the entry past its read transaction decodes a
+// copy of the stored value (bbolt's values live in the mapped file, which
+// a remap or Close unmaps).
 func decodeJournalEntry(b, zone []byte) (JournalEntry, error) {
 	d := &dec{b: b}
 	version := d.u8()
