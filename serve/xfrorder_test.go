@@ -106,22 +106,25 @@ func TestAXFRGroupsOwners(t *testing.T) {
 	}
 }
 
-// Ensure the label below the apex is found for names of any depth, and a
-// name that is not below the apex is its own group.
-func TestLabelBelowApex(t *testing.T) {
+// Ensure a name's group key is the label below the apex, followed by the
+// second one for deeper names, and a name that is not below the apex is
+// its own key.
+func TestGroupKey(t *testing.T) {
 	apex, _ := db.ZoneWire("dc.example.com")
 	for _, c := range []struct{ name, want string }{
-		{"a.b.owner.dc.example.com", "owner"},
-		{"owner.dc.example.com", "owner"},
-		{"x.cmon.dc.example.com", "cmon"},
+		{"a.b.owner.dc.example.com", "\x05owner\x01b"},
+		{"x.inst.owner.dc.example.com", "\x05owner\x04inst"},
+		{"inst.owner.dc.example.com", "\x05owner"},
+		{"owner.dc.example.com", "\x05owner"},
+		{"x.cmon.dc.example.com", "\x04cmon"},
 	} {
 		w, _ := db.ZoneWire(c.name)
-		if got := labelBelowApex(w, len(apex)); string(got[1:]) != c.want || int(got[0]) != len(c.want) {
+		if got := groupKey(nil, w, len(apex)); string(got) != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
 	odd := []byte{3, 'a', 'b', 'c', 0}
-	if got := labelBelowApex(odd, len(odd)+4); string(got) != string(odd) {
+	if got := groupKey([]byte("x"), odd, len(odd)+4); string(got) != "x"+string(odd) {
 		t.Errorf("name shorter than the apex: %q", got)
 	}
 }
