@@ -23,6 +23,7 @@ type table struct {
 	shards []*shard
 	shift  uint // hash >> shift selects the shard
 	names  int  // nodes, empty non-terminals included
+	xfr    xfrOrderCache
 }
 
 type shard struct {

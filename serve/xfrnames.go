@@ -21,6 +21,7 @@ type nameDict struct {
 	slots []dictSlot
 	gen   uint32
 	used  int
+	last  lastName
 }
 
 type dictSlot struct {
@@ -45,6 +46,7 @@ func (d *nameDict) reset() {
 	if d.gen == 0 { // wrapped: old tags could look current
 		clear(d.slots)
 		d.gen = 1
+		d.last.n = 0
 	}
 }
 
@@ -86,7 +88,8 @@ func (d *nameDict) set(h uint64, off int) {
 // grow doubles the array, keeping this message's entries.
 func (d *nameDict) grow() {
 	old, gen := d.slots, d.gen
-	d.slots, d.gen, d.used = make([]dictSlot, 2*len(old)), 1, 0
+	// The generation stays: lastName's offsets are tagged with it.
+	d.slots, d.used = make([]dictSlot, 2*len(old)), 0
 	for _, sl := range old {
 		if sl.gen == gen {
 			d.set(sl.hash, int(sl.off))
@@ -116,31 +119,109 @@ func labelHash(h uint64, label []byte) uint64 {
 // from the root up). It returns the number of labels, or -1 if name is
 // not a well-formed wire name.
 func suffixHashes(name []byte, pos *[128]uint8, hs *[128]uint64) int {
-	n := 0
+	var none lastName
+	n, _ := none.suffixHashes(name, pos, hs)
+	return n
+}
+
+// lastName is the name a dictionary put last: its labels, suffix hashes
+// and, where known, an offset in the message where each of its suffixes
+// can be pointed at (-1: unknown). Consecutive names of a transfer share
+// most of their labels (<vm>.inst.<owner>.<zone>, then the next VM of the
+// owner): the hashes of the shared suffix are taken from here instead of
+// computed again, and its offset, known to hold that suffix, is used
+// without comparing it with the message again.
+type lastName struct {
+	gen  uint32 // the dictionary generation off belongs to
+	n    int    // labels; 0: none
+	size int
+	name [255]byte
+	pos  [128]uint8
+	hs   [128]uint64
+	off  [128]int32
+}
+
+// suffixHashes is the package's suffixHashes, reusing the hashes of the
+// suffix name shares with l. shared is the first label of that suffix (n
+// when there is none); the suffix is l's labels from shared+l.n-n on.
+func (l *lastName) suffixHashes(name []byte, pos *[128]uint8, hs *[128]uint64) (n, shared int) {
 	i := 0
 	for {
 		if i >= len(name) || n == len(pos) {
-			return -1
+			return -1, 0
 		}
-		l := int(name[i])
-		if l == 0 {
+		c := int(name[i])
+		if c == 0 {
 			break
 		}
-		if l > 63 || i+l+1 >= len(name) {
-			return -1
+		if c > 63 || i+c+1 >= len(name) {
+			return -1, 0
 		}
 		pos[n] = uint8(i)
 		n++
-		i += l + 1
+		i += c + 1
+	}
+	end, lend := i, l.size-1 // the root labels
+	shared = n
+	for k, j := n-1, l.n-1; k >= 0 && j >= 0; k, j = k-1, j-1 {
+		if string(name[pos[k]:end]) != string(l.name[l.pos[j]:lend]) {
+			break
+		}
+		shared, hs[k] = k, l.hs[j]
+		end, lend = int(pos[k]), int(l.pos[j])
 	}
 	h := uint64(0x243F6A8885A308D3)
-	end := i
-	for k := n - 1; k >= 0; k-- {
+	if shared < n {
+		h = hs[shared]
+	}
+	for k := shared - 1; k >= 0; k-- {
 		h = labelHash(h, name[pos[k]:end])
 		end = int(pos[k])
 		hs[k] = h
 	}
-	return n
+	return n, shared
+}
+
+// remember makes name, put at start in the message of generation gen, the
+// last name: its suffixes from label match on are at ptr (match < n), the
+// ones before it were written there. Offsets of the suffix shared with the
+// previous last name (labels from shared on) carry over within a message.
+func (l *lastName) remember(name []byte, pos *[128]uint8, hs *[128]uint64, n, shared, match, start, ptr int, gen uint32) {
+	if len(name) > len(l.name) {
+		l.n = 0
+		return
+	}
+	carry := l.gen == gen && l.n > 0
+	delta := l.n - n // l's label j is name's label j-delta
+	offAt := func(k int) int32 {
+		switch {
+		case k < match:
+			if o := start + int(pos[k]); o <= maxPointer {
+				return int32(o)
+			}
+			return -1
+		case k == match:
+			return int32(ptr)
+		case carry && k >= shared:
+			return l.off[k+delta]
+		}
+		return -1
+	}
+	// l.off is rewritten in place: read each old entry before it is
+	// overwritten.
+	if delta >= 0 {
+		for k := 0; k < n; k++ {
+			l.off[k] = offAt(k)
+		}
+	} else {
+		for k := n - 1; k >= 0; k-- {
+			l.off[k] = offAt(k)
+		}
+	}
+	copy(l.name[:], name)
+	copy(l.pos[:n], pos[:n])
+	copy(l.hs[:n], hs[:n])
+	l.gen, l.n, l.size = gen, n, len(name)
 }
 
 // put appends name, compressed, to msg and remembers its new suffixes.
@@ -150,12 +231,21 @@ func suffixHashes(name []byte, pos *[128]uint8, hs *[128]uint64) int {
 func (d *nameDict) put(msg, name []byte) (out []byte, at int) {
 	var pos [128]uint8
 	var hs [128]uint64
-	n := suffixHashes(name, &pos, &hs)
+	n, shared := d.last.suffixHashes(name, &pos, &hs)
 	if n < 0 {
+		d.last.n = 0
 		return append(msg, name...), len(msg)
+	}
+	known := int32(-1) // where the suffix shared with the last name is
+	if shared < n && d.last.gen == d.gen {
+		known = d.last.off[shared+d.last.n-n]
 	}
 	match, ptr := n, 0
 	for k := range n {
+		if k == shared && known >= 0 {
+			match, ptr = k, int(known)
+			break
+		}
 		if off, ok := d.get(hs[k]); ok && sameName(msg, off, name[pos[k]:]) {
 			match, ptr = k, off
 			break
@@ -177,6 +267,7 @@ func (d *nameDict) put(msg, name []byte) (out []byte, at int) {
 			d.set(hs[k], o)
 		}
 	}
+	d.last.remember(name, &pos, &hs, n, shared, match, start, ptr, d.gen)
 	return msg, at
 }
 
@@ -243,6 +334,7 @@ func (d *nameDict) putRR(msg, rr []byte) []byte {
 	for range names {
 		l := wireNameLen(rdata[p:])
 		if l < 0 {
+			d.last.n = 0 // its offsets may lie in what is cut off
 			return append(msg[:mark], rr...)
 		}
 		msg, _ = d.put(msg, rdata[p:p+l])

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,32 +72,7 @@ func TestTransferNameCompression(t *testing.T) {
 		if err := x.finish(); err != nil {
 			t.Fatal(err)
 		}
-		var got []dns.RR
-		stream := out.Bytes()
-		msgs := 0
-		for len(stream) > 0 {
-			l := int(binary.BigEndian.Uint16(stream))
-			msg := stream[2 : 2+l]
-			stream = stream[2+l:]
-			msgs++
-			if l > limit {
-				t.Errorf("limit %d: message of %d bytes", limit, l)
-			}
-			checkPointers(t, msg)
-			var r dns.Msg
-			if err := r.Unpack(msg); err != nil {
-				t.Fatalf("limit %d: message %d does not unpack: %v", limit, msgs, err)
-			}
-			got = append(got, r.Answer...)
-		}
-		if len(got) != len(in) {
-			t.Fatalf("limit %d: %d records, want %d", limit, len(got), len(in))
-		}
-		for i := range in {
-			if got[i].String() != in[i].String() {
-				t.Fatalf("limit %d: record %d is %s, want %s", limit, i, got[i], in[i])
-			}
-		}
+		msgs := checkTransferStream(t, out.Bytes(), in, limit)
 		if x.bytes > plain*2/3 {
 			t.Errorf("limit %d: %d bytes for %d uncompressed", limit, x.bytes, plain)
 		}
@@ -103,6 +80,100 @@ func TestTransferNameCompression(t *testing.T) {
 			t.Errorf("limit 4000: only %d messages", msgs)
 		}
 		t.Logf("limit %d: %d messages, %d bytes (uncompressed %d)", limit, msgs, x.bytes, plain)
+	}
+}
+
+// checkTransferStream unpacks the length-prefixed messages of a transfer
+// with miekg/dns and fails unless they hold the records in, in order,
+// each message within limit and its pointers sound. It returns the number
+// of messages.
+func checkTransferStream(t *testing.T, stream []byte, in []dns.RR, limit int) int {
+	t.Helper()
+	var got []dns.RR
+	msgs := 0
+	for len(stream) > 0 {
+		l := int(binary.BigEndian.Uint16(stream))
+		msg := stream[2 : 2+l]
+		stream = stream[2+l:]
+		msgs++
+		if l > limit {
+			t.Errorf("limit %d: message of %d bytes", limit, l)
+		}
+		checkPointers(t, msg)
+		var r dns.Msg
+		if err := r.Unpack(msg); err != nil {
+			t.Fatalf("limit %d: message %d does not unpack: %v", limit, msgs, err)
+		}
+		got = append(got, r.Answer...)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("limit %d: %d records, want %d", limit, len(got), len(in))
+	}
+	for i := range in {
+		if got[i].String() != in[i].String() {
+			t.Fatalf("limit %d: record %d is %s, want %s", limit, i, got[i], in[i])
+		}
+	}
+	return msgs
+}
+
+// Ensure names that share suffixes in every way (the writer reuses the
+// previous name's hashes and offsets) still unpack to what was put in:
+// random names over a few labels, owners and CNAME, MX and NS targets,
+// across many small messages.
+func TestTransferNameCompressionRandom(t *testing.T) {
+	zone := "dc.example.com."
+	labels := []string{"a", "b", "ab", "inst", "svc", "0000000a-1111-4000-8000-00000000000a", "0000000b-1111-4000-8000-00000000000b", "example"}
+	rnd := rand.New(rand.NewPCG(21, 5936))
+	name := func() string {
+		var sb strings.Builder
+		for range 1 + rnd.IntN(5) {
+			sb.WriteString(labels[rnd.IntN(len(labels))] + ".")
+		}
+		if rnd.IntN(8) == 0 {
+			return sb.String() + "example.org."
+		}
+		return sb.String() + zone
+	}
+	in := []dns.RR{mustRR(t, zone+" 30 IN SOA ns1.example.com. hostmaster.example.com. 7 30 60 600 30")}
+	for i := range 3000 {
+		switch owner := name(); rnd.IntN(4) {
+		case 0:
+			in = append(in, mustRR(t, fmt.Sprintf("%s 30 IN A 10.0.%d.%d", owner, i>>8, i&255)))
+		case 1:
+			in = append(in, mustRR(t, fmt.Sprintf("%s 30 IN CNAME %s", owner, name())))
+		case 2:
+			in = append(in, mustRR(t, fmt.Sprintf("%s 30 IN MX %d %s", owner, i, name())))
+		default:
+			in = append(in, mustRR(t, fmt.Sprintf("%s 30 IN NS %s", owner, name())))
+		}
+	}
+	in = append(in, in[0])
+	m := new(dns.Msg)
+	m.SetAxfr(zone)
+	pkt, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &query{tcp: true}
+	if res := q.parse(pkt); res != parseOK {
+		t.Fatalf("parse: %v", res)
+	}
+	zwire, _ := splitOwner(t, in[0])
+	for _, limit := range []int{xfrMessageLimit, 700} {
+		var out bytes.Buffer
+		x := &xfrWriter{w: &out, q: q, zone: zwire, limit: limit, now: time.Now()}
+		for _, rr := range in {
+			owner, rest := splitOwner(t, rr)
+			if err := x.add(owner, rest); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.finish(); err != nil {
+			t.Fatal(err)
+		}
+		msgs := checkTransferStream(t, out.Bytes(), in, limit)
+		t.Logf("limit %d: %d messages, %d bytes", limit, msgs, x.bytes)
 	}
 }
 

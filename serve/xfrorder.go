@@ -1,0 +1,193 @@
+package serve
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// The order an AXFR sends a table's names in. The table keeps its names in
+// hash order, which scatters an owner's ~150 names (instances, aliases,
+// services: <vm>.inst.<owner>.<zone>) over the whole transfer, so each
+// message writes the 37-byte owner label again. Sent grouped by the label
+// directly below the apex (then by the second, inst or svc), an owner's
+// names share messages and the label is written once per message: at 100k
+// VMs 34.4 → 28.13 MB, NSD's size within 0.002 % (NSD sends in canonical
+// order, cns by the first 8 bytes of the name within a group).
+//
+// Grouping costs a pass over the table, so it is done once per table by the
+// first transfer that needs it and kept with the table: a table is never
+// changed, and a commit that leaves a zone's names alone keeps its table.
+
+// xfrOrder lists a table's nodes, each as its shard index shifted left by
+// nodeBits plus its index in the shard, grouped by groupKey (groups in
+// byte order of their key, nodes by their first bytes within a group): 4 bytes
+// a name, 1 MB at 100k VMs.
+type xfrOrder struct {
+	nodes    []uint32
+	nodeBits uint
+}
+
+// orderItem is a node on its way into an xfrOrder.
+type orderItem struct {
+	head uint64 // the name's first 8 bytes
+	ref  uint32
+}
+
+// xfrOrderCache holds a table's transfer order once built.
+type xfrOrderCache struct {
+	once  sync.Once
+	order *xfrOrder // nil when the table cannot be indexed in 32 bits
+}
+
+// transferOrder returns the table's transfer order, building it on first
+// use. apex is the zone's wire name.
+func (t *table) transferOrder(apex []byte) *xfrOrder {
+	t.xfr.once.Do(func() { t.xfr.order = buildXFROrder(t, len(apex)) })
+	return t.xfr.order
+}
+
+// buildXFROrder groups t's nodes by groupKey (the apex is apexLen bytes
+// long) with a counting sort: one pass gives every node its group, a
+// second places it. It returns nil if a node reference does not fit 32 bits.
+func buildXFROrder(t *table, apexLen int) *xfrOrder {
+	shardBits := uint(bits.Len(uint(len(t.shards) - 1)))
+	nodeBits := 32 - shardBits
+	total := 0
+	for _, s := range t.shards {
+		if len(s.nodes) > 1<<nodeBits {
+			return nil
+		}
+		total += len(s.nodes)
+	}
+	groupIDs := map[string]uint32{}
+	var labels []string
+	var key []byte
+	groupOf := make([]uint32, total)
+	k := 0
+	for _, s := range t.shards {
+		for i := range s.nodes {
+			nd := &s.nodes[i]
+			key = groupKey(key[:0], s.data[nd.off:nd.off+uint32(nd.nameLen)], apexLen)
+			id, ok := groupIDs[string(key)]
+			if !ok {
+				id = uint32(len(labels))
+				groupIDs[string(key)] = id
+				labels = append(labels, string(key))
+			}
+			groupOf[k] = id
+			k++
+		}
+	}
+	// Groups in label order, so that a transfer's order does not depend
+	// on the hash seed; start[g] is where group g's nodes begin.
+	byLabel := make([]uint32, len(labels))
+	for id := range byLabel {
+		byLabel[id] = uint32(id)
+	}
+	slices.SortFunc(byLabel, func(a, b uint32) int { return strings.Compare(labels[a], labels[b]) })
+	rank := make([]uint32, len(labels))
+	for r, id := range byLabel {
+		rank[id] = uint32(r)
+	}
+	start := make([]uint32, len(labels)+1)
+	for _, id := range groupOf {
+		start[rank[id]+1]++
+	}
+	for g := 1; g < len(start); g++ {
+		start[g] += start[g-1]
+	}
+	// Within a group, by the name's first 8 bytes (the leaf label, nearly
+	// always unique), so that the transfer is the same whatever the hash
+	// seed, message boundaries included.
+	placed := make([]orderItem, total)
+	k = 0
+	for si, s := range t.shards {
+		for i := range s.nodes {
+			nd := &s.nodes[i]
+			var head [8]byte
+			copy(head[:], s.data[nd.off:nd.off+uint32(nd.nameLen)])
+			g := rank[groupOf[k]]
+			placed[start[g]] = orderItem{binary.BigEndian.Uint64(head[:]), uint32(si)<<nodeBits | uint32(i)}
+			start[g]++
+			k++
+		}
+	}
+	from := uint32(0)
+	for _, end := range start[:len(labels)] { // now where each group ends
+		slices.SortFunc(placed[from:end], func(a, b orderItem) int { return cmp.Compare(a.head, b.head) })
+		from = end
+	}
+	o := &xfrOrder{nodes: make([]uint32, total), nodeBits: nodeBits}
+	for i, it := range placed {
+		o.nodes[i] = it.ref
+	}
+	return o
+}
+
+// groupKey appends to dst the key name's group sorts by: the label
+// directly below the apex (an absolute wire name apexLen bytes long),
+// followed, when the name lies deeper than two labels below the apex, by
+// the second label (inst, svc), with their length bytes. Such a key starts
+// with its first label's key, so the names below one label stay together.
+// A malformed name is its own key.
+func groupKey(dst, name []byte, apexLen int) []byte {
+	end := len(name) - apexLen
+	first, second := -1, -1 // the labels before the current one
+	for i := 0; i < end; {
+		next := i + int(name[i]) + 1
+		if next == end {
+			dst = append(dst, name[i:end]...)
+			if first >= 0 {
+				dst = append(dst, name[second:i]...)
+			}
+			return dst
+		}
+		if name[i] == 0 || next > end {
+			break
+		}
+		first, second = second, i
+		i = next
+	}
+	return append(dst, name...)
+}
+
+// eachInTransferOrder calls fn with every node of t in the order o.
+//
+// The nodes lie all over the table's memory, and fn does enough work per
+// node that the processor does not reach the next node's loads while it
+// waits for this one's: a cache miss per node, one at a time. So the nodes
+// are taken in batches, and every cache line of a batch is first read in
+// a loop that does nothing else, where the misses overlap; fn then finds
+// them in the cache.
+func (t *table) eachInTransferOrder(o *xfrOrder, fn func(name, rrs []byte)) {
+	const batch = 16
+	mask := uint32(1)<<o.nodeBits - 1
+	var sink byte
+	for b := 0; b < len(o.nodes); b += batch {
+		refs := o.nodes[b:min(b+batch, len(o.nodes))]
+		for _, ref := range refs {
+			s := t.shards[ref>>o.nodeBits]
+			nd := &s.nodes[ref&mask]
+			end := nd.off + uint32(nd.nameLen) + nd.rrLen
+			for off := nd.off; off < end; off += 64 {
+				sink ^= s.data[off]
+			}
+		}
+		for _, ref := range refs {
+			s := t.shards[ref>>o.nodeBits]
+			nd := &s.nodes[ref&mask]
+			start := nd.off + uint32(nd.nameLen)
+			fn(s.data[nd.off:start], s.data[start:start+nd.rrLen])
+		}
+	}
+	prefetchSink.Store(uint32(sink))
+}
+
+// prefetchSink keeps the reads of eachInTransferOrder's first loop from
+// being optimised away.
+var prefetchSink atomic.Uint32
