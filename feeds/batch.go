@@ -155,7 +155,7 @@ func (u *Updater) Flush() error {
 // yet) it leaves out inFlight's VMs and, when inFlight took any, the
 // queued sources.
 func (u *Updater) prepare(inFlight *batch) (b *batch, release bool) {
-	if len(u.dirty) == 0 && !u.zonesDirty && len(u.health.dirty) == 0 && !u.sourcesPending() {
+	if len(u.dirty) == 0 && u.zonesGen == u.zonesSaved && len(u.health.dirty) == 0 && !u.sourcesPending() {
 		return nil, false
 	}
 	b = u.collect(inFlight)
@@ -163,10 +163,10 @@ func (u *Updater) prepare(inFlight *batch) (b *batch, release bool) {
 	if len(cs.VMs) > 0 || cs.Zones != nil || len(cs.Hysteresis) > 0 || len(cs.Sources) > 0 {
 		return b, false
 	}
-	u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
 	if inFlight != nil {
-		return nil, false // settling inFlight ends the burst
+		return nil, false // settling inFlight ends the burst (and logs)
 	}
+	u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
 	clear(u.causes)
 	return nil, u.endOfBurst()
 }
@@ -213,7 +213,8 @@ type batch struct {
 	cs         *db.ChangeSet
 	gens       map[string]uint64
 	healthGens map[string]uint64
-	unchanged  int // VMs recomputed to what the store holds already
+	zonesGen   uint64 // the generation of the zone config in cs.Zones
+	unchanged  int    // VMs recomputed to what the store holds already
 	// computeNodes counts the entries of cs.VMs that are compute nodes'
 	// CMON names, not VMs.
 	computeNodes int
@@ -230,9 +231,9 @@ type batch struct {
 // its VMs and the sources it took are not taken again.
 func (u *Updater) collect(inFlight *batch) *batch {
 	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]uint64{}, at: u.now().UnixMilli()}
-	if u.zonesDirty {
+	if u.zonesGen != u.zonesSaved && (inFlight == nil || inFlight.zonesGen != u.zonesGen) {
 		z := u.zones
-		b.cs.Zones = &z
+		b.cs.Zones, b.zonesGen = &z, u.zonesGen
 	}
 	for uuid := range u.dirtyInOrder(b, inFlight) {
 		gen := u.dirty[uuid]
@@ -254,7 +255,11 @@ func (u *Updater) collect(inFlight *batch) *batch {
 	if inFlight == nil || inFlight.sources == (sourceTake{}) {
 		b.sources = u.takeSources(b.cs)
 	}
-	b.cs.Hysteresis, b.healthGens = u.health.writes()
+	var flying map[string]uint64 // hysteresis entries in flight, unchanged since: not again
+	if inFlight != nil {
+		flying = inFlight.healthGens
+	}
+	b.cs.Hysteresis, b.healthGens = u.health.writes(flying)
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
 }
@@ -304,7 +309,7 @@ func (u *Updater) settle(b *batch) bool {
 	u.health.written(b.healthGens)
 	u.sourcesCommitted(b.sources)
 	if b.cs.Zones != nil {
-		u.zonesDirty = false
+		u.zonesSaved = max(u.zonesSaved, b.zonesGen)
 	}
 	for _, vc := range b.cs.VMs {
 		// A VM marked again while we committed stays dirty.

@@ -92,20 +92,29 @@ func (h *serviceHealth) touch(key string) {
 
 // writes returns the encoded state of every changed service (nil: the
 // service has no members left) for the next change set, and the
-// generations to pass to written once it is committed.
-func (h *serviceHealth) writes() (map[string][]byte, map[string]uint64) {
+// generations to pass to written once it is committed; not those a
+// commit in flight (inFlight: its generations) already stores.
+func (h *serviceHealth) writes(inFlight map[string]uint64) (map[string][]byte, map[string]uint64) {
 	if len(h.dirty) == 0 {
 		return nil, nil
 	}
 	out := make(map[string][]byte, len(h.dirty))
-	for key := range h.dirty {
+	gens := make(map[string]uint64, len(h.dirty))
+	for key, g := range h.dirty {
+		if f, ok := inFlight[key]; ok && f == g {
+			continue // a commit in flight stores this very state
+		}
+		gens[key] = g
 		var b []byte
 		if s := h.services[key]; s != nil {
 			b = s.Encode()
 		}
 		out[key] = b
 	}
-	return out, maps.Clone(h.dirty)
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, gens
 }
 
 // written forgets the changes a commit stored, unless they changed again

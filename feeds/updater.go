@@ -52,37 +52,40 @@ type Updater struct {
 	now    func() time.Time
 	window time.Duration
 
-	mu         sync.Mutex
-	cfg        records.Config
-	zones      db.ZoneConfig
-	zonesDirty bool                    // the zone config must go into the next change set
-	users      map[string]*dc.User     // by uuid
-	logins     map[string]*dc.User     // by login
-	servers    map[string]*serverFacts // by uuid
-	networks   map[string]*dc.Network  // by uuid
-	pools      map[string][]string     // network uuid → pool uuids
-	poolNets   map[string][]string     // pool uuid → network uuids
-	poolList   []dc.NetworkPool        // as last given, to notice changes
-	vms        map[string]*storedVM    // by uuid: what records reads, encoded
-	strs       map[string]string       // interned owner and server UUIDs
-	byOwner    map[string]map[string]bool
-	byServer   map[string]map[string]bool
-	known      map[string]bool   // VMs the store holds
-	hashes     map[string]uint64 // what each stored VM's records and decision hash to
-	dirty      map[string]uint64 // VMs to recompute (or delete), by the generation that marked them
-	order      []string          // the rest of a sorted snapshot of dirty (dirtyInOrder)
-	gen        uint64
-	causes     map[string]int // why the pending batch exists, for the journal
-	haveFull   bool           // a full listing has been applied
-	kick       chan struct{}
-	commits    uint64
-	lastCommit CommitInfo
-	hist       metrics.Histogram // commit durations
-	burst      int               // VMs computed since the dirty set was last empty
-	feeds      map[string]FeedStatus
-	health     *serviceHealth  // self-removal hysteresis (selfremoval.go)
-	seenDue    map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
-	sources    []queuedSource  // aggregated sources' changes (sources.go)
+	mu    sync.Mutex
+	cfg   records.Config
+	zones db.ZoneConfig
+	// The zone config goes into a change set while zonesGen (raised by
+	// every change of it) is ahead of zonesSaved (the generation a commit
+	// stored): a change made while a commit is in flight is not lost.
+	zonesGen, zonesSaved uint64
+	users                map[string]*dc.User     // by uuid
+	logins               map[string]*dc.User     // by login
+	servers              map[string]*serverFacts // by uuid
+	networks             map[string]*dc.Network  // by uuid
+	pools                map[string][]string     // network uuid → pool uuids
+	poolNets             map[string][]string     // pool uuid → network uuids
+	poolList             []dc.NetworkPool        // as last given, to notice changes
+	vms                  map[string]*storedVM    // by uuid: what records reads, encoded
+	strs                 map[string]string       // interned owner and server UUIDs
+	byOwner              map[string]map[string]bool
+	byServer             map[string]map[string]bool
+	known                map[string]bool   // VMs the store holds
+	hashes               map[string]uint64 // what each stored VM's records and decision hash to
+	dirty                map[string]uint64 // VMs to recompute (or delete), by the generation that marked them
+	order                []string          // the rest of a sorted snapshot of dirty (dirtyInOrder)
+	gen                  uint64
+	causes               map[string]int // why the pending batch exists, for the journal
+	haveFull             bool           // a full listing has been applied
+	kick                 chan struct{}
+	commits              uint64
+	lastCommit           CommitInfo
+	hist                 metrics.Histogram // commit durations
+	burst                int               // VMs computed since the dirty set was last empty
+	feeds                map[string]FeedStatus
+	health               *serviceHealth  // self-removal hysteresis (selfremoval.go)
+	seenDue              map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
+	sources              []queuedSource  // aggregated sources' changes (sources.go)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the
@@ -90,7 +93,7 @@ type Updater struct {
 func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	u := &Updater{
 		store: store, log: o.Logger, now: o.Now, window: o.BatchWindow,
-		cfg: o.Records, zones: o.Zones, zonesDirty: true,
+		cfg: o.Records, zones: o.Zones, zonesGen: 1,
 		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
@@ -127,7 +130,8 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 func (u *Updater) SetConfig(rc records.Config, zc db.ZoneConfig) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.cfg, u.zones, u.zonesDirty = rc, zc, true
+	u.cfg, u.zones = rc, zc
+	u.zonesGen++
 	u.markAll("configuration changed")
 	u.wake()
 }
