@@ -317,10 +317,8 @@ func (u *Updater) settle(b *batch) bool {
 			delete(u.dirty, vc.UUID)
 		}
 		if vc.Delete {
-			delete(u.known, vc.UUID)
 			delete(u.hashes, vc.UUID)
 		} else {
-			u.known[vc.UUID] = true
 			u.hashes[vc.UUID] = vc.Hash
 			if v := u.vms[vc.UUID]; v != nil {
 				v.seen.saved = max(v.seen.saved, b.at)

@@ -23,7 +23,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 			return u.computeNodeChange(uuid, f), true
 		}
 		u.leaveServices(uuid)
-		return db.VMChange{UUID: uuid, Delete: true}, u.known[uuid]
+		return db.VMChange{UUID: uuid, Delete: true}, u.stored(uuid)
 	}
 	vm, err := stored.vm()
 	if err != nil {

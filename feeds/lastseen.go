@@ -33,7 +33,7 @@ func (s *lastSeen) due() bool { return s.at-s.saved >= LastSeenSaveEvery.Millise
 // with its commit); u.mu is held.
 func (u *Updater) saw(uuid string, s *lastSeen, now time.Time) {
 	s.at = now.UnixMilli()
-	if s.due() && u.known[uuid] {
+	if s.due() && u.stored(uuid) {
 		u.seenDue[uuid] = true
 	}
 }
@@ -84,7 +84,7 @@ func (u *Updater) SaveLastSeen() error {
 		delete(u.seenDue, id)
 		// Only stored entries: one not committed yet gets the time
 		// with its commit.
-		if s := u.seenOf(id); s != nil && u.known[id] && s.due() {
+		if s := u.seenOf(id); s != nil && u.stored(id) && s.due() {
 			batch[id] = s.at
 		}
 	}

@@ -45,7 +45,7 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 			u.removeVM(uuid, cause)
 		}
 	}
-	for uuid := range u.known {
+	for uuid := range u.hashes {
 		if !seen[uuid] && u.vms[uuid] == nil && !ExternalUUID(uuid) {
 			u.mark(uuid) // stored but gone while cns was not looking
 			u.causes[cause]++
@@ -70,7 +70,7 @@ func (u *Updater) RemoveVM(uuid, cause string) {
 	defer u.mu.Unlock()
 	uuid = strings.ToLower(uuid)
 	u.removeVM(uuid, cause)
-	if u.known[uuid] {
+	if u.stored(uuid) {
 		u.mark(uuid)
 	}
 	u.wake()
@@ -112,7 +112,10 @@ func (u *Updater) SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause s
 func (u *Updater) VMUUIDs() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	set := maps.Clone(u.known)
+	set := make(map[string]bool, len(u.hashes)+len(u.vms))
+	for id := range u.hashes {
+		set[id] = true
+	}
 	for id := range u.vms {
 		set[id] = true
 	}

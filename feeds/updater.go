@@ -70,8 +70,7 @@ type Updater struct {
 	strs                 map[string]string       // interned owner and server UUIDs
 	byOwner              map[string]map[string]bool
 	byServer             map[string]map[string]bool
-	known                map[string]bool   // VMs the store holds
-	hashes               map[string]uint64 // what each stored VM's records and decision hash to
+	hashes               map[string]uint64 // every stored VM: what its records and decision hash to
 	dirty                map[string]uint64 // VMs to recompute (or delete), by the generation that marked them
 	order                []string          // the rest of a sorted snapshot of dirty (dirtyInOrder)
 	gen                  uint64
@@ -97,7 +96,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
-		known: map[string]bool{}, dirty: map[string]uint64{}, causes: map[string]int{},
+		dirty: map[string]uint64{}, causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds), seenDue: map[string]bool{},
 	}
 	if u.log == nil {
@@ -116,9 +115,6 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		return nil, err
 	}
 	u.hashes = hashes
-	for uuid := range hashes {
-		u.known[uuid] = true
-	}
 	if u.health, err = loadServiceHealth(store, o.Hysteresis, u.now(), u.log); err != nil {
 		return nil, err
 	}
@@ -134,4 +130,12 @@ func (u *Updater) SetConfig(rc records.Config, zc db.ZoneConfig) {
 	u.zonesGen++
 	u.markAll("configuration changed")
 	u.wake()
+}
+
+// stored reports whether the store holds an entry for uuid; u.mu is held.
+// The hashes name every stored entry (a second set of a million UUIDs
+// would cost ~40 MB at that size).
+func (u *Updater) stored(uuid string) bool {
+	_, ok := u.hashes[uuid]
+	return ok
 }
