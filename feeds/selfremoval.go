@@ -31,9 +31,9 @@ import (
 // serviceHealth is the hysteresis state of every service with members.
 type serviceHealth struct {
 	policy   hysteresis.Policy
-	services map[string]*hysteresis.Service   // by hysteresis.Key
-	byVM     map[string][]*hysteresis.Service // VM UUID → the services it is a member of
-	dirty    map[string]uint64                // keys to write, by the generation that changed them
+	services map[string]*hysteresis.Service // by hysteresis.Key
+	byVM     memberships                    // VM UUID → the services it is a member of
+	dirty    map[string]uint64              // keys to write, by the generation that changed them
 	gen      uint64
 }
 
@@ -45,7 +45,7 @@ func loadServiceHealth(store *db.DB, p hysteresis.Policy, now time.Time, log *sl
 	if err != nil {
 		return nil, err
 	}
-	h := &serviceHealth{policy: p, services: map[string]*hysteresis.Service{}, byVM: map[string][]*hysteresis.Service{}, dirty: map[string]uint64{}}
+	h := &serviceHealth{policy: p, services: map[string]*hysteresis.Service{}, dirty: map[string]uint64{}}
 	for key, b := range stored {
 		s, err := hysteresis.Decode(b)
 		if err != nil || s.Key() != key {
@@ -69,19 +69,56 @@ func loadServiceHealth(store *db.DB, p hysteresis.Policy, now time.Time, log *sl
 	return h, nil
 }
 
-// join and leave keep byVM: a slice of pointers, as most VMs are in one
-// service and a data center has many members.
-func (h *serviceHealth) join(vm string, s *hysteresis.Service) {
-	if !slices.Contains(h.byVM[vm], s) {
-		h.byVM[vm] = append(h.byVM[vm], s)
+func (h *serviceHealth) join(vm string, s *hysteresis.Service)  { h.byVM.join(vm, s) }
+func (h *serviceHealth) leave(vm string, s *hysteresis.Service) { h.byVM.leave(vm, s) }
+
+// memberships is which services each VM is a member of. Most VMs are in
+// one service: that one is held as a pointer, and only VMs in several
+// have a slice (a slice each cost ~30 MB more at a million members).
+type memberships struct {
+	one  map[string]*hysteresis.Service
+	more map[string][]*hysteresis.Service
+}
+
+// of returns a copy of vm's services: callers change them as they go.
+func (m *memberships) of(vm string) []*hysteresis.Service {
+	if s := m.one[vm]; s != nil {
+		return []*hysteresis.Service{s}
+	}
+	return slices.Clone(m.more[vm])
+}
+
+func (m *memberships) has(vm string) bool { return m.one[vm] != nil || len(m.more[vm]) > 0 }
+
+func (m *memberships) join(vm string, s *hysteresis.Service) {
+	if m.one == nil {
+		m.one, m.more = map[string]*hysteresis.Service{}, map[string][]*hysteresis.Service{}
+	}
+	switch cur, more := m.one[vm], m.more[vm]; {
+	case cur == s || slices.Contains(more, s):
+	case cur == nil && more == nil:
+		m.one[vm] = s
+	case cur != nil:
+		delete(m.one, vm)
+		m.more[vm] = []*hysteresis.Service{cur, s}
+	default:
+		m.more[vm] = append(more, s)
 	}
 }
 
-func (h *serviceHealth) leave(vm string, s *hysteresis.Service) {
-	if svcs := slices.DeleteFunc(h.byVM[vm], func(x *hysteresis.Service) bool { return x == s }); len(svcs) > 0 {
-		h.byVM[vm] = svcs
-	} else {
-		delete(h.byVM, vm)
+func (m *memberships) leave(vm string, s *hysteresis.Service) {
+	if m.one[vm] == s {
+		delete(m.one, vm)
+		return
+	}
+	switch more := slices.DeleteFunc(m.more[vm], func(x *hysteresis.Service) bool { return x == s }); len(more) {
+	case 0:
+		delete(m.more, vm)
+	case 1:
+		delete(m.more, vm)
+		m.one[vm] = more[0]
+	default:
+		m.more[vm] = more
 	}
 }
 
@@ -133,7 +170,7 @@ func (h *serviceHealth) written(gens map[string]uint64) {
 func (u *Updater) computeListing(in records.Input) records.Result {
 	res := records.Compute(&u.cfg, u.world(), in)
 	uuid := in.VM.UUID
-	if len(res.Services) == 0 && len(u.health.byVM[uuid]) == 0 {
+	if len(res.Services) == 0 && !u.health.byVM.has(uuid) {
 		return res // in no service, before or now
 	}
 	names := serviceNames(res.Services)
@@ -206,7 +243,7 @@ func (u *Updater) reportMember(uuid, owner string, names []string, is hysteresis
 		current[key] = true
 		u.applyHysteresis(key, owner, name, hysteresis.Change{VM: uuid, Is: is, Reason: reason}, uuid, now)
 	}
-	for _, s := range slices.Clone(u.health.byVM[uuid]) {
+	for _, s := range u.health.byVM.of(uuid) {
 		if key := s.Key(); !current[key] {
 			u.applyHysteresis(key, "", "", hysteresis.Change{VM: uuid, Is: hysteresis.Removed, Reason: "service tag removed"}, uuid, now)
 		}
@@ -224,7 +261,7 @@ func (u *Updater) reportMember(uuid, owner string, names []string, is hysteresis
 // service it was in.
 func (u *Updater) leaveServices(uuid string) {
 	now := u.now()
-	for _, s := range slices.Clone(u.health.byVM[uuid]) {
+	for _, s := range u.health.byVM.of(uuid) {
 		u.applyHysteresis(s.Key(), "", "", hysteresis.Change{VM: uuid, Is: hysteresis.Removed, Reason: "destroyed"}, uuid, now)
 	}
 }
