@@ -214,6 +214,7 @@ write_config() { # file listen db inventory
 	"reverse_v4_prefix": 8,
 	"db_path": "$3",
 	"dns_listen": ["$2"],
+	"api_server": {"listen": []},
 	"inventory_file": "$4",
 	"log_level": "info"
 }
