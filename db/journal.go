@@ -98,12 +98,12 @@ func sharedSuffix(a, b []byte) int {
 	return n
 }
 
-// decodeJournalEntry reads an entry. Its records' RR bytes are slices of
-// b: a caller that keeps the entry past its read transaction decodes a
-// copy of the stored value (bbolt's values live in the mapped file, which
-// a remap or Close unmaps).
+// decodeJournalEntry reads an entry. The entry owns its bytes: its
+// records' RR bytes are slices of one copy of b, since b is usually a
+// bbolt value, which lives in the mapped file only for its transaction
+// (a remap or Close unmaps it) while callers keep the entries.
 func decodeJournalEntry(b, zone []byte) (JournalEntry, error) {
-	d := &dec{b: b}
+	d := &dec{b: bytes.Clone(b)}
 	version := d.u8()
 	if d.err == nil && version != journalV1 && version != journalV2 {
 		return JournalEntry{}, fmt.Errorf("journal entry: unknown encoding version %d", version)

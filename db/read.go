@@ -240,7 +240,7 @@ func (d *DB) Journal(zone string, from uint32) (entries []JournalEntry, ok bool,
 				}
 				found = true
 			}
-			e, err := decodeJournalEntry(bytes.Clone(v), wire) // v is the mapped file: only valid in the transaction
+			e, err := decodeJournalEntry(v, wire)
 			if err != nil {
 				return fmt.Errorf("zone %s: %w", zone, err)
 			}
@@ -274,7 +274,7 @@ func (d *DB) History(zone string, since uint32, limit int) ([]JournalEntry, erro
 			if since != 0 && !SerialLess(since, to) {
 				break
 			}
-			e, err := decodeJournalEntry(bytes.Clone(v), wire) // v is the mapped file: only valid in the transaction
+			e, err := decodeJournalEntry(v, wire)
 			if err != nil {
 				return fmt.Errorf("zone %s: %w", zone, err)
 			}
