@@ -1,6 +1,7 @@
 package feeds
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 
@@ -13,7 +14,7 @@ func TestMemberships(t *testing.T) {
 	want := func(step, vm string, svcs ...*hysteresis.Service) {
 		t.Helper()
 		got := m.of(vm)
-		slices.SortFunc(got, func(x, y *hysteresis.Service) int { return len(x.Name) - len(y.Name) + int(x.Name[0]) - int(y.Name[0]) })
+		slices.SortFunc(got, func(x, y *hysteresis.Service) int { return cmp.Compare(x.Name, y.Name) })
 		if !slices.Equal(got, svcs) || m.has(vm) != (len(svcs) > 0) {
 			t.Errorf("%s: %s is in %d services (has %v), want %d", step, vm, len(got), m.has(vm), len(svcs))
 		}
