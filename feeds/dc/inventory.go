@@ -88,27 +88,23 @@ func decodeList[T any](raw json.RawMessage, key string, into *[]T) error {
 		}
 	}
 	out := make([]T, len(items))
-	type failure struct {
-		at  int
-		err error
-	}
 	workers := min(runtime.GOMAXPROCS(0), 1+len(items)/256)
-	fails := make([]failure, workers)
+	fails := make([]error, workers) // each share's first failure
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() { // a contiguous share; its first failure, if any
 			for i := w * len(items) / workers; i < (w+1)*len(items)/workers; i++ {
 				if err := json.Unmarshal(items[i], &out[i]); err != nil {
-					fails[w] = failure{i, fmt.Errorf("%s[%d]%s: %w", key, i, idOf(items[i]), fieldError(err))}
+					fails[w] = fmt.Errorf("%s[%d]%s: %w", key, i, idOf(items[i]), fieldError(err))
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	for _, f := range fails { // in share order: the first is the lowest element
-		if f.err != nil {
-			return f.err
+	for _, err := range fails { // in share order: the first is the lowest element
+		if err != nil {
+			return err
 		}
 	}
 	*into = out
