@@ -287,35 +287,46 @@ func (s *Server) ixfrWorthIt(entries []db.JournalEntry, z *zone) bool {
 
 // writeAXFR sends SOA, NS, every record, SOA.
 func writeAXFR(x *xfrWriter, z *zone) error {
+	return writeZone(x, z, func(add func(name, rrs []byte) error) error {
+		var err error
+		send := func(name, rrs []byte) {
+			if err == nil {
+				err = add(name, rrs)
+			}
+		}
+		// Grouped by owner (xfrorder.go), which makes the transfer a fifth
+		// smaller; hash order if the table cannot be indexed.
+		if o := z.names.transferOrder(z.wire); o != nil {
+			z.names.eachInTransferOrder(o, send)
+		} else {
+			z.names.each(func(name, rrs []byte, _ uint32) { send(name, rrs) })
+		}
+		return err
+	})
+}
+
+// writeZone sends an AXFR's frame: the SOA and the apex NS first, then the
+// names body gives to add, the SOA again last (RFC 5936 §2.2). It is the
+// one frame of a transfer from the table and from the store (xfrcold.go).
+func writeZone(x *xfrWriter, z *zone, body func(add func(name, rrs []byte) error) error) error {
 	soa := z.soa()
 	if err := x.add(z.wire, soa); err != nil {
 		return err
 	}
-	ns, _ := rrsOfType(z.apexRRs, dns.TypeNS)
-	var err error
-	db.RRs(ns).Each(func(rr []byte) {
-		if err == nil {
-			err = x.add(z.wire, rr)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	// Grouped by owner (xfrorder.go), which makes the transfer a fifth
-	// smaller; hash order if the table cannot be indexed.
-	send := func(name, rrs []byte) {
+	add := func(name, rrs []byte) error {
+		var err error
 		db.RRs(rrs).Each(func(rr []byte) {
 			if err == nil {
 				err = x.add(name, rr)
 			}
 		})
+		return err
 	}
-	if o := z.names.transferOrder(z.wire); o != nil {
-		z.names.eachInTransferOrder(o, send)
-	} else {
-		z.names.each(func(name, rrs []byte, _ uint32) { send(name, rrs) })
+	ns, _ := rrsOfType(z.apexRRs, dns.TypeNS)
+	if err := add(z.wire, ns); err != nil {
+		return err
 	}
-	if err != nil {
+	if err := body(add); err != nil {
 		return err
 	}
 	if err := x.add(z.wire, soa); err != nil {

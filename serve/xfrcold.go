@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/miekg/dns"
-
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -84,37 +82,18 @@ func (s *Server) writeColdAXFR(x *xfrWriter, z *zone) (sent bool, err error) {
 		}
 		return false, err
 	}
-	soa := z.soa()
-	if err := x.add(z.wire, soa); err != nil {
-		return true, err
-	}
-	ns, _ := rrsOfType(z.apexRRs, dns.TypeNS)
-	var rrErr error
-	send := func(name, rrs []byte) error {
-		db.RRs(rrs).Each(func(rr []byte) {
-			if rrErr == nil {
-				rrErr = x.add(name, rr)
+	return true, writeZone(x, z, func(add func(name, rrs []byte) error) error {
+		for {
+			if err := names.each(add); err != nil {
+				return err
 			}
-		})
-		return rrErr
-	}
-	if err := send(z.wire, ns); err != nil {
-		return true, err
-	}
-	for {
-		if err := names.each(send); err != nil {
-			return true, err
+			more, err := names.next()
+			if err != nil {
+				return fmt.Errorf("zone %s: %w", z.name, err)
+			}
+			if !more {
+				return nil
+			}
 		}
-		more, err := names.next()
-		if err != nil {
-			return true, fmt.Errorf("zone %s: %w", z.name, err)
-		}
-		if !more {
-			break
-		}
-	}
-	if err := x.add(z.wire, soa); err != nil {
-		return true, err
-	}
-	return true, x.finish()
+	})
 }
