@@ -39,8 +39,12 @@ func (u *Updater) wake() {
 }
 
 // Run commits batches until ctx ends. A failed commit is retried with
-// backoff; what was stored before keeps being served.
+// backoff; what was stored before keeps being served. With
+// Options.LoadLater it first reads the stored state, retrying likewise.
 func (u *Updater) Run(ctx context.Context) error {
+	if err := u.loadRetrying(ctx); err != nil {
+		return err
+	}
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	backoff := time.Duration(0)
@@ -84,6 +88,30 @@ func (u *Updater) Run(ctx context.Context) error {
 			u.ReportFeed(StoreFeed, nil)
 		}
 		backoff = 0
+	}
+}
+
+// loadRetrying reads the stored state unless that is done, retrying with
+// backoff until it succeeds or ctx ends.
+func (u *Updater) loadRetrying(ctx context.Context) error {
+	backoff := time.Second
+	for {
+		select {
+		case <-u.loaded:
+			return nil
+		default:
+		}
+		err := u.load()
+		if err == nil {
+			return nil
+		}
+		u.log.Error("cannot read the stored VMs; the feeds wait", "err", err, "retry_in", backoff.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 
@@ -137,7 +165,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 // stored one) are settled without touching the store, so a restart's
 // reconcile of an unchanged data center writes nothing.
 func (u *Updater) Flush() error {
-	u.mu.Lock()
+	u.lock()
 	b, release := u.prepare(nil)
 	u.mu.Unlock()
 	if release {

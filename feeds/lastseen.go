@@ -62,7 +62,7 @@ func (u *Updater) seenOf(uuid string) *lastSeen {
 // LastSeen returns when a feed last reported the VM or compute node
 // uuid, as far as this process knows (false: not since it started).
 func (u *Updater) LastSeen(uuid string) (time.Time, bool) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	s := u.seenOf(uuid)
 	if s == nil || s.at == 0 {
@@ -75,7 +75,7 @@ func (u *Updater) LastSeen(uuid string) (time.Time, bool) {
 // lastSeenPerSave in one transaction; the rest wait for the next call.
 // Run calls it on every tick.
 func (u *Updater) SaveLastSeen() error {
-	u.mu.Lock()
+	u.lock()
 	batch := map[string]int64{}
 	for id := range u.seenDue {
 		if len(batch) == lastSeenPerSave {

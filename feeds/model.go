@@ -25,7 +25,7 @@ type serverFacts struct {
 // missing from it are gone. This is what the file feed and a full SDC
 // listing give.
 func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	u.setUsers(inv.Users, cause)
 	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
@@ -58,7 +58,7 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 // SetVM records the current state of one VM (from a changefeed event or
 // a targeted listing). A destroyed VM stays known, listed as destroyed.
 func (u *Updater) SetVM(vm *dc.VM, cause string) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	u.setVM(vm, cause)
 	u.wake()
@@ -66,7 +66,7 @@ func (u *Updater) SetVM(vm *dc.VM, cause string) {
 
 // RemoveVM forgets a VM that the data center confirms is gone.
 func (u *Updater) RemoveVM(uuid, cause string) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	uuid = strings.ToLower(uuid)
 	u.removeVM(uuid, cause)
@@ -78,7 +78,7 @@ func (u *Updater) RemoveVM(uuid, cause string) {
 
 // SetUser records one account (a UFDS lookup or changelog entry).
 func (u *Updater) SetUser(usr dc.User, cause string) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	users := make([]dc.User, 0, len(u.users)+1)
 	for _, x := range u.users {
@@ -92,7 +92,7 @@ func (u *Updater) SetUser(usr dc.User, cause string) {
 
 // SetServers replaces the compute nodes (a CNAPI listing).
 func (u *Updater) SetServers(servers []dc.Server, cause string) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	u.setServers(servers, cause)
 	u.sawServers(u.now())
@@ -101,7 +101,7 @@ func (u *Updater) SetServers(servers []dc.Server, cause string) {
 
 // SetNetworks replaces the networks and pools (NAPI listings).
 func (u *Updater) SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	u.setNetworks(nets, pools, cause)
 	u.wake()
@@ -110,7 +110,7 @@ func (u *Updater) SetNetworks(nets []dc.Network, pools []dc.NetworkPool, cause s
 // VMUUIDs returns the UUIDs of the VMs the updater knows of, in memory or
 // in the store; not the compute nodes' entries.
 func (u *Updater) VMUUIDs() []string {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	set := make(map[string]bool, len(u.hashes)+len(u.vms))
 	for id := range u.hashes {
@@ -254,7 +254,7 @@ func (u *Updater) setServers(servers []dc.Server, cause string) {
 // Tick re-applies the time-dependent rules (a CN's heartbeat going stale,
 // a recent boot settling). Run calls it periodically.
 func (u *Updater) Tick() {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	servers := make([]dc.Server, 0, len(u.servers))
 	for _, f := range u.servers {
@@ -395,7 +395,7 @@ var ErrUnknownOwner = errors.New("owner not found")
 // DNS suffixes the VM of owner (UUID or login) on networks (network or
 // pool UUIDs) will get.
 func (u *Updater) Suffixes(owner string, networks []string) ([]string, error) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	usr := u.users[strings.ToLower(owner)]
 	if usr == nil {

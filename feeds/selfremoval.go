@@ -347,7 +347,7 @@ func (u *Updater) untilNextRelease() (d time.Duration, ok bool) {
 // Services returns the self-removal hysteresis state of every service
 // with members, by owner and name, for the admin API and the TUI.
 func (u *Updater) Services() []hysteresis.View {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	now := u.now()
 	out := make([]hysteresis.View, 0, len(u.health.services))
@@ -359,7 +359,7 @@ func (u *Updater) Services() []hysteresis.View {
 
 // Service returns the hysteresis state of owner's (UUID) service name.
 func (u *Updater) Service(owner, name string) (hysteresis.View, error) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	s := u.health.services[hysteresis.Key(strings.ToLower(owner), strings.ToLower(name))]
 	if s == nil {

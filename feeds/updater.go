@@ -39,6 +39,13 @@ type Options struct {
 	// Hysteresis is the self-removal policy (zero fields: RFD 1's 60 s
 	// window and 600 s last-member delay).
 	Hysteresis hysteresis.Policy
+	// LoadLater leaves reading which VMs the store holds and their
+	// hysteresis state to Run, instead of NewUpdater. cns serve starts Run
+	// once the zones' tables are built: at a million VMs the read takes
+	// ~1.4 s of CPU and its maps make every collection of the warm-up
+	// longer, on the one CPU the two would share. Until the read is done,
+	// the methods that need it wait.
+	LoadLater bool
 }
 
 // Both feeds report to the updater through dc.Sink.
@@ -85,13 +92,16 @@ type Updater struct {
 	health               *serviceHealth  // self-removal hysteresis (selfremoval.go)
 	seenDue              map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
 	sources              []queuedSource  // aggregated sources' changes (sources.go)
+	policy               hysteresis.Policy
+	loaded               chan struct{} // closed once hashes and health are read (load)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the
-// store holds, so a full listing can remove the ones that are gone.
+// store holds, so a full listing can remove the ones that are gone (unless
+// o.LoadLater leaves that to Run).
 func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	u := &Updater{
-		store: store, log: o.Logger, now: o.Now, window: o.BatchWindow,
+		store: store, log: o.Logger, now: o.Now, window: o.BatchWindow, policy: o.Hysteresis, loaded: make(chan struct{}),
 		cfg: o.Records, zones: o.Zones, zonesGen: 1,
 		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
@@ -108,23 +118,47 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	if u.window == 0 {
 		u.window = 100 * time.Millisecond
 	}
-	// The hashes name every stored VM; reading them touches a few MB of
-	// the file instead of every VM entry.
-	hashes, err := store.VMHashes()
-	if err != nil {
-		return nil, err
-	}
-	u.hashes = hashes
-	if u.health, err = loadServiceHealth(store, o.Hysteresis, u.now(), u.log); err != nil {
-		return nil, err
+	if !o.LoadLater {
+		if err := u.load(); err != nil {
+			return nil, err
+		}
 	}
 	return u, nil
+}
+
+// load reads which VMs the store holds and the hysteresis state, then lets
+// the methods waiting in lock go on. It runs once.
+func (u *Updater) load() error {
+	// The hashes name every stored VM; reading them touches a few MB of
+	// the file instead of every VM entry.
+	hashes, err := u.store.VMHashes()
+	if err != nil {
+		return err
+	}
+	health, err := loadServiceHealth(u.store, u.policy, u.now(), u.log)
+	if err != nil {
+		return err
+	}
+	u.mu.Lock()
+	u.hashes, u.health = hashes, health
+	u.mu.Unlock()
+	close(u.loaded)
+	return nil
+}
+
+// lock takes u.mu once the stored state is loaded: the entry points that
+// read or mark VMs, or read the hysteresis state, take it with lock. Those
+// that only queue or report (ReportFeed, SetSource, Feeds, Pending, ...)
+// take u.mu at once, so the API and the feeds' health answer meanwhile.
+func (u *Updater) lock() {
+	<-u.loaded
+	u.mu.Lock()
 }
 
 // SetConfig replaces the naming and zone configuration: every VM is
 // recomputed and the zone apexes are updated in the next commit.
 func (u *Updater) SetConfig(rc records.Config, zc db.ZoneConfig) {
-	u.mu.Lock()
+	u.lock()
 	defer u.mu.Unlock()
 	u.cfg, u.zones = rc, zc
 	u.zonesGen++
