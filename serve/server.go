@@ -79,7 +79,8 @@ type Server struct {
 	identity string
 
 	snap   atomic.Pointer[snapshot]
-	mu     sync.Mutex // serialises snapshot writers
+	mu     sync.Mutex    // serialises snapshot writers
+	cold   coldTransfers // transfers sent from the store; the warm-up waits for them
 	access atomic.Pointer[access]
 	rrl    atomic.Pointer[rrlTable]
 	// rrlLimitedBefore keeps the count of replaced RRL tables.
@@ -263,15 +264,12 @@ func (s *Server) warmZone(wire []byte) error {
 	// table's size (cheap: a table is a few pointers per shard) and the
 	// peak stays near the table instead of twice it.
 	defer debug.SetGCPercent(debug.SetGCPercent(warmGCPercent))
-	b := newTableBuilder(z.wire, size)
-	err := s.store.ScanZone(z.name, func(owner []byte, r db.RRs) error {
-		return b.add(owner, r)
-	})
+	t, err := s.scanTable(z, size)
 	if err != nil {
 		return fmt.Errorf("warm zone %s: %w", z.name, err)
 	}
 	nz := *z
-	nz.setNames(b.finish())
+	nz.setNames(t)
 	next := &snapshot{zones: make(map[string]*zone, len(cur.zones)), clients: cur.clients}
 	for k, v := range cur.zones {
 		next.zones[k] = v
@@ -279,6 +277,44 @@ func (s *Server) warmZone(wire []byte) error {
 	next.zones[string(wire)] = &nz
 	s.snap.Store(next)
 	return nil
+}
+
+// warmChunk is about how many bytes of names and records the warm-up reads
+// in one read transaction.
+const warmChunk = 256 << 10
+
+// scanTable builds z's table from the store (size names expected), a
+// chunk per read transaction, and lets the transfers sent from the store
+// go first between two chunks. The chunks must all be of one serial: when
+// a commit lands between two, the zone is read again in one transaction,
+// without pausing for the transfers.
+func (s *Server) scanTable(z *zone, size int) (*table, error) {
+	b := newTableBuilder(z.wire, size)
+	add := func(owner []byte, rrs db.RRs) error { return b.add(owner, rrs) }
+	var after []byte
+	var first uint32
+	for i := 0; ; i++ {
+		s.cold.wait()
+		next, serial, err := s.store.ScanZoneChunk(z.name, after, warmChunk, add)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			first = serial
+		}
+		if serial != first {
+			break
+		}
+		if next == nil {
+			return b.finish(), nil
+		}
+		after = next
+	}
+	b = newTableBuilder(z.wire, size)
+	if err := s.store.ScanZone(z.name, add); err != nil {
+		return nil, err
+	}
+	return b.finish(), nil
 }
 
 // ZoneSerial returns the serial served for zone, and whether it is served.

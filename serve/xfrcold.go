@@ -3,6 +3,7 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/tritondatacenter/cns/db"
 )
@@ -74,7 +75,13 @@ func (n *storedNames) each(fn func(name, rrs []byte) error) error {
 // was written: the caller sends the zone some other way. A commit between
 // two later chunks ends the transfer with errZoneChanged: the names sent
 // would mix two serials.
+//
+// While it is sent, the warm-up waits (coldTransfers): in a CPU quota the
+// two scans of the store would share it, and the transfer, which a
+// secondary is waiting for, would take as long as both.
 func (s *Server) writeColdAXFR(x *xfrWriter, z *zone) (sent bool, err error) {
+	s.cold.enter()
+	defer s.cold.leave()
 	names := &storedNames{store: s.store, zone: z.name, serial: z.serial}
 	if _, err := names.next(); err != nil {
 		if errors.Is(err, errZoneChanged) {
@@ -96,4 +103,42 @@ func (s *Server) writeColdAXFR(x *xfrWriter, z *zone) (sent bool, err error) {
 			}
 		}
 	})
+}
+
+// coldTransfers counts the transfers being sent from the store. The
+// warm-up calls wait between two chunks of its scan, outside any read
+// transaction (a paused read transaction would hold off a commit that
+// grows the file, and with it the transfer's next chunk).
+type coldTransfers struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (c *coldTransfers) enter() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.n++
+}
+
+func (c *coldTransfers) leave() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 {
+		close(c.idle)
+		c.idle = nil
+	}
+}
+
+// wait returns once no transfer is being sent from the store.
+func (c *coldTransfers) wait() {
+	c.mu.Lock()
+	idle := c.idle
+	c.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
 }
