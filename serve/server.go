@@ -264,7 +264,7 @@ func (s *Server) warmZone(wire []byte) error {
 	// table's size (cheap: a table is a few pointers per shard) and the
 	// peak stays near the table instead of twice it.
 	defer debug.SetGCPercent(debug.SetGCPercent(warmGCPercent))
-	t, err := s.scanTable(z, size)
+	t, err := s.scanTable(z, size, s.cold.wait)
 	if err != nil {
 		return fmt.Errorf("warm zone %s: %w", z.name, err)
 	}
@@ -280,21 +280,21 @@ func (s *Server) warmZone(wire []byte) error {
 }
 
 // warmChunk is about how many bytes of names and records the warm-up reads
-// in one read transaction.
-const warmChunk = 256 << 10
+// in one read transaction (a variable for the tests).
+var warmChunk = 256 << 10
 
 // scanTable builds z's table from the store (size names expected), a
-// chunk per read transaction, and lets the transfers sent from the store
-// go first between two chunks. The chunks must all be of one serial: when
-// a commit lands between two, the zone is read again in one transaction,
-// without pausing for the transfers.
-func (s *Server) scanTable(z *zone, size int) (*table, error) {
+// chunk per read transaction, calling between before each chunk (the
+// warm-up: s.cold.wait, so that the transfers sent from the store go
+// first). The chunks must all be of one serial: when a commit lands
+// between two, the zone is read again in one transaction.
+func (s *Server) scanTable(z *zone, size int, between func()) (*table, error) {
 	b := newTableBuilder(z.wire, size)
 	add := func(owner []byte, rrs db.RRs) error { return b.add(owner, rrs) }
 	var after []byte
 	var first uint32
 	for i := 0; ; i++ {
-		s.cold.wait()
+		between()
 		next, serial, err := s.store.ScanZoneChunk(z.name, after, warmChunk, add)
 		if err != nil {
 			return nil, err
