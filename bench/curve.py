@@ -170,8 +170,10 @@ def gather(dirs):
     f = Figure("tables warm, in the CPU quota (axfr step)", "ms")
     f.add("custom", by_n(axfr, "warm_ms"))
     figs.append(f)
+    # the axfr step samples once the feeds' stored state is read too (cns
+    # reads it after the tables are built); restart.tsv at the tables only
     f = Figure("RSS after warm-up (cns alone; peers: run-anchors, after the queries)", "MiB")
-    f.add("custom", scaled(by_n(restart, "rss_kib"), 1 / 1024) or scaled(by_n(axfr, "rss_kib"), 1 / 1024))
+    f.add("custom", scaled(by_n(axfr, "rss_kib"), 1 / 1024) or scaled(by_n(restart, "rss_kib"), 1 / 1024))
     for s in peers[1:]:
         f.add(s, anchors(s, "rss_kib", 1 / 1024))
     figs.append(f)
@@ -179,7 +181,7 @@ def gather(dirs):
     f.add("custom", anchors("custom", "rss_kib", 1 / 1024))
     figs.append(f)
     f = Figure("peak RSS while restarting (VmHWM)", "MiB")
-    f.add("custom", scaled(by_n(restart, "hwm_kib"), 1 / 1024))
+    f.add("custom", scaled(by_n(axfr, "hwm_kib"), 1 / 1024) or scaled(by_n(restart, "hwm_kib"), 1 / 1024))
     figs.append(f)
     f = Figure("db file", "MB")
     f.add("custom", scaled(by_n(sizes, "db_bytes"), 1e-6))

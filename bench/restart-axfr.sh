@@ -9,8 +9,9 @@
 #   2. SOA of the forward zone polled every 2 ms; the moment it answers,
 #      ../shared/bench/axfr-count asks for the AXFR: "first" is exec to the
 #      first answer, "axfr_cold" the transfer, "ready" exec to transfer done;
-#   3. once the log says the tables are built (and 1 s more), VmHWM (the
-#      warm-up's peak) and VmRSS (steady), then a second AXFR (warm).
+#   3. once the log says the tables are built and then the feeds' stored
+#      state read (and 1 s more), VmHWM (the restart's peak) and VmRSS
+#      (steady), then a second AXFR (warm).
 #
 # usage: bench/restart-axfr.sh NAME=CNS_BINARY...   e.g.
 #   bench/restart-axfr.sh base=/tmp/cns-base new=/tmp/cns-new
@@ -60,6 +61,7 @@ for r in $(seq 1 "$REPS"); do
         cold=$(taskset -c "$CLIENT_CPU" "$T/axfr-count" 127.0.0.1 "$PORT" "$ZONE")
         t2=$(now_ms)
         for _ in $(seq 1 600); do grep -q '"msg":"zones loaded into memory"' "$d/log" && break; sleep 0.1; done
+        for _ in $(seq 1 600); do grep -q '"msg":"stored VMs read"' "$d/log" && break; sleep 0.1; done
         sleep 1
         peak=$(awk '/^VmHWM/ {print int($2 / 1024)}' "/proc/$PID/status")
         steady=$(awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$PID/status")

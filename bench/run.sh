@@ -100,6 +100,9 @@ PREP_TIMEOUT=${PREP_TIMEOUT:-}
 AXFR_REPS=${AXFR_REPS:-3}
 WARM_TIMEOUT=${WARM_TIMEOUT:-600}
 WARM_LINE='"msg":"zones loaded into memory"'
+# cns reads the feeds' stored state (every VM's hash, the hysteresis) once
+# the tables are built: the steady state (RSS, a warm transfer) starts here
+READY_LINE='"msg":"stored VMs read"'
 CNS_FEED=${CNS_FEED:-none}
 REBUILD=${REBUILD:-0}
 PREP_ONLY=${PREP_ONLY:-0}
@@ -397,7 +400,7 @@ if [ "$LOSS_DURATION" -gt 0 ] && [[ " ${SERVERS:-custom} " == *" custom "* ]]; t
         # measure the steady state: wait until the in-memory tables are built
         # (at 1M VMs on a loaded machine that takes longer than a minute)
         deadline=$(( $(date +%s) + WARM_TIMEOUT ))
-        until grep -qF "$WARM_LINE" "$d/server.log" 2>/dev/null; do
+        until grep -qF "$READY_LINE" "$d/server.log" 2>/dev/null; do
             kill -0 "$PREP_PID" 2>/dev/null || die "N=$n: cns exited (log: $d/server.log)"
             [ "$(date +%s)" -lt "$deadline" ] || die "N=$n: tables not built after $WARM_TIMEOUT s (WARM_TIMEOUT; log: $d/server.log)"
             sleep 0.1
@@ -469,6 +472,11 @@ if [ "$AXFR_REPS" -gt 0 ] && [[ " ${SERVERS:-custom} " == *" custom "* ]]; then
             sleep 0.05
         done
         warm_ms=$(awk -v a="$t0" -v b="$(now_s)" 'BEGIN { printf "%.0f", (b - a) * 1000 }')
+        until grep -qF "$READY_LINE" "$d/server.log"; do
+            kill -0 "$PREP_PID" 2>/dev/null || die "N=$n: cns exited after the warm-up (log: $d/server.log)"
+            [ "$(date +%s)" -lt "$deadline" ] || die "N=$n: stored VMs not read after $WARM_TIMEOUT s (log: $d/server.log)"
+            sleep 0.05
+        done
         rss=$(proc_kib "$PREP_PID" VmRSS) hwm=$(proc_kib "$PREP_PID" VmHWM)
         for r in $(seq 1 "$AXFR_REPS"); do
             c0=$(cpu_ms "$PREP_PID")

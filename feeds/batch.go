@@ -101,12 +101,8 @@ func (u *Updater) loadRetrying(ctx context.Context) error {
 			return nil
 		default:
 		}
-		err := u.load()
+		err := u.load(true)
 		if err == nil {
-			// Its garbage and the file pages it read need not stay
-			// resident (NewUpdater's read came before the warm-up's
-			// release of memory; this one comes after it).
-			u.releaseMemory()
 			return nil
 		}
 		u.log.Error("cannot read the stored VMs; the feeds wait", "err", err, "retry_in", backoff.String())

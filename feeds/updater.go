@@ -119,7 +119,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		u.window = 100 * time.Millisecond
 	}
 	if !o.LoadLater {
-		if err := u.load(); err != nil {
+		if err := u.load(false); err != nil {
 			return nil, err
 		}
 	}
@@ -127,8 +127,11 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 }
 
 // load reads which VMs the store holds and the hysteresis state, then lets
-// the methods waiting in lock go on. It runs once.
-func (u *Updater) load() error {
+// the methods waiting in lock go on. It runs once. late (Run's read, after
+// the warm-up's release of memory) hands its garbage and the file pages it
+// read back to the system.
+func (u *Updater) load(late bool) error {
+	start := time.Now()
 	// The hashes name every stored VM; reading them touches a few MB of
 	// the file instead of every VM entry.
 	hashes, err := u.store.VMHashes()
@@ -139,6 +142,10 @@ func (u *Updater) load() error {
 	if err != nil {
 		return err
 	}
+	if late {
+		u.releaseMemory()
+	}
+	u.log.Info("stored VMs read", "vms", len(hashes), "services", len(health.services), "took", time.Since(start).String())
 	u.mu.Lock()
 	u.hashes, u.health = hashes, health
 	u.mu.Unlock()
