@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
-	"maps"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -267,7 +266,7 @@ func (t *table) each(fn func(name, rrs []byte, children uint32)) {
 // created and removed so that every existing name's ancestors up to the
 // apex exist. apex is the zone's wire name; names must be below it.
 func (t *table) update(apex []byte, changes map[string][]byte) *table {
-	pending := map[string]*entry{}
+	pending := make(map[string]*entry, 2*len(changes)) // names and a few parents
 	get := func(name string) *entry {
 		if e, ok := pending[name]; ok {
 			return e
@@ -296,10 +295,12 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 			adjust(parent, sign(after))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(changes)) {
+	// In any order: a name's existence changes once, and its parent's
+	// count with it, whichever of two related names comes first.
+	for name, rrs := range changes {
 		e := get(name)
 		before := e.exists()
-		e.rrs = changes[name]
+		e.rrs = rrs
 		if after := e.exists(); after != before {
 			adjust(name, sign(after))
 		}
