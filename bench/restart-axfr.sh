@@ -61,7 +61,8 @@ for r in $(seq 1 "$REPS"); do
         cold=$(taskset -c "$CLIENT_CPU" "$T/axfr-count" 127.0.0.1 "$PORT" "$ZONE")
         t2=$(now_ms)
         for _ in $(seq 1 600); do grep -q '"msg":"zones loaded into memory"' "$d/log" && break; sleep 0.1; done
-        for _ in $(seq 1 600); do grep -q '"msg":"stored VMs read"' "$d/log" && break; sleep 0.1; done
+        # builds before cns read it after the tables never log it: 20 s at most
+        for _ in $(seq 1 200); do grep -q '"msg":"stored VMs read"' "$d/log" && break; sleep 0.1; done
         sleep 1
         peak=$(awk '/^VmHWM/ {print int($2 / 1024)}' "/proc/$PID/status")
         steady=$(awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$PID/status")
