@@ -100,7 +100,7 @@ for rep in $(seq 1 "$REPS"); do
         capped -c "$SERVER_CPU" "$bin" serve -c "$WORK/cns.json" > "$log" 2>&1 &
         pid=$!
         for _ in $(seq 1 600); do
-            grep -q 'zones loaded into memory' "$log" && break
+            grep -qs 'zones loaded into memory' "$log" && break
             kill -0 "$pid" 2>/dev/null || { echo "answercost: $name exited, see $log" >&2; exit 1; }
             sleep 0.2
         done
@@ -119,5 +119,5 @@ echo "medians (min-max) per name and rate:"
 awk -F'\t' 'NR > 1 { k = $1 "\t" $3; qps[k] = qps[k] " " $4; us[k] = us[k] " " $8; sc[k] = sc[k] " " $9; cs[k] = cs[k] " " $10; lost[k] = lost[k] " " $6 }
     function med(s,   a, n, i, j, t) { n = split(s, a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
         return sprintf("%s (%s-%s)", a[int((n + 1) / 2)], a[1], a[n]) }
-    END { printf "name\trate\tqps\tus/answer\tsyscalls/answer\tctx switches/answer\tlost\n";
-          for (k in qps) printf "%s\t%s\t%s\t%s\t%s\t%s\n", k, med(qps[k]), med(us[k]), med(sc[k]), med(cs[k]), lost[k] }' "$results" | sort
+    END { for (k in qps) printf "%s\t%s\t%s\t%s\t%s\t%s\n", k, med(qps[k]), med(us[k]), med(sc[k]), med(cs[k]), lost[k] }' "$results" |
+    sort -k1,1 -k2,2n | sed '1i name\trate\tqps\tus/answer\tsyscalls/answer\tctx switches/answer\tlost per rep' 
