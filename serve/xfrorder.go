@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"unsafe"
 )
 
 // The order an AXFR sends a table's names in. The table keeps its names in
@@ -158,36 +158,55 @@ func groupKey(dst, name []byte, apexLen int) []byte {
 
 // eachInTransferOrder calls fn with every node of t in the order o.
 //
-// The nodes lie all over the table's memory, and fn does enough work per
-// node that the processor does not reach the next node's loads while it
-// waits for this one's: a cache miss per node, one at a time. So the nodes
-// are taken in batches, and every cache line of a batch is first read in
-// a loop that does nothing else, where the misses overlap; fn then finds
-// them in the cache.
+// The nodes lie all over the table's memory (shards are chosen by hash),
+// so nearly every node is a cache miss, and the encoding between two
+// nodes is too long for the processor to reach the next node's loads
+// while it waits for this one's. So the walk prefetches: a batch of nodes
+// is encoded while the names and records of the next batch, the nodes of
+// the one after and the shards of the third are on their way into the
+// caches (prefetchLines): each stage reads what the one before fetched.
 func (t *table) eachInTransferOrder(o *xfrOrder, fn func(name, rrs []byte)) {
 	const batch = 16
 	mask := uint32(1)<<o.nodeBits - 1
-	var sink byte
-	for b := 0; b < len(o.nodes); b += batch {
-		refs := o.nodes[b:min(b+batch, len(o.nodes))]
+	refs := func(b int) []uint32 { return o.nodes[min(b, len(o.nodes)):min(b+batch, len(o.nodes))] }
+	var addrs [batch * 8]uintptr
+	shardLines := func(a []uintptr, refs []uint32) []uintptr {
+		for _, ref := range refs {
+			s := uintptr(unsafe.Pointer(t.shards[ref>>o.nodeBits]))
+			a = append(a, s+unsafe.Offsetof(shard{}.nodes), s+unsafe.Offsetof(shard{}.data)+unsafe.Sizeof([]byte(nil))-1)
+		}
+		return a
+	}
+	nodeLines := func(a []uintptr, refs []uint32) []uintptr {
+		for _, ref := range refs {
+			s := t.shards[ref>>o.nodeBits]
+			a = append(a, uintptr(unsafe.Pointer(&s.nodes[ref&mask])))
+		}
+		return a
+	}
+	dataLines := func(a []uintptr, refs []uint32) []uintptr {
 		for _, ref := range refs {
 			s := t.shards[ref>>o.nodeBits]
 			nd := &s.nodes[ref&mask]
-			end := nd.off + uint32(nd.nameLen) + nd.rrLen
-			for off := nd.off; off < end; off += 64 {
-				sink ^= s.data[off]
+			base := uintptr(unsafe.Pointer(unsafe.SliceData(s.data)))
+			last := base + uintptr(nd.off+uint32(nd.nameLen)+nd.rrLen) - 1
+			for l := (base + uintptr(nd.off)) &^ 63; l <= last && len(a) < cap(a); l += 64 {
+				a = append(a, l)
 			}
 		}
-		for _, ref := range refs {
+		return a
+	}
+	prefetchLines(shardLines(shardLines(addrs[:0], refs(batch)), refs(2*batch)))
+	prefetchLines(nodeLines(nodeLines(addrs[:0], refs(0)), refs(batch)))
+	prefetchLines(dataLines(addrs[:0], refs(0)))
+	for b := 0; b < len(o.nodes); b += batch {
+		a := shardLines(addrs[:0], refs(b+3*batch))
+		prefetchLines(dataLines(nodeLines(a, refs(b+2*batch)), refs(b+batch)))
+		for _, ref := range refs(b) {
 			s := t.shards[ref>>o.nodeBits]
 			nd := &s.nodes[ref&mask]
 			start := nd.off + uint32(nd.nameLen)
 			fn(s.data[nd.off:start], s.data[start:start+nd.rrLen])
 		}
 	}
-	prefetchSink.Store(uint32(sink))
 }
-
-// prefetchSink keeps the reads of eachInTransferOrder's first loop from
-// being optimised away.
-var prefetchSink atomic.Uint32
