@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"cmp"
 	"encoding/binary"
 	"math/bits"
 	"slices"
@@ -118,8 +117,9 @@ func buildXFROrder(t *table, apexLen int) *xfrOrder {
 		}
 	}
 	from := uint32(0)
+	var scratch []orderItem
 	for _, end := range start[:len(labels)] { // now where each group ends
-		slices.SortFunc(placed[from:end], func(a, b orderItem) int { return cmp.Compare(a.head, b.head) })
+		sortByHead(placed[from:end], &scratch)
 		from = end
 	}
 	o := &xfrOrder{nodes: make([]uint32, total), nodeBits: nodeBits}
@@ -127,6 +127,98 @@ func buildXFROrder(t *table, apexLen int) *xfrOrder {
 		o.nodes[i] = it.ref
 	}
 	return o
+}
+
+// sortByHead sorts items by head: a quicksort with the comparison inline,
+// insertion sort for short runs (most groups are a few dozen names), where
+// slices.SortFunc calls its comparison through a function value (15
+// million times at 1M VMs). A large group is sorted by radix (radixByHead),
+// in linear time whatever its names: a quicksort is not safe there from
+// names chosen to defeat its pivots (aliases are the users'). scratch is
+// grown to the largest such group and reused.
+func sortByHead(a []orderItem, scratch *[]orderItem) {
+	if len(a) > 256 {
+		if cap(*scratch) < len(a) {
+			*scratch = make([]orderItem, len(a))
+		}
+		radixByHead(a, (*scratch)[:len(a)])
+		return
+	}
+	for len(a) > 16 {
+		// The median of the first, middle and last heads goes first, as
+		// the pivot.
+		m, l := len(a)/2, len(a)-1
+		if a[m].head < a[0].head {
+			a[m], a[0] = a[0], a[m]
+		}
+		if a[l].head < a[m].head {
+			a[l], a[m] = a[m], a[l]
+			if a[m].head < a[0].head {
+				a[m], a[0] = a[0], a[m]
+			}
+		}
+		a[0], a[m] = a[m], a[0]
+		pivot := a[0].head
+		i, j := 1, l
+		for {
+			for i <= j && a[i].head < pivot {
+				i++
+			}
+			for i <= j && a[j].head > pivot {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			a[i], a[j] = a[j], a[i]
+			i++
+			j--
+		}
+		a[0], a[j] = a[j], a[0]
+		// Recurse into the smaller side, loop on the larger.
+		if j < len(a)-1-j {
+			sortByHead(a[:j], scratch)
+			a = a[j+1:]
+		} else {
+			sortByHead(a[j+1:], scratch)
+			a = a[:j]
+		}
+	}
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j].head < a[j-1].head; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+// radixByHead sorts a by head, a byte at a time from the last (a stable
+// LSD radix sort through tmp, as long as a), skipping the bytes all heads
+// share.
+func radixByHead(a, tmp []orderItem) {
+	src, dst := a, tmp
+	for shift := uint(0); shift < 64; shift += 8 {
+		var count [256]int
+		for _, it := range src {
+			count[byte(it.head>>shift)]++
+		}
+		if count[byte(src[0].head>>shift)] == len(src) {
+			continue
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, it := range src {
+			b := byte(it.head >> shift)
+			dst[count[b]] = it
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &a[0] {
+		copy(a, src)
+	}
 }
 
 // groupKey appends to dst the key name's group sorts by: the label
