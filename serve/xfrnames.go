@@ -22,6 +22,10 @@ type nameDict struct {
 	gen   uint32
 	used  int
 	last  lastName
+	// put's labels and suffix hashes, here rather than on its stack,
+	// which Go would clear (1 KB) on every call.
+	pos [128]uint8
+	hs  [128]uint64
 }
 
 type dictSlot struct {
@@ -229,9 +233,8 @@ func (l *lastName) remember(name []byte, pos *[128]uint8, hs *[128]uint64, n, sh
 // it was written as nothing but a pointer, where that pointer leads (no
 // pointer to a pointer).
 func (d *nameDict) put(msg, name []byte) (out []byte, at int) {
-	var pos [128]uint8
-	var hs [128]uint64
-	n, shared := d.last.suffixHashes(name, &pos, &hs)
+	pos, hs := &d.pos, &d.hs
+	n, shared := d.last.suffixHashes(name, pos, hs)
 	if n < 0 {
 		d.last.n = 0
 		return append(msg, name...), len(msg)
@@ -267,7 +270,7 @@ func (d *nameDict) put(msg, name []byte) (out []byte, at int) {
 			d.set(hs[k], o)
 		}
 	}
-	d.last.remember(name, &pos, &hs, n, shared, match, start, ptr, d.gen)
+	d.last.remember(name, pos, hs, n, shared, match, start, ptr, d.gen)
 	return msg, at
 }
 
