@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
-	"maps"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -144,31 +143,72 @@ func (t *table) shardOf(h uint64) int {
 
 // buildShard lays out items in a fresh shard.
 func buildShard(items []item) *shard {
-	s := &shard{nodes: make([]node, 0, len(items))}
 	size := 0
 	for _, it := range items {
 		size += len(it.name) + len(it.e.rrs)
 	}
-	s.data = make([]byte, 0, size)
-	nslots := 4
-	for nslots < 2*len(items) {
-		nslots <<= 1
-	}
-	s.slots = make([]uint32, nslots)
-	mask := uint64(nslots - 1)
+	s := newShard(len(items), size)
 	for _, it := range items {
-		nd := node{off: uint32(len(s.data)), nameLen: uint8(len(it.name)), rrLen: uint32(len(it.e.rrs)), children: it.e.children}
-		s.data = append(s.data, it.name...)
-		s.data = append(s.data, it.e.rrs...)
-		s.nodes = append(s.nodes, nd)
-		for i := hashName([]byte(it.name)) & mask; ; i = (i + 1) & mask {
-			if s.slots[i] == 0 {
-				s.slots[i] = uint32(len(s.nodes))
-				break
-			}
-		}
+		s.add([]byte(it.name), it.e.rrs, it.e.children)
 	}
 	return s
+}
+
+// newShard returns an empty shard with room for n names of size bytes in
+// all (names and records), its slot array at most half full.
+func newShard(n, size int) *shard {
+	nslots := 4
+	for nslots < 2*n {
+		nslots <<= 1
+	}
+	return &shard{slots: make([]uint32, nslots), nodes: make([]node, 0, n), data: make([]byte, 0, size)}
+}
+
+// add appends a name that is not in the shard yet.
+func (s *shard) add(name, rrs []byte, children uint32) {
+	s.nodes = append(s.nodes, node{off: uint32(len(s.data)), nameLen: uint8(len(name)), rrLen: uint32(len(rrs)), children: children})
+	s.data = append(append(s.data, name...), rrs...)
+	mask := uint64(len(s.slots) - 1)
+	for i := hashName(name) & mask; ; i = (i + 1) & mask {
+		if s.slots[i] == 0 {
+			s.slots[i] = uint32(len(s.nodes))
+			return
+		}
+	}
+}
+
+// rebuilt returns a copy of s with the names given (which fall in s)
+// replaced by their entries in pending, or left out when they no longer
+// exist. A commit rebuilds every shard it touches, so this is its cost
+// per changed name: the names kept are copied as bytes, and only the
+// changed ones are looked up.
+func (s *shard) rebuilt(pending map[string]*entry, names []string) *shard {
+	drop := make(map[uint32]bool, len(names))
+	n, size := len(s.nodes), len(s.data)
+	for _, name := range names {
+		if i, ok := s.index([]byte(name), hashName([]byte(name))); ok {
+			drop[i] = true
+			n, size = n-1, size-len(name)-int(s.nodes[i].rrLen)
+		}
+		if e := pending[name]; e.exists() {
+			n, size = n+1, size+len(name)+len(e.rrs)
+		}
+	}
+	ns := newShard(n, size)
+	for i := range s.nodes {
+		if drop[uint32(i)] {
+			continue
+		}
+		nd := &s.nodes[i]
+		end := nd.off + uint32(nd.nameLen)
+		ns.add(s.data[nd.off:end], s.data[end:end+nd.rrLen], nd.children)
+	}
+	for _, name := range names {
+		if e := pending[name]; e.exists() {
+			ns.add([]byte(name), e.rrs, e.children)
+		}
+	}
+	return ns
 }
 
 // lookup finds name (lower-case wire). It returns the node's records and
@@ -184,15 +224,23 @@ func (t *table) lookup(name []byte) (rrs []byte, found bool) {
 
 func (t *table) find(name []byte, h uint64) (*shard, *node) {
 	s := t.shards[t.shardOf(h)]
+	if i, ok := s.index(name, h); ok {
+		return s, &s.nodes[i]
+	}
+	return s, nil
+}
+
+// index finds name (whose hash is h) in the shard: its node's index.
+func (s *shard) index(name []byte, h uint64) (uint32, bool) {
 	mask := uint64(len(s.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		v := s.slots[i]
 		if v == 0 {
-			return s, nil
+			return 0, false
 		}
 		nd := &s.nodes[v-1]
 		if int(nd.nameLen) == len(name) && bytes.Equal(s.data[nd.off:nd.off+uint32(nd.nameLen)], name) {
-			return s, nd
+			return v - 1, true
 		}
 	}
 }
@@ -218,7 +266,7 @@ func (t *table) each(fn func(name, rrs []byte, children uint32)) {
 // created and removed so that every existing name's ancestors up to the
 // apex exist. apex is the zone's wire name; names must be below it.
 func (t *table) update(apex []byte, changes map[string][]byte) *table {
-	pending := map[string]*entry{}
+	pending := make(map[string]*entry, 2*len(changes)) // names and a few parents
 	get := func(name string) *entry {
 		if e, ok := pending[name]; ok {
 			return e
@@ -247,10 +295,12 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 			adjust(parent, sign(after))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(changes)) {
+	// In any order: a name's existence changes once, and its parent's
+	// count with it, whichever of two related names comes first.
+	for name, rrs := range changes {
 		e := get(name)
 		before := e.exists()
-		e.rrs = changes[name]
+		e.rrs = rrs
 		if after := e.exists(); after != before {
 			adjust(name, sign(after))
 		}
@@ -312,20 +362,7 @@ func (t *table) rebuildShards(pending map[string]*entry, size int) *table {
 	for range min(runtime.GOMAXPROCS(0), len(touched)) {
 		wg.Go(func() {
 			for i := range work {
-				old, names := t.shards[i], touched[i]
-				items := make([]item, 0, len(old.nodes)+len(names))
-				for j := range old.nodes {
-					nd := &old.nodes[j]
-					if _, changed := pending[string(old.data[nd.off:nd.off+uint32(nd.nameLen)])]; !changed {
-						items = append(items, item{string(old.data[nd.off : nd.off+uint32(nd.nameLen)]), old.entry(nd)})
-					}
-				}
-				for _, name := range names {
-					if e := pending[name]; e.exists() {
-						items = append(items, item{name, *e})
-					}
-				}
-				nt.shards[i] = buildShard(items)
+				nt.shards[i] = t.shards[i].rebuilt(pending, touched[i])
 			}
 		})
 	}

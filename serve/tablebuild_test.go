@@ -25,7 +25,7 @@ func storeKey(name, apex []byte) []byte {
 	return key
 }
 
-func wireName(t *testing.T, s string) []byte {
+func wireName(t testing.TB, s string) []byte {
 	t.Helper()
 	buf := make([]byte, 256)
 	n, err := dns.PackDomainName(dns.Fqdn(s), buf, 0, nil, false)
