@@ -167,12 +167,22 @@ func (l *lastName) suffixHashes(name []byte, pos *[128]uint8, hs *[128]uint64) (
 	}
 	end, lend := i, l.size-1 // the root labels
 	shared = n
-	for k, j := n-1, l.n-1; k >= 0 && j >= 0; k, j = k-1, j-1 {
-		if string(name[pos[k]:end]) != string(l.name[l.pos[j]:lend]) {
-			break
+	if n >= 2 && l.n == n && string(name[pos[1]:end]) == string(l.name[l.pos[1]:lend]) {
+		// The common case in a transfer, the owner's next name below
+		// the same label: one comparison instead of one per label.
+		copy(hs[1:n], l.hs[1:n])
+		shared, end = 1, int(pos[1])
+		if string(name[:end]) == string(l.name[:l.pos[1]]) {
+			shared, hs[0], end = 0, l.hs[0], 0
 		}
-		shared, hs[k] = k, l.hs[j]
-		end, lend = int(pos[k]), int(l.pos[j])
+	} else {
+		for k, j := n-1, l.n-1; k >= 0 && j >= 0; k, j = k-1, j-1 {
+			if string(name[pos[k]:end]) != string(l.name[l.pos[j]:lend]) {
+				break
+			}
+			shared, hs[k] = k, l.hs[j]
+			end, lend = int(pos[k]), int(l.pos[j])
+		}
 	}
 	h := uint64(0x243F6A8885A308D3)
 	if shared < n {
