@@ -44,6 +44,10 @@ func (u *Updater) Run(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	backoff := time.Duration(0)
+	// When the last drain began. At start it is now: what the feeds list
+	// first gathers for one window, so the first commit is not of a
+	// half-read data center.
+	lastDrain := time.Now()
 	for {
 		var due <-chan time.Time // a held service member's turn
 		if d, ok := u.untilNextRelease(); ok {
@@ -60,14 +64,19 @@ func (u *Updater) Run(ctx context.Context) error {
 			continue
 		case <-u.kick:
 		}
-		// Gather the batch.
-		t := time.NewTimer(u.window + backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		// A change after a quiet spell is committed at once; while changes
+		// keep coming, drains begin at least a batch window apart, so a
+		// burst gathers into a few commits (serials) however fast it comes.
+		if wait := max(u.window-time.Since(lastDrain), 0) + backoff; wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
 		}
+		lastDrain = time.Now()
 		if err := u.drain(ctx, tick.C); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -31,8 +31,9 @@ const StoreFeed = "db"
 type Options struct {
 	Records records.Config
 	Zones   db.ZoneConfig
-	// BatchWindow is how long changes gather before one commit (default
-	// 100 ms): a burst of changes becomes one serial.
+	// BatchWindow is the shortest time between the starts of two
+	// commits (default 100 ms): a change after a quiet spell is
+	// committed at once, and a burst gathers into one commit a window.
 	BatchWindow time.Duration
 	Logger      *slog.Logger
 	Now         func() time.Time

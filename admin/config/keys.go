@@ -44,7 +44,7 @@ var Keys = []Key{
 		Help:  "ms; how often the SDC feed looks for destroyed VMs",
 		value: func(c *Config) any { return c.ReaperPollInterval }},
 	{Name: "batch_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "100 (ms)", parse: nonNegativeMillis("batch_window_ms", func(c *Config) *time.Duration { return &c.BatchWindow }),
-		Help:  "how long changes gather into one commit (one serial)",
+		Help:  "the shortest time between the starts of two commits: a change after a quiet spell is committed at once, a burst gathers into one commit (one serial) per window",
 		value: func(c *Config) any { return c.BatchWindow }},
 	{Name: "hysteresis_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "60000 (ms)", parse: positiveMillis("hysteresis_window_ms", func(c *Config) *time.Duration { return &c.HysteresisWindow }),
 		Help:  "self-removal hysteresis: the window in which at most max(floor(n/3), 1) members of a service may leave by `triton.cns.status` (see \"Service health\")",
