@@ -49,6 +49,8 @@
 #     100, 500 and 24: a reverse zone per /24, so a commit touches many)
 #   PROFILE (0): seconds of a CPU profile of cns taken a quarter into the
 #     churn ($WORK/out/cns-churn.pprof; `go tool pprof -top $WORK/cns FILE`)
+#   CNS: a cns binary to run instead of building this tree's (to compare
+#     builds: run it once per binary with the same RATE)
 #   SEED (20261124)  WORK (${TMPDIR:-/tmp}/cns-busydc)
 #   SAVE (1): copy busydc.tsv, busydc.md and busydc.svg into bench/ (the
 #     figures BENCHMARKS.md links; the probes, ~8k rows, stay in $OUT)
@@ -72,7 +74,12 @@ export CPU_QUOTA SERVER_CPU CLIENT_CPU SECONDARY_CPU CPU_CGROUP
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-(cd "$ROOT" && go build -o "$WORK/cns" . && go test -c -o "$WORK/busydc.test" ./bench/busydc)
+if [ -n "${CNS:-}" ]; then
+    cp "$CNS" "$WORK/cns"
+    (cd "$ROOT" && go test -c -o "$WORK/busydc.test" ./bench/busydc)
+else
+    (cd "$ROOT" && go build -o "$WORK/cns" . && go test -c -o "$WORK/busydc.test" ./bench/busydc)
+fi
 
 launcher=$ROOT/bench/capped/taskset
 if [ "$CPU_QUOTA" != 0 ] && { [ "$(id -u)" != 0 ] || [ ! -d /sys/fs/cgroup/cpu ]; }; then

@@ -19,10 +19,17 @@ import (
 // Larger messages compress worse: at 100k VMs 45 MB in 60 KB messages,
 // 33 MB in 16 KB ones (BenchmarkAXFR's wire-bytes); the 12-byte header
 // per message costs nothing next to that. Room is left for a TSIG record.
+//
+// Messages are written to the connection in batches of xfrWriteBatch
+// bytes, each encoded in place after its length: one write and no copy
+// per 256 KB instead of two writes and a copy through the connection's
+// buffer per message (1M VMs: 17k messages; the kernel's share of a
+// transfer fell by about half).
 const (
 	xfrMessageLimit = maxPointer + 1
 	tsigRoom        = 256
 	xfrWriteTimeout = 30 * time.Second
+	xfrWriteBatch   = 256 << 10
 )
 
 // xfrWriter encodes the records of a transfer into messages and writes
@@ -39,7 +46,8 @@ type xfrWriter struct {
 	mac   []byte // MAC of the request, then of the last signed message
 	now   time.Time
 
-	buf       []byte
+	out       []byte // messages not written yet, each after its length
+	buf       []byte // the message being encoded, in out's spare room
 	count     uint16
 	messages  int
 	records   int
@@ -51,7 +59,13 @@ type xfrWriter struct {
 }
 
 func (x *xfrWriter) begin() {
-	x.buf = x.buf[:0]
+	// The message is encoded right after its length in out, so that
+	// flush need not copy it; a record that outgrows the room moves it
+	// elsewhere, and flush copies it then.
+	if need := x.messageRoom(); cap(x.out)-len(x.out) < need {
+		x.out = append(make([]byte, 0, len(x.out)+need), x.out...)
+	}
+	x.buf = x.out[len(x.out)+2 : len(x.out)+2]
 	x.buf = append(x.buf, make([]byte, headerLen)...)
 	x.count, x.prevOwner, x.prevOff = 0, nil, 0
 	x.dict.reset()
@@ -112,27 +126,49 @@ func (x *xfrWriter) flush() error {
 	if x.key != nil {
 		msg, x.mac = x.key.sign(msg, x.mac, x.messages > 0, x.now)
 	}
-	var l [2]byte
-	binary.BigEndian.PutUint16(l[:], uint16(len(msg)))
-	if _, err := x.w.Write(l[:]); err != nil {
-		return err
+	at := len(x.out)
+	if end := at + 2 + len(msg); end <= cap(x.out) && &x.out[:end][at+2] == &msg[0] {
+		x.out = x.out[:end] // encoded in place
+	} else {
+		x.out = append(append(x.out, 0, 0), msg...)
 	}
-	if _, err := x.w.Write(msg); err != nil {
-		return err
-	}
+	binary.BigEndian.PutUint16(x.out[at:], uint16(len(msg)))
 	x.messages++
 	x.bytes += len(msg)
-	x.buf = msg[:0]
+	x.buf = nil
 	x.started = false
-	return nil
+	if cap(x.out)-len(x.out) >= x.messageRoom() {
+		return nil
+	}
+	if cap(x.out) < xfrWriteBatch {
+		// More than one message: batch them (a small transfer, an IXFR,
+		// keeps its small buffer).
+		x.out = append(make([]byte, 0, xfrWriteBatch), x.out...)
+		return nil
+	}
+	return x.write()
 }
 
-// finish writes what is pending.
+// messageRoom is the room begin leaves for a message: its length, the
+// limit, and a record that crosses it.
+func (x *xfrWriter) messageRoom() int { return 2 + x.limit + 4<<10 }
+
+// write hands the messages encoded so far to the connection.
+func (x *xfrWriter) write() error {
+	_, err := x.w.Write(x.out)
+	x.out = x.out[:0]
+	return err
+}
+
+// finish ends the message being encoded and writes what is pending.
 func (x *xfrWriter) finish() error {
 	if !x.started {
 		x.begin()
 	}
-	return x.flush()
+	if err := x.flush(); err != nil {
+		return err
+	}
+	return x.write()
 }
 
 // transferResult is what one transfer sent.

@@ -22,6 +22,10 @@ type nameDict struct {
 	gen   uint32
 	used  int
 	last  lastName
+	// put's labels and suffix hashes, here rather than on its stack,
+	// which Go would clear (1 KB) on every call.
+	pos [128]uint8
+	hs  [128]uint64
 }
 
 type dictSlot struct {
@@ -163,12 +167,22 @@ func (l *lastName) suffixHashes(name []byte, pos *[128]uint8, hs *[128]uint64) (
 	}
 	end, lend := i, l.size-1 // the root labels
 	shared = n
-	for k, j := n-1, l.n-1; k >= 0 && j >= 0; k, j = k-1, j-1 {
-		if string(name[pos[k]:end]) != string(l.name[l.pos[j]:lend]) {
-			break
+	if n >= 2 && l.n == n && string(name[pos[1]:end]) == string(l.name[l.pos[1]:lend]) {
+		// The common case in a transfer, the owner's next name below
+		// the same label: one comparison instead of one per label.
+		copy(hs[1:n], l.hs[1:n])
+		shared, end = 1, int(pos[1])
+		if string(name[:end]) == string(l.name[:l.pos[1]]) {
+			shared, hs[0], end = 0, l.hs[0], 0
 		}
-		shared, hs[k] = k, l.hs[j]
-		end, lend = int(pos[k]), int(l.pos[j])
+	} else {
+		for k, j := n-1, l.n-1; k >= 0 && j >= 0; k, j = k-1, j-1 {
+			if string(name[pos[k]:end]) != string(l.name[l.pos[j]:lend]) {
+				break
+			}
+			shared, hs[k] = k, l.hs[j]
+			end, lend = int(pos[k]), int(l.pos[j])
+		}
 	}
 	h := uint64(0x243F6A8885A308D3)
 	if shared < n {
@@ -229,9 +243,8 @@ func (l *lastName) remember(name []byte, pos *[128]uint8, hs *[128]uint64, n, sh
 // it was written as nothing but a pointer, where that pointer leads (no
 // pointer to a pointer).
 func (d *nameDict) put(msg, name []byte) (out []byte, at int) {
-	var pos [128]uint8
-	var hs [128]uint64
-	n, shared := d.last.suffixHashes(name, &pos, &hs)
+	pos, hs := &d.pos, &d.hs
+	n, shared := d.last.suffixHashes(name, pos, hs)
 	if n < 0 {
 		d.last.n = 0
 		return append(msg, name...), len(msg)
@@ -267,7 +280,7 @@ func (d *nameDict) put(msg, name []byte) (out []byte, at int) {
 			d.set(hs[k], o)
 		}
 	}
-	d.last.remember(name, &pos, &hs, n, shared, match, start, ptr, d.gen)
+	d.last.remember(name, pos, hs, n, shared, match, start, ptr, d.gen)
 	return msg, at
 }
 

@@ -16,7 +16,7 @@ import (
 // and the owner-less record the transfer writer takes (db.RRs form).
 func splitOwner(t *testing.T, rr dns.RR) (owner, rest []byte) {
 	t.Helper()
-	buf := make([]byte, 1024)
+	buf := make([]byte, dns.Len(rr)+256)
 	n, err := dns.PackRR(rr, buf, 0, nil, false)
 	if err != nil {
 		t.Fatal(err)
@@ -244,4 +244,62 @@ func TestNameDictCompares(t *testing.T) {
 	if !bytes.Equal(msg[start:], b) {
 		t.Fatalf("colliding name written as %x, want %x", msg[start:], b)
 	}
+}
+
+// writeCounter counts the writes a transfer makes and keeps their bytes.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// Ensure the writer hands many messages to the connection in a few large
+// writes, and that a record bigger than the room left for a message (40 KB
+// TXT records, a message each) still reaches the stream intact.
+func TestTransferWriteBatches(t *testing.T) {
+	zone := "dc.example.com."
+	in := []dns.RR{mustRR(t, zone+" 30 IN SOA ns1.example.com. hostmaster.example.com. 7 30 60 600 30")}
+	big := strings.Repeat(`"`+strings.Repeat("x", 250)+`" `, 160)
+	for i := range 20000 {
+		o := fmt.Sprintf("vm%d.inst.%08x-1111.%s", i, i/50, zone)
+		in = append(in, mustRR(t, fmt.Sprintf("%s 30 IN A 10.0.%d.%d", o, i>>8, i&255)))
+		if i%300 == 0 {
+			in = append(in, mustRR(t, fmt.Sprintf("%s 30 IN TXT %s", o, big)))
+		}
+	}
+	in = append(in, in[0])
+	m := new(dns.Msg)
+	m.SetAxfr(zone)
+	pkt, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &query{tcp: true}
+	if res := q.parse(pkt); res != parseOK {
+		t.Fatalf("parse: %v", res)
+	}
+	zwire, _ := splitOwner(t, in[0])
+	var out writeCounter
+	x := &xfrWriter{w: &out, q: q, zone: zwire, limit: xfrMessageLimit, now: time.Now()}
+	for _, rr := range in {
+		owner, rest := splitOwner(t, rr)
+		if err := x.add(owner, rest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := x.finish(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := checkTransferStream(t, out.Bytes(), in, 64<<10)
+	if want := out.Len()/xfrWriteBatch + 1; out.writes > want {
+		t.Errorf("%d messages, %d bytes in %d writes, want at most %d", msgs, out.Len(), out.writes, want)
+	}
+	if msgs < 30 {
+		t.Errorf("only %d messages: the test does not cross a batch", msgs)
+	}
+	t.Logf("%d messages, %d bytes in %d writes", msgs, out.Len(), out.writes)
 }

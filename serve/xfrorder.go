@@ -1,13 +1,12 @@
 package serve
 
 import (
-	"cmp"
 	"encoding/binary"
 	"math/bits"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"unsafe"
 )
 
 // The order an AXFR sends a table's names in. The table keeps its names in
@@ -118,8 +117,9 @@ func buildXFROrder(t *table, apexLen int) *xfrOrder {
 		}
 	}
 	from := uint32(0)
+	var scratch []orderItem
 	for _, end := range start[:len(labels)] { // now where each group ends
-		slices.SortFunc(placed[from:end], func(a, b orderItem) int { return cmp.Compare(a.head, b.head) })
+		sortByHead(placed[from:end], &scratch)
 		from = end
 	}
 	o := &xfrOrder{nodes: make([]uint32, total), nodeBits: nodeBits}
@@ -127,6 +127,98 @@ func buildXFROrder(t *table, apexLen int) *xfrOrder {
 		o.nodes[i] = it.ref
 	}
 	return o
+}
+
+// sortByHead sorts items by head: a quicksort with the comparison inline,
+// insertion sort for short runs (most groups are a few dozen names), where
+// slices.SortFunc calls its comparison through a function value (15
+// million times at 1M VMs). A large group is sorted by radix (radixByHead),
+// in linear time whatever its names: a quicksort is not safe there from
+// names chosen to defeat its pivots (aliases are the users'). scratch is
+// grown to the largest such group and reused.
+func sortByHead(a []orderItem, scratch *[]orderItem) {
+	if len(a) > 256 {
+		if cap(*scratch) < len(a) {
+			*scratch = make([]orderItem, len(a))
+		}
+		radixByHead(a, (*scratch)[:len(a)])
+		return
+	}
+	for len(a) > 16 {
+		// The median of the first, middle and last heads goes first, as
+		// the pivot.
+		m, l := len(a)/2, len(a)-1
+		if a[m].head < a[0].head {
+			a[m], a[0] = a[0], a[m]
+		}
+		if a[l].head < a[m].head {
+			a[l], a[m] = a[m], a[l]
+			if a[m].head < a[0].head {
+				a[m], a[0] = a[0], a[m]
+			}
+		}
+		a[0], a[m] = a[m], a[0]
+		pivot := a[0].head
+		i, j := 1, l
+		for {
+			for i <= j && a[i].head < pivot {
+				i++
+			}
+			for i <= j && a[j].head > pivot {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			a[i], a[j] = a[j], a[i]
+			i++
+			j--
+		}
+		a[0], a[j] = a[j], a[0]
+		// Recurse into the smaller side, loop on the larger.
+		if j < len(a)-1-j {
+			sortByHead(a[:j], scratch)
+			a = a[j+1:]
+		} else {
+			sortByHead(a[j+1:], scratch)
+			a = a[:j]
+		}
+	}
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j].head < a[j-1].head; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+// radixByHead sorts a by head, a byte at a time from the last (a stable
+// LSD radix sort through tmp, as long as a), skipping the bytes all heads
+// share.
+func radixByHead(a, tmp []orderItem) {
+	src, dst := a, tmp
+	for shift := uint(0); shift < 64; shift += 8 {
+		var count [256]int
+		for _, it := range src {
+			count[byte(it.head>>shift)]++
+		}
+		if count[byte(src[0].head>>shift)] == len(src) {
+			continue
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, it := range src {
+			b := byte(it.head >> shift)
+			dst[count[b]] = it
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &a[0] {
+		copy(a, src)
+	}
 }
 
 // groupKey appends to dst the key name's group sorts by: the label
@@ -158,36 +250,55 @@ func groupKey(dst, name []byte, apexLen int) []byte {
 
 // eachInTransferOrder calls fn with every node of t in the order o.
 //
-// The nodes lie all over the table's memory, and fn does enough work per
-// node that the processor does not reach the next node's loads while it
-// waits for this one's: a cache miss per node, one at a time. So the nodes
-// are taken in batches, and every cache line of a batch is first read in
-// a loop that does nothing else, where the misses overlap; fn then finds
-// them in the cache.
+// The nodes lie all over the table's memory (shards are chosen by hash),
+// so nearly every node is a cache miss, and the encoding between two
+// nodes is too long for the processor to reach the next node's loads
+// while it waits for this one's. So the walk prefetches: a batch of nodes
+// is encoded while the names and records of the next batch, the nodes of
+// the one after and the shards of the third are on their way into the
+// caches (prefetchLines): each stage reads what the one before fetched.
 func (t *table) eachInTransferOrder(o *xfrOrder, fn func(name, rrs []byte)) {
 	const batch = 16
 	mask := uint32(1)<<o.nodeBits - 1
-	var sink byte
-	for b := 0; b < len(o.nodes); b += batch {
-		refs := o.nodes[b:min(b+batch, len(o.nodes))]
+	refs := func(b int) []uint32 { return o.nodes[min(b, len(o.nodes)):min(b+batch, len(o.nodes))] }
+	var addrs [batch * 8]uintptr
+	shardLines := func(a []uintptr, refs []uint32) []uintptr {
+		for _, ref := range refs {
+			s := uintptr(unsafe.Pointer(t.shards[ref>>o.nodeBits]))
+			a = append(a, s+unsafe.Offsetof(shard{}.nodes), s+unsafe.Offsetof(shard{}.data)+unsafe.Sizeof([]byte(nil))-1)
+		}
+		return a
+	}
+	nodeLines := func(a []uintptr, refs []uint32) []uintptr {
+		for _, ref := range refs {
+			s := t.shards[ref>>o.nodeBits]
+			a = append(a, uintptr(unsafe.Pointer(&s.nodes[ref&mask])))
+		}
+		return a
+	}
+	dataLines := func(a []uintptr, refs []uint32) []uintptr {
 		for _, ref := range refs {
 			s := t.shards[ref>>o.nodeBits]
 			nd := &s.nodes[ref&mask]
-			end := nd.off + uint32(nd.nameLen) + nd.rrLen
-			for off := nd.off; off < end; off += 64 {
-				sink ^= s.data[off]
+			base := uintptr(unsafe.Pointer(unsafe.SliceData(s.data)))
+			last := base + uintptr(nd.off+uint32(nd.nameLen)+nd.rrLen) - 1
+			for l := (base + uintptr(nd.off)) &^ 63; l <= last && len(a) < cap(a); l += 64 {
+				a = append(a, l)
 			}
 		}
-		for _, ref := range refs {
+		return a
+	}
+	prefetchLines(shardLines(shardLines(addrs[:0], refs(batch)), refs(2*batch)))
+	prefetchLines(nodeLines(nodeLines(addrs[:0], refs(0)), refs(batch)))
+	prefetchLines(dataLines(addrs[:0], refs(0)))
+	for b := 0; b < len(o.nodes); b += batch {
+		a := shardLines(addrs[:0], refs(b+3*batch))
+		prefetchLines(dataLines(nodeLines(a, refs(b+2*batch)), refs(b+batch)))
+		for _, ref := range refs(b) {
 			s := t.shards[ref>>o.nodeBits]
 			nd := &s.nodes[ref&mask]
 			start := nd.off + uint32(nd.nameLen)
 			fn(s.data[nd.off:start], s.data[start:start+nd.rrLen])
 		}
 	}
-	prefetchSink.Store(uint32(sink))
 }
-
-// prefetchSink keeps the reads of eachInTransferOrder's first loop from
-// being optimised away.
-var prefetchSink atomic.Uint32

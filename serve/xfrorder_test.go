@@ -1,11 +1,14 @@
 package serve
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,5 +129,37 @@ func TestGroupKey(t *testing.T) {
 	odd := []byte{3, 'a', 'b', 'c', 0}
 	if got := groupKey([]byte("x"), odd, len(odd)+4); string(got) != "x"+string(odd) {
 		t.Errorf("name shorter than the apex: %q", got)
+	}
+}
+
+// Ensure sortByHead sorts like slices.SortFunc, for runs of every length
+// around its thresholds (insertion sort, quicksort, radix), with many
+// equal heads and with none.
+func TestSortByHead(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 36))
+	for _, n := range []int{0, 1, 2, 3, 15, 16, 17, 18, 40, 100, 256, 257, 3000} {
+		for _, distinct := range []int{2, 7, 1 << 30, 0} {
+			a := make([]orderItem, n)
+			for i := range a {
+				a[i] = orderItem{head: rnd.Uint64(), ref: uint32(i)}
+				if distinct > 0 {
+					a[i].head = uint64(rnd.IntN(distinct)) << 40
+				}
+			}
+			want := slices.Clone(a)
+			slices.SortStableFunc(want, func(x, y orderItem) int { return cmp.Compare(x.head, y.head) })
+			var scratch []orderItem
+			sortByHead(a, &scratch)
+			seen := make([]bool, n)
+			for i := range a {
+				if a[i].head != want[i].head {
+					t.Fatalf("n %d, %d heads: at %d head %d, want %d", n, distinct, i, a[i].head, want[i].head)
+				}
+				if seen[a[i].ref] {
+					t.Fatalf("n %d: item %d twice", n, a[i].ref)
+				}
+				seen[a[i].ref] = true
+			}
+		}
 	}
 }
