@@ -54,7 +54,7 @@ func TestChurnDBSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := d.bolt.Stats()
+		st := d.file.Load().Stats()
 		zi, _, _ := d.Zone(benchZone)
 		t.Logf("month %2d: file %4.1f MiB, pages up to %4.1f MiB, of which free %5d (%4.1f MiB), journal %d entries %.1f MiB",
 			month, mib(fi.Size()), mib(highWater(d)), st.FreePageN, mib(int64(st.FreeAlloc)), zi.JournalEntries, mib(zi.JournalBytes))
@@ -122,7 +122,7 @@ func TestChurnDBSize(t *testing.T) {
 // needs.
 func highWater(d *DB) int64 {
 	var n int64
-	d.bolt.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	d.file.Load().View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 	return n
 }
 

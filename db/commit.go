@@ -119,7 +119,7 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
 	var out *Committed
-	err := d.bolt.Update(func(tx *bolt.Tx) error {
+	err := d.file.Load().Update(func(tx *bolt.Tx) error {
 		c, err := newCommit(tx, d, cs.Cause)
 		if err != nil {
 			return err
@@ -347,14 +347,14 @@ func (c *commit) applyVM(vc *VMChange) error {
 		return err
 	}
 	if vc.Delete {
-		if err := hashes.Delete(vmKey); err != nil {
+		if err := c.fills.del(hashes, vmKey); err != nil {
 			return err
 		}
 		if err := deleteLastSeen(c.tx, vmKey); err != nil {
 			return err
 		}
 		if oldRaw != nil {
-			return vms.Delete(vmKey)
+			return c.fills.del(vms, vmKey)
 		}
 		return nil
 	}
@@ -543,7 +543,7 @@ func (c *commit) finishName(nw *nameWork) error {
 	}
 	names := z.bucket.Bucket(bucketNames)
 	if len(nw.cands) == 0 {
-		if err := names.Delete(nw.key); err != nil {
+		if err := c.fills.del(names, nw.key); err != nil {
 			return err
 		}
 	} else if err := c.fills.put(names, nw.key, enc); err != nil {

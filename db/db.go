@@ -25,6 +25,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -93,7 +94,10 @@ type Options struct {
 
 // DB is an open store.
 type DB struct {
-	bolt    *bolt.DB
+	// file is the open bbolt file. CompactLive replaces it while the
+	// server runs: a read that began on the old one finishes there, and
+	// writers wait for commitMu.
+	file    atomic.Pointer[bolt.DB]
 	path    string
 	opts    Options
 	journal JournalLimits
@@ -106,7 +110,8 @@ type DB struct {
 
 	mu    sync.Mutex
 	hooks []func(*Committed)
-	// commitMu orders commits and their hooks.
+	// commitMu orders commits and their hooks; every other write, and a
+	// live compaction, takes it too.
 	commitMu sync.Mutex
 }
 
@@ -126,15 +131,7 @@ func Open(path string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("open db %s: %w", path, err)
 		}
 	}
-	bo := &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync, FreelistType: bolt.FreelistMapType}
-	if !opts.ReadOnly && strconv.IntSize == 64 {
-		// Address space, not memory: a growing file (a first load) is not
-		// mapped again at every doubling, which copies every page a
-		// commit has touched out of the old mapping (100k VMs: 0.65 GB
-		// of garbage) and waits for the readers.
-		bo.InitialMmapSize = 1 << 30
-	}
-	bdb, err := openBolt(path, bo)
+	bdb, err := openBolt(path, boltOptions(opts, timeout))
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("open db %s: %w", path, ErrLocked)
@@ -146,7 +143,8 @@ func Open(path string, opts Options) (*DB, error) {
 	// costs at most one more ftruncate and fsync in a commit that grows
 	// it, and such a commit fsyncs anyway.
 	bdb.AllocSize = allocSize
-	d := &DB{bolt: bdb, path: path, opts: opts, now: opts.Now}
+	d := &DB{path: path, opts: opts, now: opts.Now}
+	d.file.Store(bdb)
 	if d.now == nil {
 		d.now = Now
 	}
@@ -165,6 +163,20 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open db %s: %w", path, err)
 	}
 	return d, nil
+}
+
+// boltOptions are how Open (and CompactLive, for the file it makes)
+// opens a bbolt file.
+func boltOptions(opts Options, timeout time.Duration) *bolt.Options {
+	bo := &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync, FreelistType: bolt.FreelistMapType}
+	if !opts.ReadOnly && strconv.IntSize == 64 {
+		// Address space, not memory: a growing file (a first load) is not
+		// mapped again at every doubling, which copies every page a
+		// commit has touched out of the old mapping (100k VMs: 0.65 GB
+		// of garbage) and waits for the readers.
+		bo.InitialMmapSize = 1 << 30
+	}
+	return bo
 }
 
 // openBolt opens the file, turning the panics bbolt raises on some corrupt
@@ -187,7 +199,7 @@ func (d *DB) checkSchema() (err error) {
 		}
 	}()
 	empty := true
-	err = d.bolt.View(func(tx *bolt.Tx) error {
+	err = d.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
 	})
 	if err != nil {
@@ -197,7 +209,7 @@ func (d *DB) checkSchema() (err error) {
 		if d.opts.ReadOnly {
 			return ErrNotCNS
 		}
-		return d.bolt.Update(func(tx *bolt.Tx) error {
+		return d.update(func(tx *bolt.Tx) error {
 			meta, err := tx.CreateBucket(bucketMeta)
 			if err != nil {
 				return err
@@ -216,7 +228,7 @@ func (d *DB) checkSchema() (err error) {
 	}
 	var stored uint32
 	var upgrading bool
-	err = d.bolt.View(func(tx *bolt.Tx) error {
+	err = d.view(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return ErrNotCNS
@@ -252,7 +264,12 @@ func (d *DB) checkSchema() (err error) {
 func (d *DB) Schema() int { return int(d.schema) }
 
 // Close closes the file.
-func (d *DB) Close() error { return d.bolt.Close() }
+// Close closes the file, after a commit or a compaction under way.
+func (d *DB) Close() error {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	return d.file.Load().Close()
+}
 
 // Path returns the file's path.
 func (d *DB) Path() string { return d.path }

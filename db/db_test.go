@@ -545,7 +545,7 @@ func TestCheck(t *testing.T) {
 	}
 
 	// Damage: drop a name behind the journal's back.
-	err := d.bolt.Update(func(tx *bolt.Tx) error {
+	err := d.file.Load().Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketZones).Bucket([]byte(z)).Bucket(bucketNames).Delete(mustKey(t, "s.dc.example.com.", z))
 	})
 	if err != nil {

@@ -25,7 +25,7 @@ func (d *DB) SaveLastSeen(seen map[string]int64) error {
 	if len(seen) == 0 {
 		return nil
 	}
-	return d.bolt.Update(func(tx *bolt.Tx) error {
+	return d.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketLastSeen)
 		if err != nil {
 			return err

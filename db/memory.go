@@ -11,8 +11,8 @@ import bolt "go.etcd.io/bbolt"
 // It runs inside a read transaction: bbolt only remaps the file under
 // its exclusive mmap lock, so the mapping cannot move meanwhile.
 func (d *DB) ReleaseMemory() error {
-	return d.bolt.View(func(tx *bolt.Tx) error {
-		return releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
+	return d.view(func(tx *bolt.Tx) error {
+		return releaseMapping(tx.DB().Info().Data, uintptr(tx.Size()))
 	})
 }
 
@@ -33,10 +33,10 @@ func (d *DB) forEachReleasing(tx *bolt.Tx, b *bolt.Bucket, fn func(k, v []byte) 
 	err := b.ForEach(func(k, v []byte) error {
 		if read += len(k) + len(v); read >= scanReleaseEvery {
 			read = 0
-			releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
+			releaseMapping(tx.DB().Info().Data, uintptr(tx.Size()))
 		}
 		return fn(k, v)
 	})
-	releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
+	releaseMapping(tx.DB().Info().Data, uintptr(tx.Size()))
 	return err
 }

@@ -30,7 +30,7 @@ const upgradeChunk = 10000
 // upgrade brings a file of schema from up to SchemaVersion.
 func (d *DB) upgrade(from uint32) error {
 	if from < SchemaVersion {
-		err := d.bolt.Update(func(tx *bolt.Tx) error {
+		err := d.update(func(tx *bolt.Tx) error {
 			meta := tx.Bucket(bucketMeta)
 			if err := meta.Put(keyUpgrading, u32bytes(from)); err != nil {
 				return err
@@ -44,7 +44,7 @@ func (d *DB) upgrade(from uint32) error {
 	var after []byte
 	for {
 		var done bool
-		err := d.bolt.Update(func(tx *bolt.Tx) error {
+		err := d.update(func(tx *bolt.Tx) error {
 			var err error
 			after, done, err = d.upgradeVMEntries(tx, after)
 			if err != nil || !done {

@@ -77,7 +77,7 @@ func (d *DB) saveOpaque(bucket []byte, values map[string][]byte) error {
 	if d.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	return d.bolt.Update(func(tx *bolt.Tx) error { return putOpaque(tx, bucket, values) })
+	return d.update(func(tx *bolt.Tx) error { return putOpaque(tx, bucket, values) })
 }
 
 // putOpaque writes values into bucket inside tx; a nil value deletes.

@@ -2,6 +2,7 @@ package db
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // view runs fn in a read transaction and turns a panic from a corrupt
@@ -19,7 +21,23 @@ func (d *DB) view(fn func(tx *bolt.Tx) error) (err error) {
 			err = fmt.Errorf("db %s: corrupt data: %v", d.path, r)
 		}
 	}()
-	return d.bolt.View(fn)
+	for {
+		f := d.file.Load()
+		err = f.View(fn)
+		// A live compaction closed f after this read loaded it: read
+		// the new file.
+		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) && d.file.Load() != f {
+			continue
+		}
+		return err
+	}
+}
+
+// update runs fn in a write transaction, in turn with the commits.
+func (d *DB) update(fn func(tx *bolt.Tx) error) error {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	return d.file.Load().Update(fn)
 }
 
 // ZoneConfig returns the stored zone configuration.
@@ -134,7 +152,7 @@ func (d *DB) ScanZoneChunk(zone string, after []byte, limit int, fn func(owner [
 		}
 		// A chunk's pages are released as a whole scan's are
 		// (forEachReleasing): a transfer reads the whole zone.
-		defer releaseMapping(d.bolt.Info().Data, uintptr(tx.Size()))
+		defer releaseMapping(tx.DB().Info().Data, uintptr(tx.Size()))
 		var last []byte // the last key read, valid in tx only
 		for sent := 0; k != nil; k, v = c.Next() {
 			if sent >= limit {

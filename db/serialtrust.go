@@ -39,7 +39,7 @@ func (d *DB) MarkSerialsVerified() error {
 	if d.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	return d.bolt.Update(func(tx *bolt.Tx) error {
+	return d.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Delete(keyUnverified)
 	})
 }
@@ -110,7 +110,7 @@ func Restore(backup, path string) error {
 		return err
 	}
 	why := fmt.Sprintf("restored from %s at %s", backup, time.Now().UTC().Format(time.RFC3339))
-	err = dst.bolt.Update(func(tx *bolt.Tx) error {
+	err = dst.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyUnverified, []byte(why))
 	})
 	if cerr := dst.Close(); err == nil {

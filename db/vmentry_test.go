@@ -205,7 +205,7 @@ func TestUpgradeFromSchema1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = d.bolt.Update(func(tx *bolt.Tx) error {
+	err = d.file.Load().Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		meta.Put(keyUpgrading, u32bytes(1))
 		vms := tx.Bucket(bucketVMs)
@@ -232,7 +232,7 @@ func TestUpgradeFromSchema1(t *testing.T) {
 		t.Errorf("upgraded file fails the check: %v %v", err, p)
 	}
 	var unfinished bool
-	d.bolt.View(func(tx *bolt.Tx) error {
+	d.file.Load().View(func(tx *bolt.Tx) error {
 		unfinished = tx.Bucket(bucketMeta).Get(keyUpgrading) != nil
 		if v := tx.Bucket(bucketMeta).Get(keySchema); beU32(v) != SchemaVersion {
 			t.Errorf("schema %d after the upgrade", beU32(v))

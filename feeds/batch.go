@@ -147,7 +147,8 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	if release {
 		u.releaseMemory()
 	}
-	for b != nil {
+	batches := 0
+	for ; b != nil; batches++ {
 		done := make(chan error, 1)
 		go func() { done <- u.commitBatch(b) }()
 		// The next batch, without the VMs and sources in flight.
@@ -166,7 +167,28 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		default:
 		}
 	}
+	if batches > 1 {
+		// A backlog in chunks (a first load) is in: give back the pages
+		// its chunks left free.
+		u.compactIfSparse()
+	}
 	return nil
+}
+
+// compactIfSparse compacts the store live when a large backlog left much
+// of the file free (db.DB.CompactIfSparse): a first load's chunks
+// rewrite most pages of the name buckets, and the pages the last ones
+// freed would stay free in a steady data center. Commits wait meanwhile
+// (100k VMs: ~1 s); a failure leaves the file as it was.
+func (u *Updater) compactIfSparse() {
+	start := time.Now()
+	res, ok, err := u.store.CompactIfSparse()
+	switch {
+	case err != nil:
+		u.log.Warn("compacting the db after a large load failed; it keeps its free pages", "err", err)
+	case ok:
+		u.log.Info("db compacted", "before", res.Before, "after", res.After, "took", time.Since(start).String())
+	}
 }
 
 // Flush computes and commits the next batch now, as one change set.
