@@ -106,9 +106,12 @@ func renameSynced(tmp, path string) error {
 // is committed, gives that space back while the server runs.
 
 // sparseFraction and sparseMin are when a file is worth compacting
-// live: free pages at least a quarter of it, and at least 16 MiB.
+// live: free pages at least an eighth of it, and at least 16 MiB. After
+// a first load the free pages are a third of the file at 100k VMs and a
+// sixth at 1M, and the pages in use only 60-67 % full, which the copy
+// fills: 100k VMs 2,389 → 1,385 bytes a VM, 1M 1,839 → ~1,070.
 const (
-	sparseFraction = 4
+	sparseFraction = 8
 	sparseMin      = 16 << 20
 )
 
