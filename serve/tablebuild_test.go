@@ -35,6 +35,24 @@ func wireName(t testing.TB, s string) []byte {
 	return buf[:n]
 }
 
+// tableDiff says how got differs from want (nodes, records, child
+// counts), or "" when they hold the same.
+func tableDiff(got, want *table) string {
+	if got.names != want.names {
+		return fmt.Sprintf("%d nodes, want %d", got.names, want.names)
+	}
+	gc, wc := tableContents(got), tableContents(want)
+	if len(gc) != len(wc) {
+		return fmt.Sprintf("%d distinct nodes, want %d", len(gc), len(wc))
+	}
+	for k, v := range wc {
+		if gc[k] != v {
+			return fmt.Sprintf("node %s is %q, want %q", k, gc[k], v)
+		}
+	}
+	return ""
+}
+
 func tableContents(t *table) map[string]string {
 	out := map[string]string{}
 	t.each(func(name, rrs []byte, children uint32) {
@@ -85,17 +103,8 @@ func TestTableBuilderMatchesBuildTable(t *testing.T) {
 			}
 		}
 		got := b.finish()
-		if got.names != want.names {
-			t.Errorf("%d names: builder has %d nodes, buildTable %d", n, got.names, want.names)
-		}
-		gc, wc := tableContents(got), tableContents(want)
-		if len(gc) != len(wc) {
-			t.Errorf("%d names: %d distinct nodes, want %d", n, len(gc), len(wc))
-		}
-		for k, v := range wc {
-			if gc[k] != v {
-				t.Errorf("%d names: node %s is %q, want %q", n, k, gc[k], v)
-			}
+		if d := tableDiff(got, want); d != "" {
+			t.Errorf("%d names: the builder's table against buildTable's: %s", n, d)
 		}
 		for i, name := range names {
 			r, found := got.lookup([]byte(name))

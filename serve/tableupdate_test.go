@@ -58,18 +58,8 @@ func TestTableUpdateMatchesBuild(t *testing.T) {
 		for i, name := range names {
 			rrs[i] = content[name]
 		}
-		want := buildTable(apex, names, rrs)
-		if tbl.names != want.names {
-			t.Fatalf("step %d: %d nodes, want %d", step, tbl.names, want.names)
-		}
-		got, wc := tableContents(tbl), tableContents(want)
-		if len(got) != len(wc) {
-			t.Fatalf("step %d: %d distinct nodes, want %d", step, len(got), len(wc))
-		}
-		for k, v := range wc {
-			if got[k] != v {
-				t.Fatalf("step %d: node %s is %q, want %q", step, k, got[k], v)
-			}
+		if d := tableDiff(tbl, buildTable(apex, names, rrs)); d != "" {
+			t.Fatalf("step %d: %s", step, d)
 		}
 		for name, r := range content {
 			if found, ok := tbl.lookup([]byte(name)); !ok || !bytes.Equal(found, r) {
