@@ -44,24 +44,10 @@ func Compact(path string) (CompactResult, error) {
 		return res, fmt.Errorf("compact %s: %w", path, err)
 	}
 	defer src.Close()
-	tmpf, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".compact.*")
-	if err != nil {
-		return res, err
-	}
-	tmp := tmpf.Name()
-	tmpf.Close()
+	tmp, err := compactCopy(src, path, false)
 	defer os.Remove(tmp)
-	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return res, err
-	}
-	dst.AllocSize = allocSize
-	err = bolt.Compact(dst, src, 64<<20)
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return res, fmt.Errorf("compact %s: %w", path, err)
 	}
 	if err := os.Chmod(tmp, 0o600); err != nil {
 		return res, err
@@ -151,24 +137,10 @@ func (d *DB) CompactLive() (CompactResult, error) {
 	if res.Before, err = fileSize(d.path); err != nil {
 		return res, err
 	}
-	tmpf, err := os.CreateTemp(filepath.Dir(d.path), "."+filepath.Base(d.path)+".compact.*")
-	if err != nil {
-		return res, err
-	}
-	tmp := tmpf.Name()
-	tmpf.Close()
+	tmp, err := compactCopy(old, d.path, d.opts.NoSync)
 	defer os.Remove(tmp) // after a failure; renamed away on success
-	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType, NoSync: d.opts.NoSync})
 	if err != nil {
 		return res, err
-	}
-	dst.AllocSize = allocSize
-	err = bolt.Compact(dst, old, 64<<20)
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return res, fmt.Errorf("compact %s: %w", d.path, err)
 	}
 	// Opened before the rename: the lock that keeps a second process out
 	// is on the new file from the moment path names it.
@@ -188,6 +160,31 @@ func (d *DB) CompactLive() (CompactResult, error) {
 	}
 	res.After, err = fileSize(d.path)
 	return res, err
+}
+
+// compactCopy writes src's live data, in full pages, into a new file
+// beside path and returns its name ("" when none was made). The caller
+// removes it unless it renames it over path.
+func compactCopy(src *bolt.DB, path string, noSync bool) (string, error) {
+	tmpf, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".compact.*")
+	if err != nil {
+		return "", err
+	}
+	tmp := tmpf.Name()
+	tmpf.Close()
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType, NoSync: noSync})
+	if err != nil {
+		return tmp, err
+	}
+	dst.AllocSize = allocSize
+	err = bolt.Compact(dst, src, 64<<20)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return tmp, fmt.Errorf("compact %s: %w", path, err)
+	}
+	return tmp, nil
 }
 
 func fileSize(path string) (int64, error) {
