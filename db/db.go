@@ -111,7 +111,8 @@ type DB struct {
 	mu    sync.Mutex
 	hooks []func(*Committed)
 	// commitMu orders commits and their hooks; every other write, and a
-	// live compaction, takes it too.
+	// live compaction, takes it too. The hooks run under it, so a hook
+	// must not write to the store (it would wait for itself).
 	commitMu sync.Mutex
 }
 
