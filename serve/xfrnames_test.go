@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -47,31 +48,14 @@ func TestTransferNameCompression(t *testing.T) {
 	}
 	in = append(in, in[0])
 
-	m := new(dns.Msg)
-	m.SetAxfr(zone)
-	pkt, err := m.Pack()
-	if err != nil {
-		t.Fatal(err)
+	plain := 0
+	for _, rr := range in {
+		owner, rest := splitOwner(t, rr)
+		plain += len(owner) + len(rest)
 	}
-	q := &query{tcp: true}
-	if res := q.parse(pkt); res != parseOK {
-		t.Fatalf("parse: %v", res)
-	}
-	zwire, _ := splitOwner(t, in[0])
 	for _, limit := range []int{xfrMessageLimit, 4000} {
 		var out bytes.Buffer
-		x := &xfrWriter{w: &out, q: q, zone: zwire, limit: limit, now: time.Now()}
-		plain := 0
-		for _, rr := range in {
-			owner, rest := splitOwner(t, rr)
-			plain += len(owner) + len(rest)
-			if err := x.add(owner, rest); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := x.finish(); err != nil {
-			t.Fatal(err)
-		}
+		x := writeTransfer(t, &out, zone, in, limit)
 		msgs := checkTransferStream(t, out.Bytes(), in, limit)
 		if x.bytes > plain*2/3 {
 			t.Errorf("limit %d: %d bytes for %d uncompressed", limit, x.bytes, plain)
@@ -149,6 +133,19 @@ func TestTransferNameCompressionRandom(t *testing.T) {
 		}
 	}
 	in = append(in, in[0])
+	for _, limit := range []int{xfrMessageLimit, 700} {
+		var out bytes.Buffer
+		x := writeTransfer(t, &out, zone, in, limit)
+		msgs := checkTransferStream(t, out.Bytes(), in, limit)
+		t.Logf("limit %d: %d messages, %d bytes", limit, msgs, x.bytes)
+	}
+}
+
+// writeTransfer sends in (a whole transfer of zone, SOA first and last)
+// through an xfrWriter of the given message limit into w, as the answer
+// to an AXFR query, and returns the writer.
+func writeTransfer(t *testing.T, w io.Writer, zone string, in []dns.RR, limit int) *xfrWriter {
+	t.Helper()
 	m := new(dns.Msg)
 	m.SetAxfr(zone)
 	pkt, err := m.Pack()
@@ -160,21 +157,17 @@ func TestTransferNameCompressionRandom(t *testing.T) {
 		t.Fatalf("parse: %v", res)
 	}
 	zwire, _ := splitOwner(t, in[0])
-	for _, limit := range []int{xfrMessageLimit, 700} {
-		var out bytes.Buffer
-		x := &xfrWriter{w: &out, q: q, zone: zwire, limit: limit, now: time.Now()}
-		for _, rr := range in {
-			owner, rest := splitOwner(t, rr)
-			if err := x.add(owner, rest); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := x.finish(); err != nil {
+	x := &xfrWriter{w: w, q: q, zone: zwire, limit: limit, now: time.Now()}
+	for _, rr := range in {
+		owner, rest := splitOwner(t, rr)
+		if err := x.add(owner, rest); err != nil {
 			t.Fatal(err)
 		}
-		msgs := checkTransferStream(t, out.Bytes(), in, limit)
-		t.Logf("limit %d: %d messages, %d bytes", limit, msgs, x.bytes)
 	}
+	if err := x.finish(); err != nil {
+		t.Fatal(err)
+	}
+	return x
 }
 
 // checkPointers walks every name of msg's records and fails on a pointer
@@ -272,28 +265,8 @@ func TestTransferWriteBatches(t *testing.T) {
 		}
 	}
 	in = append(in, in[0])
-	m := new(dns.Msg)
-	m.SetAxfr(zone)
-	pkt, err := m.Pack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := &query{tcp: true}
-	if res := q.parse(pkt); res != parseOK {
-		t.Fatalf("parse: %v", res)
-	}
-	zwire, _ := splitOwner(t, in[0])
 	var out writeCounter
-	x := &xfrWriter{w: &out, q: q, zone: zwire, limit: xfrMessageLimit, now: time.Now()}
-	for _, rr := range in {
-		owner, rest := splitOwner(t, rr)
-		if err := x.add(owner, rest); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := x.finish(); err != nil {
-		t.Fatal(err)
-	}
+	writeTransfer(t, &out, zone, in, xfrMessageLimit)
 	msgs := checkTransferStream(t, out.Bytes(), in, 64<<10)
 	if want := out.Len()/xfrWriteBatch + 1; out.writes > want {
 		t.Errorf("%d messages, %d bytes in %d writes, want at most %d", msgs, out.Len(), out.writes, want)
