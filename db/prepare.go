@@ -58,13 +58,13 @@ func PrepareRecords(vc *VMChange) {
 // to finish: a chunk of a first load adds a hundred thousand names, which
 // would otherwise grow the lists name by name.
 func (c *commit) growZoneLists() {
-	perZone := map[*zoneWork]int{}
-	for _, nw := range c.names {
-		if !nw.done {
-			perZone[nw.zone]++
+	for _, z := range c.zones {
+		n := 0
+		for _, nw := range z.work {
+			if !nw.done {
+				n++
+			}
 		}
-	}
-	for z, n := range perZone {
 		z.names = slices.Grow(z.names, n)
 		z.added = slices.Grow(z.added, n)
 	}
