@@ -393,7 +393,7 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error)
 		}
 		w := r.wire
 		if w == nil { // not prepared (PrepareRecords)
-			w, _ = encodeRecord(r.RR, z.wire, nil)
+			w, _, _ = encodeRecord(r.RR, z.wire, nil)
 		}
 		if w.ownerErr != nil {
 			c.problem("vm %s: %v", vc.UUID, w.ownerErr)

@@ -1,8 +1,11 @@
 package db
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
+
+	"github.com/miekg/dns"
 )
 
 // A prepared change set commits exactly as the same one unprepared: the
@@ -28,7 +31,13 @@ func TestPreparedRecordsCommitTheSame(t *testing.T) {
 		vms := change()
 		if prepare {
 			for i := range vms {
-				PrepareRecords(&vms[i])
+				PrepareRecords(&vms[i], func(j int, wire []byte) {
+					buf := make([]byte, 512)
+					n, err := dns.PackRR(vms[i].Records[j].RR, buf, 0, nil, false)
+					if err != nil || !bytes.Equal(wire, buf[:n]) {
+						t.Errorf("record %d passed packed as %x, packs as %x (%v)", j, wire, buf[:n], err)
+					}
+				})
 				for _, r := range vms[i].Records {
 					if r.wire == nil {
 						t.Fatalf("%s not prepared", r.RR)
