@@ -58,6 +58,9 @@ type VMChange struct {
 	// Hash, when not zero, is kept with the VM (see VMHashes): the
 	// updater's digest of what it computed, to skip unchanged VMs.
 	Hash uint64
+	// entry is the VM's stored entry encoded ahead (PrepareRecords) for
+	// when every record's zone is configured, or nil.
+	entry []byte
 }
 
 // Record is one record a VM contributes to a zone.
@@ -306,8 +309,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 	}
 
 	var groups []*recordGroup
+	zonesMissing := false // a record was left out for its zone
 	if !vc.Delete {
-		if groups, err = c.groupRecords(vc, id); err != nil {
+		if groups, zonesMissing, err = c.groupRecords(vc, id); err != nil {
 			return err
 		}
 	}
@@ -362,7 +366,10 @@ func (c *commit) applyVM(vc *VMChange) error {
 	if err := c.fills.put(hashes, vmKey, u64key(vc.Hash)); err != nil {
 		return err
 	}
-	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
+	entry := vc.entry // the same names, unless a zone was missing
+	if entry == nil || zonesMissing {
+		entry = (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
+	}
 	if bytes.Equal(entry, oldRaw) {
 		return nil
 	}
@@ -379,16 +386,17 @@ type recordGroup struct {
 
 // groupRecords groups vc's records by owner name, in the order they come.
 // A record the store cannot take (no such zone, a name outside its zone,
-// a bad pref) is left out and reported as a problem of the commit.
-func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error) {
-	var groups []*recordGroup
+// a bad pref) is left out and reported as a problem of the commit;
+// zonesMissing tells whether one was left out for its zone.
+func (c *commit) groupRecords(vc *VMChange, id [16]byte) (groups []*recordGroup, zonesMissing bool, err error) {
 	for _, r := range vc.Records {
 		z, err := c.zone(r.Zone)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if z == nil || z.remove {
 			c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
+			zonesMissing = true
 			continue
 		}
 		w := r.wire
@@ -408,7 +416,7 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error)
 			continue
 		}
 		owner, key, rr := w.owner, w.key, w.rr
-		if r.Pref >= candStamped {
+		if !r.storable() {
 			c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
 			continue
 		}
@@ -419,7 +427,7 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error)
 		}
 		g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
 	}
-	return groups, nil
+	return groups, zonesMissing, nil
 }
 
 // findGroup returns the group of groups at key in z, nil if none. A VM

@@ -76,7 +76,37 @@ func PrepareRecords(vc *VMChange, packed func(i int, wire []byte)) {
 			packed(i, p)
 		}
 	}
+	vc.entry = preparedEntry(vc)
 }
+
+// preparedEntry encodes vc's stored entry for when every record's zone is
+// configured, which only the commit knows: the names of the records
+// groupRecords keeps then, in the order it finds them. nil when a record
+// is not prepared.
+func preparedEntry(vc *VMChange) []byte {
+	id, err := parseUUID(vc.UUID)
+	if err != nil || vc.Delete {
+		return nil
+	}
+	var names []vmName
+	for i := range vc.Records {
+		r := &vc.Records[i]
+		w := r.wire
+		switch {
+		case w == nil:
+			return nil
+		case w.ownerErr != nil || !w.below || w.rrErr != nil || !r.storable():
+			continue // left out, as groupRecords does
+		}
+		if !slices.ContainsFunc(names, func(n vmName) bool { return n.zone == r.Zone && bytes.Equal(n.key, w.key) }) {
+			names = append(names, vmName{zone: r.Zone, key: w.key})
+		}
+	}
+	return (&vmEntry{meta: vc.Meta, names: names}).encode(id)
+}
+
+// storable reports whether the store takes r's Pref.
+func (r *Record) storable() bool { return r.Pref < candStamped }
 
 // growZoneLists sizes the zones' lists for the names finishNames is about
 // to finish: a chunk of a first load adds a hundred thousand names, which
