@@ -58,6 +58,9 @@ type VMChange struct {
 	// Hash, when not zero, is kept with the VM (see VMHashes): the
 	// updater's digest of what it computed, to skip unchanged VMs.
 	Hash uint64
+	// entry is the VM's stored entry encoded ahead (PrepareRecords) for
+	// when every record's zone is configured, or nil.
+	entry []byte
 }
 
 // Record is one record a VM contributes to a zone.
@@ -166,7 +169,6 @@ type commit struct {
 	cause string
 	cfg   ZoneConfig
 	zones map[string]*zoneWork
-	names map[string]*nameWork // by zone + "\x00" + key
 	// clients are the VMs whose Client changed.
 	clients []ClientUpdate
 	probs   []string
@@ -185,6 +187,7 @@ type zoneWork struct {
 	deleted  []JournalRR
 	added    []JournalRR
 	names    []NameUpdate
+	work     map[string]*nameWork // the names the commit touches, by key
 	remove   bool
 	// floor, when raise is set, is a serial the new one must pass.
 	floor uint32
@@ -202,7 +205,7 @@ type nameWork struct {
 }
 
 func newCommit(tx *bolt.Tx, d *DB, cause string) (*commit, error) {
-	c := &commit{d: d, tx: tx, now: d.now(), cause: cause, zones: map[string]*zoneWork{}, names: map[string]*nameWork{}, fills: fills{}}
+	c := &commit{d: d, tx: tx, now: d.now(), cause: cause, zones: map[string]*zoneWork{}, fills: fills{}}
 	cfg, err := readZoneConfig(tx)
 	if err != nil {
 		return nil, err
@@ -306,8 +309,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 	}
 
 	var groups []*recordGroup
+	zonesMissing := false // a record was left out for its zone
 	if !vc.Delete {
-		if groups, err = c.groupRecords(vc, id); err != nil {
+		if groups, zonesMissing, err = c.groupRecords(vc, id); err != nil {
 			return err
 		}
 	}
@@ -362,7 +366,10 @@ func (c *commit) applyVM(vc *VMChange) error {
 	if err := c.fills.put(hashes, vmKey, u64key(vc.Hash)); err != nil {
 		return err
 	}
-	entry := (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
+	entry := vc.entry // the same names, unless a zone was missing
+	if entry == nil || zonesMissing {
+		entry = (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
+	}
 	if bytes.Equal(entry, oldRaw) {
 		return nil
 	}
@@ -379,22 +386,22 @@ type recordGroup struct {
 
 // groupRecords groups vc's records by owner name, in the order they come.
 // A record the store cannot take (no such zone, a name outside its zone,
-// a bad pref) is left out and reported as a problem of the commit.
-func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error) {
-	byName := map[string]*recordGroup{}
-	var groups []*recordGroup
+// a bad pref) is left out and reported as a problem of the commit;
+// zonesMissing tells whether one was left out for its zone.
+func (c *commit) groupRecords(vc *VMChange, id [16]byte) (groups []*recordGroup, zonesMissing bool, err error) {
 	for _, r := range vc.Records {
 		z, err := c.zone(r.Zone)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if z == nil || z.remove {
 			c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
+			zonesMissing = true
 			continue
 		}
 		w := r.wire
 		if w == nil { // not prepared (PrepareRecords)
-			w, _ = encodeRecord(r.RR, z.wire, nil)
+			w, _, _ = encodeRecord(r.RR, z.wire, nil)
 		}
 		if w.ownerErr != nil {
 			c.problem("vm %s: %v", vc.UUID, w.ownerErr)
@@ -409,27 +416,35 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) ([]*recordGroup, error)
 			continue
 		}
 		owner, key, rr := w.owner, w.key, w.rr
-		if r.Pref >= candStamped {
+		if !r.storable() {
 			c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
 			continue
 		}
-		gk := z.name + "\x00" + string(key)
-		g := byName[gk]
+		g := findGroup(groups, z, key)
 		if g == nil {
 			g = &recordGroup{zone: z, key: key, own: owner}
-			byName[gk] = g
 			groups = append(groups, g)
 		}
 		g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
 	}
-	return groups, nil
+	return groups, zonesMissing, nil
+}
+
+// findGroup returns the group of groups at key in z, nil if none. A VM
+// has a few names: a search through them costs less than a map.
+func findGroup(groups []*recordGroup, z *zoneWork, key []byte) *recordGroup {
+	for _, g := range groups {
+		if g.zone == z && bytes.Equal(g.key, key) {
+			return g
+		}
+	}
+	return nil
 }
 
 // name returns the work record of one owner name, loading its stored
 // candidates on first use.
 func (c *commit) name(z *zoneWork, key, owner []byte) (*nameWork, error) {
-	nk := z.name + "\x00" + string(key)
-	if nw, ok := c.names[nk]; ok {
+	if nw, ok := z.work[string(key)]; ok {
 		return nw, nil
 	}
 	if owner == nil {
@@ -446,7 +461,10 @@ func (c *commit) name(z *zoneWork, key, owner []byte) (*nameWork, error) {
 			nw.cands = cands
 		}
 	}
-	c.names[nk] = nw
+	if z.work == nil {
+		z.work = map[string]*nameWork{}
+	}
+	z.work[string(nw.key)] = nw
 	return nw, nil
 }
 
@@ -491,18 +509,21 @@ func (c *commit) finish() (*Committed, error) {
 	return out, nil
 }
 
-// finishNames finishes every name not finished yet, in a stable order so
-// journals are deterministic.
+// finishNames finishes every name not finished yet, in a stable order
+// (zone, then key) so journals are deterministic.
 func (c *commit) finishNames() error {
 	c.growZoneLists()
-	for _, nk := range slices.Sorted(maps.Keys(c.names)) {
-		nw := c.names[nk]
-		if nw.done {
-			continue
-		}
-		nw.done = true
-		if err := c.finishName(nw); err != nil {
-			return err
+	for _, zone := range slices.Sorted(maps.Keys(c.zones)) {
+		z := c.zones[zone]
+		for _, key := range slices.Sorted(maps.Keys(z.work)) {
+			nw := z.work[key]
+			if nw.done {
+				continue
+			}
+			nw.done = true
+			if err := c.finishName(nw); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

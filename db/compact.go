@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -172,7 +173,17 @@ func compactCopy(src *bolt.DB, path string, noSync bool) (string, error) {
 	}
 	tmp := tmpf.Name()
 	tmpf.Close()
-	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType, NoSync: noSync})
+	o := &bolt.Options{FreelistType: bolt.FreelistMapType, NoSync: noSync}
+	if size, err := fileSize(path); err == nil && size >= 64<<20 && strconv.IntSize == 64 {
+		// The copy is no bigger than the file: mapped once at that size,
+		// it is not mapped again at every doubling, each of which copies
+		// every node of the copy's open transaction out of the old
+		// mapping (100k VMs: 1.35 GB of garbage, two thirds of the
+		// copy's CPU time). Not for a small file: bbolt grows a file
+		// mapped at no more than its AllocSize to the whole mapping.
+		o.InitialMmapSize = int(size)
+	}
+	dst, err := bolt.Open(tmp, 0o600, o)
 	if err != nil {
 		return tmp, err
 	}

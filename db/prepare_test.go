@@ -1,12 +1,22 @@
 package db
 
 import (
+	"bytes"
+	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/miekg/dns"
+	bolt "go.etcd.io/bbolt"
 )
 
 // A prepared change set commits exactly as the same one unprepared: the
-// same problems in the same order, the same records, the same journal.
+// same problems in the same order, the same records, the same journal,
+// the same file content (every bucket's keys and values). vm1 has a
+// record in a zone that is not configured, so its entry is encoded in
+// the commit; vm2's is the one encoded ahead.
 func TestPreparedRecordsCommitTheSame(t *testing.T) {
 	change := func() []VMChange {
 		return []VMChange{{UUID: vm1, Records: []Record{
@@ -18,17 +28,31 @@ func TestPreparedRecordsCommitTheSame(t *testing.T) {
 			rec(t, "dc.example.com", "x.y.dc.example.com. 30 IN TXT \"hello\""),
 			rec(t, "10.in-addr.arpa", "1.0.0.10.in-addr.arpa. 30 IN PTR ok.dc.example.com."),
 			rec(t, "dc.example.com", "dc.example.com. 30 IN A 10.0.0.3"), // the apex: not below
+		}}, {UUID: vm2, Meta: []byte("meta"), Records: []Record{
+			rec(t, "dc.example.com", "two.dc.example.com. 30 IN A 10.0.0.4"),
+			rec(t, "10.in-addr.arpa", "4.0.0.10.in-addr.arpa. 30 IN PTR two.dc.example.com."),
+			{Zone: "dc.example.com", RR: rr(t, "bad2.dc.example.com. 30 IN A 10.0.0.2"), Pref: 200},
+			rec(t, "dc.example.com", "Two.dc.example.com. 30 IN TXT \"22222222-2222-4222-8222-222222222222\""),
+			rec(t, "dc.example.com", "dc.example.com. 30 IN A 10.0.0.4"),
+			rec(t, "dc.example.com", "2.svc.dc.example.com. 30 IN A 10.0.0.4"),
 		}}}
 	}
 	cfg := testConfig()
 	cfg.Reverse = testApex()
 	var got []*Committed
+	var files [][]string
 	for _, prepare := range []bool{false, true} {
 		d, _ := openTest(t, Options{})
 		vms := change()
 		if prepare {
 			for i := range vms {
-				PrepareRecords(&vms[i])
+				PrepareRecords(&vms[i], func(j int, wire []byte) {
+					buf := make([]byte, 512)
+					n, err := dns.PackRR(vms[i].Records[j].RR, buf, 0, nil, false)
+					if err != nil || !bytes.Equal(wire, buf[:n]) {
+						t.Errorf("record %d passed packed as %x, packs as %x (%v)", j, wire, buf[:n], err)
+					}
+				})
 				for _, r := range vms[i].Records {
 					if r.wire == nil {
 						t.Fatalf("%s not prepared", r.RR)
@@ -36,13 +60,45 @@ func TestPreparedRecordsCommitTheSame(t *testing.T) {
 				}
 			}
 		}
+		if prepare && (vms[0].entry == nil || vms[1].entry == nil) {
+			t.Fatal("entries not encoded ahead")
+		}
 		c := mustCommit(t, d, &ChangeSet{Zones: cfg, VMs: vms})
 		got = append(got, c)
-		if len(c.Problems) != 4 {
-			t.Errorf("prepared %v: problems %q, want 4", prepare, c.Problems)
+		files = append(files, dumpFile(t, d))
+		if len(c.Problems) != 6 {
+			t.Errorf("prepared %v: problems %q, want 6", prepare, c.Problems)
 		}
 	}
 	if !reflect.DeepEqual(got[0], got[1]) {
 		t.Errorf("unprepared commit %+v\nprepared commit %+v", got[0], got[1])
 	}
+	if !slices.Equal(files[0], files[1]) {
+		t.Errorf("unprepared file:\n%s\nprepared file:\n%s", strings.Join(files[0], "\n"), strings.Join(files[1], "\n"))
+	}
+}
+
+// dumpFile lists every key and value of the file, bucket by bucket.
+func dumpFile(t *testing.T, d *DB) []string {
+	var out []string
+	var walk func(path string, b *bolt.Bucket) error
+	walk = func(path string, b *bolt.Bucket) error {
+		return b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return walk(fmt.Sprintf("%s/%q", path, k), b.Bucket(k))
+			}
+			out = append(out, fmt.Sprintf("%s %x %x", path, k, v))
+			return nil
+		})
+	}
+	err := d.file.Load().View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(fmt.Sprintf("%q", name), b) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d keys in the file", len(out))
+	}
+	return out
 }

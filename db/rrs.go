@@ -92,6 +92,23 @@ func EncodeRR(rr dns.RR) ([]byte, error) {
 // encodeRR is EncodeRR packing in buf (grown when too small, returned for
 // the next call): only the result is allocated.
 func encodeRR(rr dns.RR, buf []byte) ([]byte, []byte, error) {
+	packed, buf, err := packRR(rr, buf)
+	if err != nil {
+		return nil, buf, err
+	}
+	off, err := skipName(packed, 0)
+	if err != nil {
+		return nil, buf, err
+	}
+	out := slices.Clone(packed[off:])
+	lowerRDataNames(out)
+	return out, buf, nil
+}
+
+// packRR packs rr uncompressed, owner name included, as dns.PackRR does,
+// into buf (grown when too small); it returns the packed record, which is
+// buf's, and buf for the next call.
+func packRR(rr dns.RR, buf []byte) (packed, next []byte, err error) {
 	if len(buf) < 512 {
 		buf = make([]byte, 512)
 	}
@@ -104,13 +121,7 @@ func encodeRR(rr dns.RR, buf []byte) ([]byte, []byte, error) {
 		if err != nil {
 			return nil, buf, fmt.Errorf("encode %s: %w", rr.Header().Name, err)
 		}
-		off, err := skipName(buf, 0)
-		if err != nil {
-			return nil, buf, err
-		}
-		out := slices.Clone(buf[off:end])
-		lowerRDataNames(out)
-		return out, buf, nil
+		return buf[:end], buf, nil
 	}
 }
 

@@ -318,7 +318,10 @@ func (u *Updater) collect(inFlight *batch) *batch {
 	if inFlight != nil {
 		flying = inFlight.healthGens
 	}
-	b.cs.Hysteresis, b.healthGens = u.health.writes(flying)
+	// A full chunk: more of the backlog follows, and the services only
+	// it changed can wait for the last chunk (serviceHealth.writes).
+	more := len(b.cs.VMs) >= maxVMsPerCommit
+	b.cs.Hysteresis, b.healthGens = u.health.writes(flying, more)
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
 }

@@ -3,6 +3,7 @@ package feeds
 import (
 	"encoding/binary"
 	"encoding/json"
+	"hash"
 	"hash/fnv"
 	"strings"
 	"time"
@@ -90,31 +91,59 @@ func (u *Updater) vmChange(uuid string, m *VMMeta, res *records.Result, client *
 	for _, r := range res.Records {
 		vc.Records = append(vc.Records, db.Record{Zone: r.Zone, RR: r.RR, Pref: r.Pref, Stamp: r.Stamp})
 	}
-	vc.Hash = changeHash(timeless, vc.Records, client)
-	db.PrepareRecords(&vc) // here, not in the commit's one writer (drain computes while it commits)
+	h := newChangeHasher(timeless)
+	// Here, not in the commit's one writer (drain computes while it
+	// commits); the records are hashed as they are packed.
+	db.PrepareRecords(&vc, func(i int, wire []byte) { h.record(&vc.Records[i], wire) })
+	vc.Hash = h.sum(client)
 	return vc
 }
 
-// changeHash identifies a VM's computed state: its decision (meta
+// changeHasher identifies a VM's computed state: its decision (meta
 // without the time it was made) and its records in wire form. Equal
 // hashes mean nothing to commit. A VM without a Client hashes as it did
 // before client_answers existed, so enabling nothing rewrites nothing.
-func changeHash(meta []byte, recs []db.Record, client *db.Client) uint64 {
-	h := fnv.New64a()
-	h.Write(meta)
-	buf := make([]byte, 512)
-	for _, r := range recs {
-		h.Write([]byte(r.Zone))
-		h.Write([]byte{0, r.Pref})
-		if r.Stamp != 0 {
-			h.Write(binary.BigEndian.AppendUint64(nil, r.Stamp))
-		}
-		if n, err := dns.PackRR(r.RR, buf, 0, nil, false); err == nil {
-			h.Write(buf[:n])
-		} else {
-			h.Write([]byte(r.RR.String()))
-		}
+type changeHasher struct {
+	h   hash.Hash64
+	buf []byte
+}
+
+func newChangeHasher(meta []byte) *changeHasher {
+	c := &changeHasher{h: fnv.New64a()}
+	c.h.Write(meta)
+	return c
+}
+
+// record adds r; wire is r.RR as dns.PackRR packs it uncompressed, nil
+// when not packed yet.
+func (c *changeHasher) record(r *db.Record, wire []byte) {
+	h := c.h
+	h.Write([]byte(r.Zone))
+	h.Write([]byte{0, r.Pref})
+	if r.Stamp != 0 {
+		h.Write(binary.BigEndian.AppendUint64(nil, r.Stamp))
 	}
+	if wire != nil && len(wire) <= hashPackSize {
+		h.Write(wire)
+		return
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, hashPackSize)
+	}
+	if n, err := dns.PackRR(r.RR, c.buf, 0, nil, false); err == nil {
+		h.Write(c.buf[:n])
+	} else {
+		h.Write([]byte(r.RR.String()))
+	}
+}
+
+// hashPackSize is the buffer the hash has always packed a record in: a
+// record that does not fit is hashed as text.
+const hashPackSize = 512
+
+// sum adds client and returns the hash.
+func (c *changeHasher) sum(client *db.Client) uint64 {
+	h := c.h
 	if client != nil {
 		h.Write([]byte("\x00client\x00" + client.Owner))
 		for _, a := range client.Addrs {

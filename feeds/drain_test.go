@@ -1,9 +1,11 @@
 package feeds_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
@@ -118,4 +121,110 @@ func firstDiff(a, b []string) string {
 		}
 	}
 	return "one is a prefix of the other"
+}
+
+// A first load in chunks writes the hysteresis state of services whose
+// members are all up only with the last chunk. A crash after the first
+// chunk loses nothing a restart does not rebuild: the restart's listing
+// makes the same store (every service's state, name and record) as a
+// load that was never interrupted; and the state of a service that
+// remembers something (here members down by their status) is written
+// with the chunk that changed it.
+func TestBacklogCrashAfterAChunk(t *testing.T) {
+	defer feeds.SetMaxVMsPerCommit(150)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 11})
+	down := 0
+	for i := range inv.VMs {
+		if inv.VMs[i].Tags["triton.cns.services"] != nil && i%7 == 0 {
+			inv.VMs[i].CustomerMetadata = map[string]any{"triton.cns.status": "down"}
+			down++
+		}
+	}
+	if down == 0 {
+		t.Fatal("no service members in the inventory")
+	}
+	rc, zc := hzConfig()
+	now := func() time.Time { return time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC) }
+	open := func(path string) (*db.DB, *feeds.Updater) {
+		store, err := db.Open(path, db.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, Now: now, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		load := *inv
+		load.VMs = slices.Clone(inv.VMs)
+		u.SetInventory(&load, "load")
+		return store, u
+	}
+	settle := func(u *feeds.Updater) {
+		for u.Pending() > 0 {
+			if err := u.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// One chunk, then a crash (the updater's memory is lost).
+	path := filepath.Join(t.TempDir(), "crashed.db")
+	crashed, u := open(path)
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if u.Pending() == 0 {
+		t.Fatal("the first chunk took the whole inventory")
+	}
+	early, err := crashed.Hysteresis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remembered int
+	for key, b := range early {
+		s, err := hysteresis.Decode(b)
+		if err != nil {
+			t.Fatalf("service %s: %v", key, err)
+		}
+		if len(s.Down) == 0 {
+			t.Errorf("service %s with every member up was written before the last chunk", key)
+		}
+		remembered++
+	}
+	if remembered == 0 {
+		t.Error("no service with members down was written with the first chunk")
+	}
+	crashed.Close()
+	crashed, u = open(path)
+	defer crashed.Close()
+	settle(u)
+
+	whole, wu := open(filepath.Join(t.TempDir(), "whole.db"))
+	defer whole.Close()
+	settle(wu)
+
+	ha, err := crashed.Hysteresis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := whole.Hysteresis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hb) <= remembered {
+		t.Errorf("%d services stored, %d of them with the first chunk: none waited", len(hb), remembered)
+	}
+	if !maps.EqualFunc(ha, hb, bytes.Equal) {
+		for key := range hb {
+			if !bytes.Equal(ha[key], hb[key]) {
+				t.Errorf("service %s after the crash:\n%s\nuninterrupted:\n%s", key, ha[key], hb[key])
+				break
+			}
+		}
+		t.Errorf("%d services after the crash, %d uninterrupted", len(ha), len(hb))
+	}
+	a, b := dump(t, crashed, hzZone), dump(t, whole, hzZone)
+	if len(a) < len(inv.VMs) || !slices.Equal(a, b) {
+		t.Errorf("%d names after the crash, %d uninterrupted; first difference: %v", len(a), len(b), firstDiff(a, b))
+	}
 }

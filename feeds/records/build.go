@@ -32,7 +32,7 @@ type builder struct {
 
 	instStems []string          // instance names relative to the zone
 	primary   map[string]string // zone -> primary instance FQDN, "" if none
-	recs      map[string]Record // zone + "\x00" + RR text -> record
+	recs      []Record          // as added; records drops the duplicates
 	names     map[string]bool   // FQDNs (no trailing dot) with TXT = uuid
 }
 
@@ -47,7 +47,6 @@ func newBuilder(cfg *Config, w *World, in Input, l listing, p *problems) *builde
 		admin:   in.Owner.Login == "admin",
 		acme:    acmeTokens(in.VM, p),
 		primary: make(map[string]string),
-		recs:    make(map[string]Record),
 		names:   make(map[string]bool),
 	}
 	b.grpcTXT, b.grpcStamp = grpcConfig(in.VM, p)
@@ -259,21 +258,31 @@ func (b *builder) add(zone string, rr dns.RR, pref uint8) {
 	b.addRecord(Record{Zone: zone, RR: rr, Pref: pref})
 }
 
-func (b *builder) addRecord(r Record) {
-	key := r.Zone + "\x00" + r.RR.String()
-	if _, dup := b.recs[key]; !dup {
-		b.recs[key] = r
+func (b *builder) addRecord(r Record) { b.recs = append(b.recs, r) }
+
+// records returns the records sorted by zone, owner name, type and text,
+// each record (zone and text) once: the first added. Records with the same
+// text have the same name and type, so the sort puts them side by side; the
+// text of a record is made only to order records that tie on those (a map
+// keyed by every record's text cost a tenth of a first load's allocations).
+func (b *builder) records() []Record {
+	out := b.recs
+	sort.SliceStable(out, func(i, j int) bool { return lessRecord(&out[i], &out[j]) })
+	kept := out[:0]
+	for i := range out {
+		if n := len(kept); n > 0 && sameRecord(&kept[n-1], &out[i]) {
+			continue
+		}
+		kept = append(kept, out[i])
 	}
+	b.recs = kept
+	return kept
 }
 
-// records returns the records sorted by zone, owner name, type and text.
-func (b *builder) records() []Record {
-	out := make([]Record, 0, len(b.recs))
-	for _, r := range b.recs {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return lessRecord(&out[i], &out[j]) })
-	return out
+// sameRecord reports whether a and b are the same record of the same zone.
+func sameRecord(a, b *Record) bool {
+	ha, hb := a.RR.Header(), b.RR.Header()
+	return a.Zone == b.Zone && ha.Name == hb.Name && ha.Rrtype == hb.Rrtype && a.RR.String() == b.RR.String()
 }
 
 func lessRecord(a, b *Record) bool {
