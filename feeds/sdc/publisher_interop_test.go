@@ -306,7 +306,10 @@ var (
 
 func TestPublisherInterop(t *testing.T) {
 	p := startPublisher(t, 0)
-	const pongTimeout = 600 * time.Millisecond
+	// Long enough that a node process starved on a loaded machine (the
+	// race detector, other tests) still pongs in time: at 600 ms a run
+	// with the load average at 10 timed out a live connection.
+	const pongTimeout = 1500 * time.Millisecond
 	events := runChangefeed(t, p, pongTimeout)
 
 	// Registration and bootstrap.
