@@ -96,7 +96,7 @@ for r in $(seq 1 "$REPS"); do
         onclient dig @127.0.0.1 -p "$PORT" +noall +answer +time=60 AXFR dc.cns.example. > /dev/null 2>&1
         t3=$(now_ms) c3=$(cpu_ms "$PID")
         onclient dnsperf -e -s 127.0.0.1 -p "$PORT" -d "$Z/queries.txt" -c 8 -q 200 -l "$DURATION" > "$d/udp.txt" 2>&1
-        t4=$(now_ms) c4=$(cpu_ms "$PID")
+        c4=$(cpu_ms "$PID")
         for _ in $(seq 1 1200); do grep -q '"msg":"zones loaded into memory"' "$d/log" && break; sleep 0.1; done
         [ -n "$prof" ] && wait "$prof"
         warm=$(sed -n 's/.*"took":"\([^"]*\)","msg":"zones loaded into memory".*/\1/p' "$d/log")
