@@ -210,6 +210,15 @@ func (s *service) start(ctx context.Context) {
 			}
 		})
 	}
+	// What follows a restart reads the whole file (the warm-up, a transfer
+	// sent from the store, the updater's read of the stored VMs): in case
+	// the page cache does not hold it (a reboot), it is read ahead in
+	// large reads instead of a page per fault.
+	s.wg.Go(func() {
+		if err := s.store.ReadAhead(); err != nil {
+			log.Debug("read ahead of the db", "err", err)
+		}
+	})
 	// The feeds start once the tables are built. Both are CPU-bound: the
 	// warm-up, and the updater's read of every stored VM and the feeds'
 	// reconcile that follow; at a million VMs, on one CPU, running them

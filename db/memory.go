@@ -16,6 +16,19 @@ func (d *DB) ReleaseMemory() error {
 	})
 }
 
+// ReadAhead asks the OS to read the whole file into the page cache, in
+// large reads, and returns once it has asked; the reads go on meanwhile.
+// After a reboot, or once the page cache has dropped the file, the first
+// scans of a restart (the warm-up, a transfer sent from the store) would
+// otherwise read it a page per fault: bbolt maps the file MADV_RANDOM,
+// which turns read-ahead off. A 1M-VM file (1.8 GB) read that way cost a
+// transfer 6.8 CPU s of page faults and I/O instead of 1.4 s; read ahead
+// it is in the page cache within a second, for ~0.2 CPU s (~10 ms when it
+// is already there).
+func (d *DB) ReadAhead() error {
+	return readAhead(d.file.Load().Path())
+}
+
 // scanReleaseEvery is how many bytes of keys and values a scan of a
 // whole bucket reads between two releases of the mapped pages.
 const scanReleaseEvery = 256 << 10

@@ -280,8 +280,15 @@ type publishScratch struct {
 }
 
 func (p publishPolicy) publishWith(scratch *publishScratch, cs []candidate) (RRs, []capped) {
-	if len(cs) == 0 {
+	switch len(cs) {
+	case 0:
 		return nil, nil
+	case 1:
+		// Most names (each VM's own) have one candidate: nothing to
+		// order, merge or cap. A transfer sent from the store at 1M VMs
+		// decodes 6M names, and sorting spent ~9 % of it.
+		scratch.out = append(scratch.out[:0], cs[0].rr...)
+		return scratch.out, nil
 	}
 	stamped := stampedTypes(cs)
 	single := func(t uint16) bool { return singleton(t) || (stamped != nil && slices.Contains(stamped, t)) }
