@@ -17,7 +17,8 @@
 #   - the driver (bench/busydc, BenchmarkBusyDC) on CLIENT_CPU, in the
 #     quota's sibling "client" group (the larger cpu.shares): its load
 #     generator sends UDP queries at a fixed rate from OS threads of its
-#     own (nanosleep schedule, per-query timestamps, a histogram, queries
+#     own (nanosleep schedule, per-query timestamps, answers timed by the
+#     kernel's arrival stamp (SO_TIMESTAMPNS), a histogram, queries
 #     unanswered after the run or when their id comes round again count as
 #     lost); mix: services 50 %, instances by alias or uuid 40 %, NXDOMAIN
 #     10 %;
