@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 
 	"github.com/tritondatacenter/cns/admin/config"
@@ -41,7 +40,6 @@ func (c *ServeCmd) Run() error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	atLeastTwoProcs()
 	s, err := newService(c.Config, cfg, logging{log: log, level: level, levelArg: c.LogLevel}, serviceTuning{})
 	if err != nil {
 		return err
@@ -66,17 +64,4 @@ func (c *ServeCmd) Run() error {
 	}
 	s.stop()
 	return nil
-}
-
-// atLeastTwoProcs lets cns run Go code on two threads even where Go's
-// default would be one (an affinity mask or a cgroup quota of one CPU),
-// unless GOMAXPROCS is set. With one P, a commit of a few hundred VMs
-// holds it for tens of ms and every answer waits behind it (the runtime
-// preempts a running goroutine only every 10 ms); with two, the reader of
-// the UDP sockets has a P of its own and the kernel's scheduler switches
-// to its thread as soon as a query arrives, in the middle of a commit.
-func atLeastTwoProcs() {
-	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {
-		runtime.GOMAXPROCS(2)
-	}
 }

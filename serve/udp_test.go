@@ -7,7 +7,7 @@ import (
 )
 
 // By default a UDP address gets one socket per CPU cns may run on, not
-// one per P: more Ps than CPUs (cns runs two on one CPU) add no socket.
+// one per P: more Ps than CPUs (GOMAXPROCS=2 on one CPU) add no socket.
 func TestListenUDPOneSocketPerCPU(t *testing.T) {
 	if !reusePortSupported {
 		t.Skip("no SO_REUSEPORT: one socket whatever the CPUs")
