@@ -17,7 +17,8 @@
 #   - the driver (bench/busydc, BenchmarkBusyDC) on CLIENT_CPU, in the
 #     quota's sibling "client" group (the larger cpu.shares): its load
 #     generator sends UDP queries at a fixed rate from OS threads of its
-#     own (nanosleep schedule, per-query timestamps, a histogram, queries
+#     own (nanosleep schedule, per-query timestamps, answers timed by the
+#     kernel's arrival stamp (SO_TIMESTAMPNS), a histogram, queries
 #     unanswered after the run or when their id comes round again count as
 #     lost); mix: services 50 %, instances by alias or uuid 40 %, NXDOMAIN
 #     10 %;
@@ -46,7 +47,7 @@
 #   CLIENT_CPU (1)  SECONDARY_CPU (0)  CPU_CGROUP (/sys/fs/cgroup/cpu/cns-busydc)
 #   BATCH_WINDOW_MS, MIN_NOTIFY_MS, REVERSE_V4_PREFIX (cns's batch_window_ms,
 #     min_notify_interval and reverse_v4_prefix; unset: cns's defaults,
-#     100, 500 and 24: a reverse zone per /24, so a commit touches many)
+#     50, 500 and 24: a reverse zone per /24, so a commit touches many)
 #   PROFILE (0): seconds of a CPU profile of cns taken a quarter into the
 #     churn ($WORK/out/cns-churn.pprof; `go tool pprof -top $WORK/cns FILE`)
 #   CNS: a cns binary to run instead of building this tree's (to compare

@@ -133,13 +133,17 @@ func (u *Updater) tick() {
 	}
 }
 
-// drain commits everything pending, batch after batch, without waiting
-// for the batch window between them (the backlog of a big load is all
-// there already). While one batch is being committed the next one is
-// computed, so the record computation and the commit use two cores. A
-// batch computed ahead stays correct whatever happens meanwhile: a VM
-// marked again after it was computed keeps its newer generation and stays
-// dirty (see settle), and commits land in the order they were computed.
+// drain commits a backlog, chunk after chunk, without waiting for the
+// batch window between them (the backlog of a big load is all there
+// already). While one chunk is being committed the next one is computed,
+// so the record computation and the commit use two cores. A batch
+// computed ahead stays correct whatever happens meanwhile: a VM marked
+// again after it was computed keeps its newer generation and stays dirty
+// (see settle), and commits land in the order they were computed.
+// A batch that is not a full chunk ends the drain: what changed while it
+// was committed waits for the next window (Run), rather than following at
+// once in a string of commits of a few VMs each, every one a serial of
+// the zones it touches.
 func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	u.mu.Lock()
 	b, release := u.prepare(nil)
@@ -151,10 +155,13 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	for ; b != nil; batches++ {
 		done := make(chan error, 1)
 		go func() { done <- u.commitBatch(b) }()
-		// The next batch, without the VMs and sources in flight.
-		u.mu.Lock()
-		next, _ := u.prepare(b)
-		u.mu.Unlock()
+		var next *batch
+		if b.fullChunk() {
+			// The next chunk, without the VMs and sources in flight.
+			u.mu.Lock()
+			next, _ = u.prepare(b)
+			u.mu.Unlock()
+		}
 		if err := <-done; err != nil {
 			return err // next is dropped: its VMs are still dirty
 		}
@@ -282,6 +289,10 @@ type batch struct {
 	at      int64
 	sources sourceTake
 }
+
+// fullChunk reports whether b holds as many VMs as a commit takes: a
+// backlog is being drained, and more of it is probably pending.
+func (b *batch) fullChunk() bool { return len(b.cs.VMs) >= maxVMsPerCommit }
 
 // collect computes the next change set; u.mu is held. A very large batch
 // (a first start, a config change) is committed in chunks of changed VMs:

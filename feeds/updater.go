@@ -32,7 +32,7 @@ type Options struct {
 	Records records.Config
 	Zones   db.ZoneConfig
 	// BatchWindow is the shortest time between the starts of two
-	// commits (default 100 ms): a change after a quiet spell is
+	// commits (default 50 ms): a change after a quiet spell is
 	// committed at once, and a burst gathers into one commit a window.
 	BatchWindow time.Duration
 	Logger      *slog.Logger
@@ -117,7 +117,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		u.now = db.Now // hysteresis times are stored: steps of the system clock must not move them
 	}
 	if u.window == 0 {
-		u.window = 100 * time.Millisecond
+		u.window = 50 * time.Millisecond
 	}
 	if !o.LoadLater {
 		if err := u.load(false); err != nil {

@@ -46,7 +46,8 @@ type Config struct {
 	MaxTCPConns      int
 	MaxTCPConnsPerIP int
 	// UDPSockets is the number of UDP sockets per address, each read by
-	// its own goroutine (default GOMAXPROCS where SO_REUSEPORT exists).
+	// its own goroutine (default: one per CPU cns may use, at most
+	// GOMAXPROCS, where SO_REUSEPORT exists).
 	UDPSockets int
 	// Logger receives operational logs (default slog.Default()).
 	Logger *slog.Logger

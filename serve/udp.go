@@ -49,10 +49,13 @@ func ipVersion(ap netip.AddrPort) string {
 
 // listenUDP binds n sockets to ap. With SO_REUSEPORT the kernel spreads
 // datagrams over them, so each core reads its own socket; elsewhere one
-// socket is shared.
+// socket is shared. By default there is one socket per CPU cns may run
+// on, not per P: with more Ps than CPUs (GOMAXPROCS=2 on one CPU, so that
+// a commit does not hold the answers back) a second socket would only
+// halve the datagrams each wake-up reads.
 func listenUDP(ap netip.AddrPort, n int) ([]net.PacketConn, error) {
 	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
+		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
 	if !reusePortSupported {
 		n = 1

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +107,42 @@ func TestUDPDrops(t *testing.T) {
 	}
 	if d := udpDrops(port) - before; d == 0 {
 		t.Error("no drop counted for 1000 datagrams into a 4 KiB buffer")
+	}
+}
+
+// An answer that waited in the generator's socket is timed from when the
+// kernel queued it, not from when the receiver read it: queued says how
+// long it waited.
+func TestQueued(t *testing.T) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Sendto(fd, []byte("answer"), 0, sa); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 50 * time.Millisecond
+	time.Sleep(wait) // the receiver is late
+	buf, oob := make([]byte, 64), make([]byte, syscall.CmsgSpace(16))
+	_, oobn, _, _, err := syscall.Recvmsg(fd, buf, oob, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(queued(oob[:oobn])); got < wait || got > 10*wait {
+		t.Errorf("queued %v, want about %v", got, wait)
+	}
+	if queued(nil) != 0 {
+		t.Error("no stamp, yet queued")
 	}
 }

@@ -122,6 +122,11 @@ func newLoadGen(server netip.AddrPort, queries []dns.Question) (*loadGen, error)
 		if syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 8<<20) != nil {
 			syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<20) // up to rmem_max
 		}
+		// The kernel stamps each answer as it reaches the socket, so
+		// a receiver thread that waits for the CPU (the driver's CPU
+		// also runs the simulator and the probes) does not add its
+		// wait to cns's latency.
+		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
 		tv := syscall.NsecToTimeval(int64(100 * time.Millisecond))
 		syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 		if err := syscall.Connect(fd, sa); err != nil {
@@ -227,9 +232,10 @@ func (g *loadGen) receive(k, fd int, stop *atomic.Bool) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	buf := make([]byte, 4096)
+	oob := make([]byte, syscall.CmsgSpace(16))
 	for !stop.Load() {
-		n, err := syscall.Read(fd, buf)
-		now := int64(time.Since(g.t0))
+		n, oobn, _, _, err := syscall.Recvmsg(fd, buf, oob, 0)
+		now := int64(time.Since(g.t0)) - queued(oob[:oobn])
 		if err != nil {
 			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.ECONNREFUSED) {
 				continue
@@ -255,6 +261,25 @@ func (g *loadGen) receive(k, fd int, stop *atomic.Bool) {
 		}
 		g.mu.Unlock()
 	}
+}
+
+// queued is how long ago, in ns, the kernel put the datagram whose
+// control messages are oob on the socket (SCM_TIMESTAMPNS, wall clock:
+// over so short a time it agrees with the monotonic one), 0 without a
+// stamp.
+func queued(oob []byte) int64 {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:]))
+			return max(time.Now().UnixNano()-(sec*1e9+nsec), 0)
+		}
+	}
+	return 0
 }
 
 // total sums a range of seconds.

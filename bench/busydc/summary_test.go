@@ -20,7 +20,7 @@ func (r *run) summary() (string, []string) {
 	k := r.k
 	fmt.Fprintf(&sb, "busy data center: %d VMs, %d changes/s for %v (every %dth visible change probed), secondaries %v\n\n",
 		k.vms, k.churnRate, k.duration, k.sample, r.servers()[1:])
-	fmt.Fprintf(&sb, "cns: batch_window_ms %q, min_notify_interval %q, reverse_v4_prefix %q (empty: cns's defaults, 100, 500 and 24)\n\n",
+	fmt.Fprintf(&sb, "cns: batch_window_ms %q, min_notify_interval %q, reverse_v4_prefix %q (empty: cns's defaults, 50, 500 and 24)\n\n",
 		k.batchWindow, k.minNotify, k.reversePrefix)
 	fmt.Fprintf(&sb, "saturation probe: %.0f qps answered (cns CPU %.0f %%); load %.0f qps (%.0f %% of it); load average at the end %s\n\n",
 		r.capacity, 100*r.probeCPU, r.rate, 100*r.rate/max(r.capacity, 1), loadAvg())
@@ -33,7 +33,7 @@ func (r *run) summary() (string, []string) {
 			us(t.lat.quantile(0.5)), us(t.lat.quantile(0.99)), us(t.lat.quantile(0.999)), 100*cpu, 100*throttled,
 			100*float64(t.late)/float64(max(t.sent, 1)))
 	}
-	sb.WriteString("\n(sent late: queries the generator sent over 100 µs behind its schedule; latency runs from the actual send)\n\n")
+	sb.WriteString("\n(sent late: queries the generator sent over 100 µs behind its schedule; latency runs from the actual send to the kernel's arrival stamp on the answer, so a late receiver thread does not count)\n\n")
 	for _, p := range []*phaseResult{r.quiet, r.busy} {
 		fmt.Fprintf(&sb, "%s: the kernel dropped %d queries at cns's full receive buffer and %d answers at the load generator's; "+
 			"the driver (load generator, simulator, probes) used %.0f %% of a CPU\n", p.name, p.serverDrops, p.clientDrops, 100*p.driverCPU)
