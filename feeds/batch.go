@@ -331,7 +331,7 @@ func (u *Updater) collect(inFlight *batch) *batch {
 	}
 	// A full chunk: more of the backlog follows, and the services only
 	// it changed can wait for the last chunk (serviceHealth.writes).
-	more := len(b.cs.VMs) >= maxVMsPerCommit
+	more := b.fullChunk()
 	b.cs.Hysteresis, b.healthGens = u.health.writes(flying, more)
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
