@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -63,32 +62,5 @@ func TestReadAheadFillsPageCache(t *testing.T) {
 			t.Fatalf("%d of %d pages in the page cache 10 s after readAhead", cached, all)
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// stepsToRead asks only for the steps with a page the cache lacks, and
-// for every step when residency is not known.
-func TestStepsToRead(t *testing.T) {
-	const pg = 4096
-	perStep := readAheadStep / pg
-	size := int64(3*readAheadStep + 5*pg) // three whole steps and a short one
-	pages := int((size + pg - 1) / pg)
-	all := func(v byte) []byte { return bytes.Repeat([]byte{v}, pages) }
-	holes := all(1)
-	holes[perStep+7] = 0  // in the second step
-	holes[pages-1] = 0x80 // the last step: bit 0 clear is what counts
-	for _, tc := range []struct {
-		name   string
-		cached []byte
-		want   []int64
-	}{
-		{"unknown", nil, []int64{0, readAheadStep, 2 * readAheadStep, 3 * readAheadStep}},
-		{"all cached", all(1), nil},
-		{"none cached", all(0), []int64{0, readAheadStep, 2 * readAheadStep, 3 * readAheadStep}},
-		{"two holes", holes, []int64{readAheadStep, 3 * readAheadStep}},
-	} {
-		if got := stepsToRead(size, tc.cached, pg); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: steps %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }
