@@ -72,17 +72,4 @@ for r in $(seq 1 "$REPS"); do
             "$(echo "$warm" | field bytes)" "$(echo "$warm" | field msgs)" "$(echo "$warm" | field ms)" "$peak" "$steady" | tee -a "$T/rows.tsv"
     done
 done
-python3 - "$T/rows.tsv" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-cols = [c for c in rows[0] if c not in ("build", "rep")]
-print("\n| build | " + " | ".join(cols) + " |")
-print("|---|" + "---|" * len(cols))
-for b in dict.fromkeys(r["build"] for r in rows):
-    cells = []
-    for c in cols:
-        v = [float(r[c]) for r in rows if r["build"] == b and r[c]]
-        f = "%.0f" if v and max(v) >= 1000 else "%g"
-        cells.append((f + " (" + f + "-" + f + ")") % (statistics.median(v), min(v), max(v)) if v else "-")
-    print("| %s | %s |" % (b, " | ".join(cells)))
-PY
+python3 "$ROOT/bench/medians.py" "$T/rows.tsv"

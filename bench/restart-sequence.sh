@@ -108,16 +108,4 @@ for r in $(seq 1 "$REPS"); do
             "$(go_ms "$warm")" "$hwm" "$mf" | tee -a "$OUT/rows.tsv"
     done
 done
-python3 - "$OUT/rows.tsv" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-cols = [c for c in rows[0] if c not in ("build", "rep")]
-print("\n| build | " + " | ".join(cols) + " |")
-print("|---|" + "---|" * len(cols))
-for b in dict.fromkeys(r["build"] for r in rows):
-    cells = []
-    for c in cols:
-        v = [float(r[c]) for r in rows if r["build"] == b and r[c]]
-        cells.append("%.0f (%.0f-%.0f)" % (statistics.median(v), min(v), max(v)) if v else "-")
-    print("| %s | %s |" % (b, " | ".join(cells)))
-PY
+python3 "$ROOT/bench/medians.py" "$OUT/rows.tsv"
