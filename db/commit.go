@@ -403,23 +403,11 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) (groups []*recordGroup,
 		if w == nil { // not prepared (PrepareRecords)
 			w, _, _ = encodeRecord(r.RR, z.wire, nil)
 		}
-		if w.ownerErr != nil {
-			c.problem("vm %s: %v", vc.UUID, w.ownerErr)
-			continue
-		}
-		if !w.below {
-			c.problem("vm %s: record %s is not below zone %s", vc.UUID, r.RR.Header().Name, z.name)
-			continue
-		}
-		if w.rrErr != nil {
-			c.problem("vm %s: %v", vc.UUID, w.rrErr)
+		if err := w.unstorable(&r, z.name); err != nil {
+			c.problem("vm %s: %v", vc.UUID, err)
 			continue
 		}
 		owner, key, rr := w.owner, w.key, w.rr
-		if !r.storable() {
-			c.problem("vm %s: record %s: pref %d is not below %d", vc.UUID, r.RR.Header().Name, r.Pref, candStamped)
-			continue
-		}
 		g := findGroup(groups, z, key)
 		if g == nil {
 			g = &recordGroup{zone: z, key: key, own: owner}

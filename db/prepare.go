@@ -2,6 +2,7 @@ package db
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/miekg/dns"
@@ -95,7 +96,7 @@ func preparedEntry(vc *VMChange) []byte {
 		switch {
 		case w == nil:
 			return nil
-		case w.ownerErr != nil || !w.below || w.rrErr != nil || !r.storable():
+		case w.unstorable(r, r.Zone) != nil:
 			continue // left out, as groupRecords does
 		}
 		if !slices.ContainsFunc(names, func(n vmName) bool { return n.zone == r.Zone && bytes.Equal(n.key, w.key) }) {
@@ -105,8 +106,23 @@ func preparedEntry(vc *VMChange) []byte {
 	return (&vmEntry{meta: vc.Meta, names: names}).encode(id)
 }
 
-// storable reports whether the store takes r's Pref.
-func (r *Record) storable() bool { return r.Pref < candStamped }
+// unstorable says why the store does not take r, encoded as w for zone,
+// or nil when it does: groupRecords reports it as a problem of the
+// commit, and preparedEntry leaves the record's name out of the VM's
+// entry the same way.
+func (w *recordWire) unstorable(r *Record, zone string) error {
+	switch {
+	case w.ownerErr != nil:
+		return w.ownerErr
+	case !w.below:
+		return fmt.Errorf("record %s is not below zone %s", r.RR.Header().Name, zone)
+	case w.rrErr != nil:
+		return w.rrErr
+	case r.Pref >= candStamped:
+		return fmt.Errorf("record %s: pref %d is not below %d", r.RR.Header().Name, r.Pref, candStamped)
+	}
+	return nil
+}
 
 // growZoneLists sizes the zones' lists for the names finishNames is about
 // to finish: a chunk of a first load adds a hundred thousand names, which
