@@ -16,6 +16,9 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/aggregate"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
@@ -446,4 +449,119 @@ func startFakeSource(t testing.TB, zone string) *fakeSource {
 		t.Cleanup(func() { s.Shutdown() })
 	}
 	return f
+}
+
+// A source's NOTIFY may reach an aggregator in its first packet: while it
+// restarts, the data centers keep NOTIFYing. Every one answered must be
+// welcome (NOERROR), from the first on; the aggregator once listened
+// before it existed, and such a NOTIFY was a data race and a nil
+// dereference that took the process down.
+func TestNotifyWhileStarting(t *testing.T) {
+	port := aggFreePort(t)
+	const zone = "us-west-1.cns.example.com"
+	cfg := testConfig(t, t.TempDir(), "", func(m map[string]any) {
+		for _, k := range []string{"inventory_file", "forward_zones", "vmapi_opts", "cnapi_opts", "napi_opts", "ufds_opts", "changefeed_opts"} {
+			delete(m, k)
+		}
+		m["dns_listen"] = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+		// The primary answers nothing: only its address matters here.
+		m["aggregate"] = map[string]any{aggRegion: map[string]any{"sources": []any{
+			map[string]any{"zone": zone, "primaries": []string{"127.0.0.1:9"}}}}}
+	})
+	storeSourceCopy(t, cfg, aggRegion+"/"+zone, 100_000)
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	to := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+	notify := new(dns.Msg)
+	notify.SetNotify(zone + ".")
+	wire, _ := notify.Pack()
+
+	// NOTIFYs go out every 100 µs from before cns starts until it has
+	// answered one after start returned.
+	started := make(chan struct{})
+	var rcodes []int
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 512)
+		after := false
+		for {
+			if _, err := conn.WriteToUDP(wire, to); err != nil {
+				done <- err
+				return
+			}
+			conn.SetReadDeadline(time.Now().Add(100 * time.Microsecond))
+			for {
+				n, _, err := conn.ReadFromUDP(buf)
+				if err != nil {
+					break
+				}
+				r := new(dns.Msg)
+				if err := r.Unpack(buf[:n]); err != nil {
+					done <- err
+					return
+				}
+				rcodes = append(rcodes, r.Rcode)
+				if after {
+					done <- nil
+					return
+				}
+			}
+			select {
+			case <-started:
+				after = true
+			default:
+			}
+		}
+	}()
+	agg := startService(t, cfg, serviceTuning{})
+	close(started)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer to a NOTIFY after start")
+	}
+	for i, rc := range rcodes {
+		if rc != dns.RcodeSuccess {
+			t.Fatalf("NOTIFY %d of %d answered %s, want NOERROR", i+1, len(rcodes), dns.RcodeToString[rc])
+		}
+	}
+	if st := sourceStatus(agg, zone); st.Zone != zone {
+		t.Fatalf("source not followed: %+v", st)
+	}
+	t.Logf("%d NOTIFYs answered while cns started", len(rcodes)-1)
+}
+
+// storeSourceCopy stores an aggregated source's copy of n names, checked
+// just now, in the config's db: reading it back at start takes a while
+// (100k names: tens of ms), during which cns already answers.
+func storeSourceCopy(t testing.TB, cfgPath, key string, n int) {
+	t.Helper()
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := db.Open(cfg.DBPath, db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	u, err := feeds.NewUpdater(store, feeds.Options{Zones: cfg.ZoneConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make(map[string][]byte, n)
+	for i := range n {
+		names[fmt.Sprintf("n%d.%s.", i, key[strings.IndexByte(key, '/')+1:])] = []byte{}
+	}
+	state := fmt.Sprintf(`{"serial":1,"expire":86400,"last_check":%q}`, time.Now().Format(time.RFC3339Nano))
+	u.SetSource(feeds.SourceBatch{Source: db.SourceUpdate{Source: key, State: []byte(state), Names: names}})
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
 }

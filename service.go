@@ -90,6 +90,28 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	if cfg.HideVersion {
 		version = ""
 	}
+	// The updater reads the stored VMs in Run, which start calls once the
+	// tables are built.
+	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Logger: log,
+		Hysteresis: hysteresis.Policy{Window: cfg.HysteresisWindow, LastMemberDelay: cfg.HysteresisLastMemberDelay}, LoadLater: true}
+	if tune.Updater != nil {
+		tune.Updater(&uo)
+	}
+	if s.updater, err = feeds.NewUpdater(s.store, uo); err != nil {
+		return nil, err
+	}
+	if readOnly != nil {
+		s.updater.ReportFeed(feeds.StoreFeed, readOnly)
+	}
+	// The aggregator exists before the DNS server listens: a source's
+	// NOTIFY may come in the first packet (serve calls s.notified). Its
+	// stored copies are read once cns answers.
+	ao := aggregateOptions(cfg, s.store, s.updater, log)
+	if tune.Aggregate != nil {
+		tune.Aggregate(&ao)
+	}
+	s.agg = aggregate.New(ao)
+
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
 	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
@@ -104,20 +126,6 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	}
 	log.Info("serving from the db", "db", cfg.DBPath, "took", time.Since(started).String())
 
-	// The updater reads the stored VMs in Run, which start calls once the
-	// tables are built.
-	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Logger: log,
-		Hysteresis: hysteresis.Policy{Window: cfg.HysteresisWindow, LastMemberDelay: cfg.HysteresisLastMemberDelay}, LoadLater: true}
-	if tune.Updater != nil {
-		tune.Updater(&uo)
-	}
-	if s.updater, err = feeds.NewUpdater(s.store, uo); err != nil {
-		return nil, err
-	}
-	if readOnly != nil {
-		s.updater.ReportFeed(feeds.StoreFeed, readOnly)
-	}
-
 	if err := s.listenAPI(); err != nil {
 		return nil, err
 	}
@@ -126,13 +134,9 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 	}
 
-	// Built even without aggregate: sources the db still holds from an
-	// earlier config are forgotten, their records leave.
-	ao := aggregateOptions(cfg, s.store, s.updater, log)
-	if tune.Aggregate != nil {
-		tune.Aggregate(&ao)
-	}
-	if s.agg, err = aggregate.New(ao); err != nil {
+	// Even without aggregate: sources the db still holds from an earlier
+	// config are forgotten, their records leave.
+	if err := s.agg.Load(); err != nil {
 		return nil, err
 	}
 	if s.api != nil && len(cfg.Aggregate) > 0 {

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Reads `go test -json` on stdin and prints what a person reads from a
 plain `go test` run: each package's closing line, the whole output of every
-failed test, and a closing "N passed, N failed, N skipped" line.
+failed test, and a closing "N passed, N failed, N skipped" line. Before
+that line, each failed test is named again with its assertion lines (a
+_test.go file's t.Error and t.Fatal output, a data race, a panic): a failed test that logs much
+(a secondary's log) would otherwise push them out of a reader's view, and
+a CI page shows only the end.
 
 It fails (exit 1) when any test failed, or when a test skipped for a reason
 CI is supposed to provide (a missing Debian package, a tmpfs it cannot
@@ -26,6 +30,18 @@ ALLOWED = [
 
 def allowed(test, reason):
     return any(re.search(t, test) and re.search(r, reason, re.I) for t, r in ALLOWED)
+
+
+# A test file's t.Error/t.Fatal line ("    name_test.go:123: message"),
+# the race detector's verdict ("testing.go:1617: race detected during
+# execution of test") or a panic.
+ASSERTION = re.compile(r"^\s+([\w.-]+_test|testing)\.go:\d+: |^panic: ")
+
+
+def assertions(lines, most=6, width=400):
+    """The first assertion lines of a failed test's output, shortened."""
+    said = [l.strip() for l in lines if ASSERTION.match(l)]
+    return [l if len(l) <= width else l[:width] + " ..." for l in said[:most]]
 
 
 def main():
@@ -54,8 +70,9 @@ def main():
             out.pop((pkg, test), None)
         elif action == "fail":
             failed += 1
-            failures.append(f"{pkg} {test}")
-            print("".join(out.pop((pkg, test), [])), end="")
+            lines = out.pop((pkg, test), [])
+            failures.append((f"{pkg} {test}", assertions(lines)))
+            print("".join(lines), end="")
         elif action == "skip":
             skipped += 1
             lines = out.pop((pkg, test), [])
@@ -68,8 +85,10 @@ def main():
             print("  " + s)
     if failures:
         print("\nFailed:")
-        for f in failures:
+        for f, said in failures:
             print("  " + f)
+            for l in said:
+                print("      " + l)
     print(f"\n{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed or bad_skips else 0
 

@@ -65,8 +65,11 @@ type Aggregator struct {
 	sources []*follower
 }
 
-// New reads the stored copies, so that the sources resume with IXFR.
-func New(o Options) (*Aggregator, error) {
+// New builds a follower for every configured source. It reads nothing:
+// serve's NOTIFY hook (Notified) may be called from the moment New
+// returns, and a restart's first answers must not wait for a region's
+// copies. Load reads them before Run.
+func New(o Options) *Aggregator {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -77,29 +80,36 @@ func New(o Options) (*Aggregator, error) {
 		o.MaxRecords = 10_000_000
 	}
 	a := &Aggregator{opts: o, log: o.Logger}
-	stored, err := o.Store.Sources()
-	if err != nil {
-		return nil, err
-	}
 	for _, r := range o.Regions {
 		for _, s := range r.Sources {
-			f := newFollower(a, r.Zone, s)
-			if st, ok := stored[f.key]; ok {
-				if err := f.load(st); err != nil {
-					return nil, err
-				}
-			}
-			delete(stored, f.key)
-			a.sources = append(a.sources, f)
+			a.sources = append(a.sources, newFollower(a, r.Zone, s))
 		}
 	}
-	// Sources no longer configured: their records leave.
+	return a
+}
+
+// Load reads the stored copies, so that the sources resume with IXFR, and
+// makes the records of sources no longer configured leave. Call it once,
+// before Run.
+func (a *Aggregator) Load() error {
+	stored, err := a.opts.Store.Sources()
+	if err != nil {
+		return err
+	}
+	for _, f := range a.sources {
+		if st, ok := stored[f.key]; ok {
+			if err := f.load(st); err != nil {
+				return err
+			}
+		}
+		delete(stored, f.key)
+	}
 	for key := range stored {
 		if err := a.forget(key); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return a, nil
+	return nil
 }
 
 // forget removes a source that left the configuration.

@@ -79,6 +79,8 @@ func (f *follower) isPrimary(from netip.Addr) bool {
 
 // load reads the stored state and copy.
 func (f *follower) load(st []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := json.Unmarshal(st, &f.st); err != nil {
 		return fmt.Errorf("aggregate source %s: stored state: %w", f.key, err)
 	}

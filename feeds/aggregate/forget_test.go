@@ -33,7 +33,7 @@ func TestForgetUnconfiguredSource(t *testing.T) {
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(Options{Store: store, Sink: u}); err != nil {
+	if err := New(Options{Store: store, Sink: u}).Load(); err != nil {
 		t.Fatal(err)
 	}
 	if err := u.Flush(); err != nil {
