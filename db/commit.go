@@ -40,6 +40,11 @@ type ChangeSet struct {
 	// a lower one would be ignored. Such a zone gets a new version even
 	// without record changes (an empty journal entry).
 	SerialFloors map[string]uint32
+	// Backlog says that another commit follows at once (a full chunk of a
+	// first load or of a long backlog): a hook may put off work the next
+	// commits would redo (serve's tables) until a commit without it, which
+	// always ends a backlog.
+	Backlog bool
 }
 
 // VMChange replaces everything one VM contributes.
@@ -88,6 +93,8 @@ type Committed struct {
 	Problems []string
 	// Clients are the VMs whose Client changed.
 	Clients []ClientUpdate
+	// Backlog is the change set's: another commit follows at once.
+	Backlog bool
 }
 
 // ZoneUpdate is one zone's new version.
@@ -147,6 +154,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 			return err
 		}
 		out, err = c.finish()
+		if out != nil {
+			out.Backlog = cs.Backlog
+		}
 		return err
 	})
 	if err != nil {

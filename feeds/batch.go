@@ -152,6 +152,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		u.releaseMemory()
 	}
 	batches := 0
+	var last *batch
 	for ; b != nil; batches++ {
 		done := make(chan error, 1)
 		go func() { done <- u.commitBatch(b) }()
@@ -165,13 +166,20 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		if err := <-done; err != nil {
 			return err // next is dropped: its VMs are still dirty
 		}
-		b = next
+		last, b = b, next
 		select { // what Run would do between two batches
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick:
 			u.tick()
 		default:
+		}
+	}
+	if last != nil && last.cs.Backlog {
+		// The backlog ended on a full chunk, which promised another
+		// commit: an empty one tells the hooks that it is over.
+		if _, err := u.store.Commit(&db.ChangeSet{Cause: "end of backlog"}); err != nil {
+			return err
 		}
 	}
 	if batches > 1 {
@@ -333,6 +341,7 @@ func (u *Updater) collect(inFlight *batch) *batch {
 	// it changed can wait for the last chunk (serviceHealth.writes).
 	more := b.fullChunk()
 	b.cs.Hysteresis, b.healthGens = u.health.writes(flying, more)
+	b.cs.Backlog = more
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
 }

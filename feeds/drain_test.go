@@ -228,3 +228,69 @@ func TestBacklogCrashAfterAChunk(t *testing.T) {
 		t.Errorf("%d names after the crash, %d uninterrupted; first difference: %v", len(a), len(b), firstDiff(a, b))
 	}
 }
+
+// A backlog's full chunks are committed as Backlog (another commit
+// follows at once), and a commit without it always ends the backlog, so
+// that serve builds the tables it put off: the last chunk when it is
+// partial, else an empty commit after a full one.
+func TestBacklogEndsWithAPlainCommit(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 60, Seed: 5})
+	for i := range inv.VMs {
+		delete(inv.VMs[i].Tags, "triton.cns.services") // no hysteresis state: chunks of VMs only
+	}
+	rc, zc := hzConfig()
+	// flags loads the inventory in chunks of size(n) VMs, n being the
+	// backlog's length, and returns each commit's Backlog and zone count.
+	flags := func(size func(n int) int) (backlog []bool, zones []int) {
+		store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		commits := make(chan *db.Committed, 100)
+		store.OnCommit(func(c *db.Committed) { commits <- c })
+		load := *inv
+		load.VMs = slices.Clone(inv.VMs)
+		u.SetInventory(&load, "load")
+		defer feeds.SetMaxVMsPerCommit(size(u.Pending()))()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { u.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		for {
+			select {
+			case c := <-commits:
+				backlog, zones = append(backlog, c.Backlog), append(zones, len(c.Zones))
+				if !c.Backlog {
+					return backlog, zones
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no commit ended the backlog: %v", backlog)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		size    func(n int) int
+		backlog []bool
+		empty   bool // the last commit is the empty one
+	}{
+		{"one full chunk", func(n int) int { return n }, []bool{true, false}, true},
+		{"a full chunk and a partial one", func(n int) int { return n - 1 }, []bool{true, false}, false},
+		{"no chunks", func(n int) int { return n + 1 }, []bool{false}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backlog, zones := flags(tc.size)
+			if !slices.Equal(backlog, tc.backlog) {
+				t.Fatalf("commits' Backlog %v, want %v", backlog, tc.backlog)
+			}
+			if last := zones[len(zones)-1]; (last == 0) != tc.empty {
+				t.Errorf("the last commit touched %d zones; empty closing commit wanted: %v", last, tc.empty)
+			}
+		})
+	}
+}

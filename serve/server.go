@@ -79,11 +79,15 @@ type Server struct {
 	version  string
 	identity string
 
-	snap   atomic.Pointer[snapshot]
-	mu     sync.Mutex    // serialises snapshot writers
-	cold   coldTransfers // transfers sent from the store; the warm-up waits for them
-	access atomic.Pointer[access]
-	rrl    atomic.Pointer[rrlTable]
+	snap atomic.Pointer[snapshot]
+	mu   sync.Mutex // serialises snapshot writers
+	// backlogCold (under mu): a backlog's chunks left zones cold; the
+	// commit that ends it sends on rewarm.
+	backlogCold bool
+	rewarm      chan struct{}
+	cold        coldTransfers // transfers sent from the store; the warm-up waits for them
+	access      atomic.Pointer[access]
+	rrl         atomic.Pointer[rrlTable]
 	// rrlLimitedBefore keeps the count of replaced RRL tables.
 	rrlLimitedBefore atomic.Uint64
 	peers            *peerTracker
@@ -114,7 +118,8 @@ type Server struct {
 // looking names up in the store until Warm has built the in-memory
 // tables, and follows every later commit.
 func New(cfg Config, store *db.DB) (*Server, error) {
-	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, conns: map[net.Conn]struct{}{}, perIP: map[netip.Addr]int{}}
+	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, conns: map[net.Conn]struct{}{}, perIP: map[netip.Addr]int{},
+		rewarm: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -184,6 +189,15 @@ func (s *Server) apply(c *db.Committed) {
 		return
 	}
 	s.snap.Store(next)
+	if c.Backlog {
+		s.backlogCold = true
+	} else if s.backlogCold {
+		s.backlogCold = false
+		select {
+		case s.rewarm <- struct{}{}:
+		default:
+		}
+	}
 	s.serials.commit(c)
 	s.notify.commit(c)
 	s.prop.commit(c, time.Now())
@@ -208,6 +222,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() { s.peers.run(ctx) })
 	wg.Go(func() { s.prop.run(ctx) })
 	wg.Go(func() { s.serials.run(ctx) })
+	wg.Go(func() { s.rewarmAfterBacklog(ctx) })
 	if s.fwd != nil {
 		wg.Go(func() { s.fwd.run(ctx) })
 	}
@@ -235,6 +250,17 @@ const warmGCPercent = 25
 // Warm builds the in-memory table of every zone still served from the
 // store. Commits wait while a zone is being built.
 func (s *Server) Warm() error {
+	// The tables are built in the order the store holds the names,
+	// straight from the scan (tablebuild.go): the only garbage is the
+	// builder's log blocks, so the collector may run often while the heap
+	// grows to the tables' size (cheap: a table is a few pointers per
+	// shard) and the peak stays near the tables instead of twice them.
+	defer debug.SetGCPercent(debug.SetGCPercent(warmGCPercent))
+	return s.warmCold()
+}
+
+// warmCold builds the table of every zone served from the store.
+func (s *Server) warmCold() error {
 	for _, z := range s.snap.Load().zones {
 		if err := s.warmZone(z.wire); err != nil {
 			return err
@@ -249,6 +275,26 @@ func (s *Server) Warm() error {
 	return nil
 }
 
+// rewarmAfterBacklog builds the tables of the zones a backlog's chunks
+// left cold (applyCommit), once the commit that ends it has landed. The
+// collector keeps its pace: unlike at start, the updater's maps are live
+// and every cycle would mark them.
+func (s *Server) rewarmAfterBacklog(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.rewarm:
+		}
+		start := time.Now()
+		if err := s.warmCold(); err != nil {
+			s.log.Error("zones stay served from the db after a backlog", "err", err)
+			continue
+		}
+		s.log.Info("zones loaded into memory after a backlog", "took", time.Since(start).String())
+	}
+}
+
 func (s *Server) warmZone(wire []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -261,12 +307,6 @@ func (s *Server) warmZone(wire []byte) error {
 	if zi, ok, err := s.store.Zone(z.name); err == nil && ok {
 		size = zi.Names
 	}
-	// The table is built in the order the store holds the names, straight
-	// from the scan (tablebuild.go): the only garbage is the builder's log
-	// blocks, so the collector may run often while the heap grows to the
-	// table's size (cheap: a table is a few pointers per shard) and the
-	// peak stays near the table instead of twice it.
-	defer debug.SetGCPercent(debug.SetGCPercent(warmGCPercent))
 	t, err := s.scanTable(z, size, s.cold.wait)
 	if err != nil {
 		return fmt.Errorf("warm zone %s: %w", z.name, err)

@@ -1,9 +1,12 @@
 package serve
 
 import (
+	"context"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
 )
@@ -72,5 +75,59 @@ func TestWarmCommitBetweenChunks(t *testing.T) {
 	}
 	if _, found := tb.lookup(wireName(t, "a.inst.o.dc.example.com.")); !found {
 		t.Error("the name the commit added is not in the table")
+	}
+}
+
+// The chunks of a backlog leave the zone served from the store, answering
+// every name committed so far; the commit that ends the backlog has the
+// table built once (rewarmAfterBacklog), with every name in it.
+func TestBacklogServedFromStoreThenWarmed(t *testing.T) {
+	s, d, addr := xfrServer(t, 300, Access{})
+	if err := s.Warm(); err != nil {
+		t.Fatal(err)
+	}
+	before := s.zoneByName(zoneName).names.names
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { s.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	vm := func(uuid, name, ip string) db.VMChange {
+		return db.VMChange{UUID: uuid, Records: []db.Record{{Zone: zoneName, RR: mustRR(t, name+" 30 IN A "+ip)}}}
+	}
+	ask := func(name string) []dns.RR {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		return exchange(t, addr, "tcp", m).Answer
+	}
+
+	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{vm(vmB, "chunk1.inst.o.dc.example.com.", "10.9.0.1")}, Backlog: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Warmed() {
+		t.Fatal("the table was updated for a chunk of a backlog")
+	}
+	for _, name := range []string{"chunk1.inst.o.dc.example.com.", "h7.inst.o.dc.example.com."} {
+		if got := ask(name); len(got) != 1 {
+			t.Fatalf("%s while the backlog is committed: %v", name, got)
+		}
+	}
+	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{vm("cccccccc-0000-4000-8000-000000000003", "last.inst.o.dc.example.com.", "10.9.0.2")}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.Warmed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the table was not built after the backlog ended")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tb := s.zoneByName(zoneName).names
+	for _, name := range []string{"chunk1.inst.o.dc.example.com.", "last.inst.o.dc.example.com.", "h299.inst.o.dc.example.com."} {
+		if _, found := tb.lookup(wireName(t, name)); !found {
+			t.Errorf("%s is not in the table built after the backlog", name)
+		}
+	}
+	if tb.names != before+2 {
+		t.Errorf("table after the backlog: %d names, want %d", tb.names, before+2)
 	}
 }
