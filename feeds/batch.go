@@ -343,6 +343,10 @@ func (u *Updater) collect(inFlight *batch) *batch {
 			}
 		}
 	}
+	// Backlog: changed VMs alone fill the chunk, so the next one follows
+	// at once. An aggregated source's chunks do not count: drain takes a
+	// source's next part only after this one landed.
+	b.cs.Backlog = len(b.cs.VMs) >= b.size
 	if inFlight == nil || inFlight.sources == (sourceTake{}) {
 		b.sources = u.takeSources(b.cs)
 	}
@@ -354,7 +358,6 @@ func (u *Updater) collect(inFlight *batch) *batch {
 	// it changed can wait for the last chunk (serviceHealth.writes).
 	more := b.fullChunk()
 	b.cs.Hysteresis, b.healthGens = u.health.writes(flying, more)
-	b.cs.Backlog = more
 	u.burst += len(b.cs.VMs) + b.unchanged
 	return b
 }

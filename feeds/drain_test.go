@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
@@ -232,16 +234,40 @@ func TestBacklogCrashAfterAChunk(t *testing.T) {
 // A backlog's full chunks are committed as Backlog (another commit
 // follows at once), and a commit without it always ends the backlog, so
 // that serve builds the tables it put off: the last chunk when it is
-// partial, else an empty commit after a full one.
+// partial, else an empty commit after a full one. An aggregated source's
+// parts are never Backlog: drain takes the next part only after a part
+// landed.
 func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 60, Seed: 5})
 	for i := range inv.VMs {
 		delete(inv.VMs[i].Tags, "triton.cns.services") // no hysteresis state: chunks of VMs only
 	}
+	loadInventory := func(u *feeds.Updater) {
+		load := *inv
+		load.VMs = slices.Clone(inv.VMs)
+		u.SetInventory(&load, "load")
+	}
+	loadSource := func(u *feeds.Updater) {
+		const key = hzZone + "/source.example"
+		var vms []db.VMChange
+		names := map[string][]byte{}
+		for i := range 60 {
+			name := fmt.Sprintf("n%d.source.example.", i)
+			names[name] = []byte{}
+			rr, err := dns.NewRR(fmt.Sprintf("n%d.%s. 30 IN A 10.0.0.1", i, hzZone))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vms = append(vms, db.VMChange{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Records: []db.Record{{Zone: hzZone, RR: rr}}})
+		}
+		b := feeds.SourceBatch{Source: db.SourceUpdate{Source: key, State: []byte(`{"serial":1}`), Names: names}}
+		b.N, b.VM = feeds.SourceVMs(vms)
+		u.SetSource(b)
+	}
 	rc, zc := hzConfig()
-	// flags loads the inventory in chunks of size(n) VMs, n being the
-	// backlog's length, and returns each commit's Backlog and zone count.
-	flags := func(size func(n int) int) (backlog []bool, zones []int) {
+	// flags loads in chunks of size(n) VMs, n being the backlog's length,
+	// and returns each commit's Backlog and zone count.
+	flags := func(fill func(*feeds.Updater), size func(n int) int) (backlog []bool, zones []int) {
 		store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
@@ -253,9 +279,7 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 		}
 		commits := make(chan *db.Committed, 100)
 		store.OnCommit(func(c *db.Committed) { commits <- c })
-		load := *inv
-		load.VMs = slices.Clone(inv.VMs)
-		u.SetInventory(&load, "load")
+		fill(u)
 		defer feeds.SetMaxVMsPerCommit(size(u.Pending()))()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -275,16 +299,18 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
+		fill    func(*feeds.Updater)
 		size    func(n int) int
 		backlog []bool
 		empty   bool // the last commit is the empty one
 	}{
-		{"one full chunk", func(n int) int { return n }, []bool{true, false}, true},
-		{"a full chunk and a partial one", func(n int) int { return n - 1 }, []bool{true, false}, false},
-		{"no chunks", func(n int) int { return n + 1 }, []bool{false}, false},
+		{"one full chunk", loadInventory, func(n int) int { return n }, []bool{true, false}, true},
+		{"a full chunk and a partial one", loadInventory, func(n int) int { return n - 1 }, []bool{true, false}, false},
+		{"no chunks", loadInventory, func(n int) int { return n + 1 }, []bool{false}, false},
+		{"a source larger than a chunk", loadSource, func(n int) int { return n / 3 }, []bool{false}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			backlog, zones := flags(tc.size)
+			backlog, zones := flags(tc.fill, tc.size)
 			if !slices.Equal(backlog, tc.backlog) {
 				t.Fatalf("commits' Backlog %v, want %v", backlog, tc.backlog)
 			}
