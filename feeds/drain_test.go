@@ -26,24 +26,9 @@ import (
 func TestDrainMatchesSerialFlush(t *testing.T) {
 	defer feeds.SetMaxVMsPerCommit(150)()
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 7})
-	rc, zc := hzConfig()
-
-	open := func(name string) (*db.DB, *feeds.Updater) {
-		store, err := db.Open(filepath.Join(t.TempDir(), name), db.Options{NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
-		u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store, u
-	}
 
 	// Run drains the backlog while VMs keep changing.
-	piped, u := open("piped.db")
+	piped, u := drainUpdater(t)
 	var commits int
 	piped.OnCommit(func(*db.Committed) { commits++ })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,7 +60,7 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 	}
 
 	// The same final inventory, one Flush at a time.
-	serial, su := open("serial.db")
+	serial, su := drainUpdater(t)
 	final := *inv
 	su.SetInventory(&final, "load")
 	for su.Pending() > 0 {
@@ -101,6 +86,24 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 			break
 		}
 	}
+}
+
+// drainUpdater is an updater of hzConfig's zone on a fresh store (closed
+// when the test ends), with a 1 ms batch window for Run's drains.
+func drainUpdater(t *testing.T) (*db.DB, *feeds.Updater) {
+	t.Helper()
+	rc, zc := hzConfig()
+	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, u
 }
 
 // dump lists a zone's names with their records, in the store's order.
@@ -247,36 +250,27 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 		load.VMs = slices.Clone(inv.VMs)
 		u.SetInventory(&load, "load")
 	}
+	var sourceVMs []db.VMChange
+	sourceNames := map[string][]byte{}
+	for i := range 60 {
+		sourceNames[fmt.Sprintf("n%d.source.example.", i)] = []byte{}
+		rr, err := dns.NewRR(fmt.Sprintf("n%d.%s. 30 IN A 10.0.0.1", i, hzZone))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sourceVMs = append(sourceVMs, db.VMChange{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Records: []db.Record{{Zone: hzZone, RR: rr}}})
+	}
 	loadSource := func(u *feeds.Updater) {
 		const key = hzZone + "/source.example"
-		var vms []db.VMChange
-		names := map[string][]byte{}
-		for i := range 60 {
-			name := fmt.Sprintf("n%d.source.example.", i)
-			names[name] = []byte{}
-			rr, err := dns.NewRR(fmt.Sprintf("n%d.%s. 30 IN A 10.0.0.1", i, hzZone))
-			if err != nil {
-				t.Fatal(err)
-			}
-			vms = append(vms, db.VMChange{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Records: []db.Record{{Zone: hzZone, RR: rr}}})
-		}
+		names, vms := sourceNames, sourceVMs
 		b := feeds.SourceBatch{Source: db.SourceUpdate{Source: key, State: []byte(`{"serial":1}`), Names: names}}
 		b.N, b.VM = feeds.SourceVMs(vms)
 		u.SetSource(b)
 	}
-	rc, zc := hzConfig()
 	// flags loads in chunks of size(n) VMs, n being the backlog's length,
 	// and returns each commit's Backlog and zone count.
-	flags := func(fill func(*feeds.Updater), size func(n int) int) (backlog []bool, zones []int) {
-		store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer store.Close()
-		u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
+	flags := func(t *testing.T, fill func(*feeds.Updater), size func(n int) int) (backlog []bool, zones []int) {
+		store, u := drainUpdater(t)
 		commits := make(chan *db.Committed, 100)
 		store.OnCommit(func(c *db.Committed) { commits <- c })
 		fill(u)
@@ -310,7 +304,7 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 		{"a source larger than a chunk", loadSource, func(n int) int { return n / 3 }, []bool{false}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			backlog, zones := flags(tc.fill, tc.size)
+			backlog, zones := flags(t, tc.fill, tc.size)
 			if !slices.Equal(backlog, tc.backlog) {
 				t.Fatalf("commits' Backlog %v, want %v", backlog, tc.backlog)
 			}
