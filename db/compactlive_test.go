@@ -156,3 +156,76 @@ func TestCompactLive(t *testing.T) {
 		t.Fatalf("compacted file mode %v (%v), want 0600", fi.Mode().Perm(), err)
 	}
 }
+
+// A file made before cns chose its page size has bbolt's default, the OS
+// page: it opens with that size, its data reads and takes commits, and
+// the next compaction rewrites it with pageSize pages holding the same
+// keys and values.
+func TestCompactLiveChangesPageSize(t *testing.T) {
+	dir := t.TempDir()
+	made := filepath.Join(dir, "made.db")
+	d, err := Open(made, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &ChangeSet{Zones: benchZoneConfig()}
+	for i := range 500 {
+		cs.VMs = append(cs.VMs, benchVM(i, 0))
+	}
+	mustCommit(t, d, cs)
+	if got := d.file.Load().Info().PageSize; got != pageSize {
+		t.Fatalf("a new file has %d-byte pages, want %d", got, pageSize)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same file with 4 KiB pages, as bbolt's default made it.
+	path := filepath.Join(dir, "cns.db")
+	src, err := bolt.Open(made, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bolt.Compact(dst, src, 0); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	dst.Close()
+
+	d, err = Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got := d.file.Load().Info().PageSize; got != 4096 {
+		t.Fatalf("an old file opened with %d-byte pages, want its own 4096", got)
+	}
+	more := &ChangeSet{}
+	for i := range 10 {
+		more.VMs = append(more.VMs, benchVM(i, 1))
+	}
+	mustCommit(t, d, more)
+	before := contents(t, d)
+	if _, err := d.CompactLive(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.file.Load().Info().PageSize; got != pageSize {
+		t.Fatalf("the compacted file has %d-byte pages, want %d", got, pageSize)
+	}
+	after := contents(t, d)
+	if len(after) != len(before) {
+		t.Fatalf("%d keys after the compaction, %d before", len(after), len(before))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Fatalf("key %q differs after the compaction", k)
+		}
+	}
+	if probs, err := d.Check(); err != nil || len(probs) > 0 {
+		t.Fatalf("check after the compaction: %v %q", err, probs)
+	}
+}
