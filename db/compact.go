@@ -145,7 +145,7 @@ func (d *DB) CompactLive() (CompactResult, error) {
 	}
 	// Opened before the rename: the lock that keeps a second process out
 	// is on the new file from the moment path names it.
-	nb, err := openBolt(tmp, boltOptions(tmp, d.opts, time.Second))
+	nb, err := openBolt(tmp, boltOptions(d.opts, time.Second))
 	if err != nil {
 		return res, fmt.Errorf("compacted copy: %w", err)
 	}
@@ -173,7 +173,7 @@ func compactCopy(src *bolt.DB, path string, noSync bool) (string, error) {
 	}
 	tmp := tmpf.Name()
 	tmpf.Close()
-	o := &bolt.Options{FreelistType: bolt.FreelistMapType, NoSync: noSync, PageSize: pageSize}
+	o := &bolt.Options{FreelistType: bolt.FreelistMapType, NoSync: noSync}
 	if size, err := fileSize(path); err == nil && size >= 64<<20 && strconv.IntSize == 64 {
 		// The copy is no bigger than the file: mapped once at that size,
 		// it is not mapped again at every doubling, each of which copies

@@ -41,17 +41,6 @@ const oldestSchema = 1
 // allocSize is the step in which the file grows (see Open).
 const allocSize = 1 << 20
 
-// pageSize is the page size of the files cns creates (a new db, a
-// compacted copy); a file keeps the size it was made with until it is
-// compacted. bbolt's default is the OS page, 4 KiB, and most of a commit's
-// cost in bbolt is per page: a node per page read, split, written and
-// freed, one pwrite per page. A first load of 1M VMs scatters names over
-// every page of the name buckets in each chunk, and with 8 KiB pages it ran
-// 13.1k → 14.9k VMs/s (CPU −11 %; BENCHMARKS.md, round 6). 16 KiB pages
-// gained no more and wrote 11 % more bytes; a one-VM commit writes whole
-// pages, so larger pages cost the steady state more.
-const pageSize = 8192
-
 // DefaultMaxRRset keeps every RRset below BIND's max-records-per-type
 // (100 since 9.18.28), with room to spare.
 const DefaultMaxRRset = 90
@@ -143,7 +132,7 @@ func Open(path string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("open db %s: %w", path, err)
 		}
 	}
-	bdb, err := openBolt(path, boltOptions(path, opts, timeout))
+	bdb, err := openBolt(path, boltOptions(opts, timeout))
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("open db %s: %w", path, ErrLocked)
@@ -179,15 +168,8 @@ func Open(path string, opts Options) (*DB, error) {
 
 // boltOptions are how Open (and CompactLive, for the file it makes)
 // opens a bbolt file.
-func boltOptions(path string, opts Options, timeout time.Duration) *bolt.Options {
+func boltOptions(opts Options, timeout time.Duration) *bolt.Options {
 	bo := &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly, NoSync: opts.NoSync, FreelistType: bolt.FreelistMapType}
-	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
-		// bbolt uses PageSize for a new file only; for a file whose meta
-		// pages it cannot read, it would take it as the file's, and a
-		// garbage file under two pages would fail as "too small" rather
-		// than invalid.
-		bo.PageSize = pageSize
-	}
 	if !opts.ReadOnly && strconv.IntSize == 64 {
 		// Address space, not memory: a growing file (a first load) is not
 		// mapped again at every doubling, which copies every page a
