@@ -362,12 +362,12 @@ func (u *Updater) collect(inFlight *batch) *batch {
 	return b
 }
 
-// dirtyInOrder yields the dirty VMs collect takes next, by UUID, until b
-// is full; not those already in b or in inFlight. The order comes from a
-// sorted snapshot of the dirty set that the chunks of a backlog share
-// (sorting a million UUIDs for every chunk of 20,000 would cost more than
-// the chunk); VMs marked after it was taken come in a second snapshot,
-// taken when the first runs out. u.mu is held.
+// dirtyInOrder yields the dirty VMs collect takes next, by owner then
+// UUID (dirtyOrder), until b is full; not those already in b or in
+// inFlight. The order comes from a sorted snapshot of the dirty set that
+// the chunks of a backlog share (sorting a million VMs for every chunk of
+// 20,000 would cost more than the chunk); VMs marked after it was taken
+// come in a second snapshot, taken when the first runs out. u.mu is held.
 func (u *Updater) dirtyInOrder(b, inFlight *batch) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		fresh := false
@@ -376,7 +376,7 @@ func (u *Updater) dirtyInOrder(b, inFlight *batch) iter.Seq[string] {
 				if fresh {
 					return
 				}
-				u.order, fresh = slices.Sorted(maps.Keys(u.dirty)), true
+				u.order, fresh = u.dirtyOrder(), true
 				continue
 			}
 			uuid := u.order[0]
@@ -397,6 +397,36 @@ func (u *Updater) dirtyInOrder(b, inFlight *batch) iter.Seq[string] {
 			}
 		}
 	}
+}
+
+// dirtyOrder returns the dirty set sorted by owner, then UUID; a VM not
+// held (deleted) sorts first. A zone's names sort by owner first
+// (<uuid>.inst.<owner>, <alias>.inst.<owner>, <svc>.svc.<owner>), so
+// the chunks of a backlog in this order write the forward zone's name
+// bucket in runs: a first load appends to it, and a service's name is
+// written once, with all its members, not again in every chunk that
+// holds one of them. u.mu is held.
+func (u *Updater) dirtyOrder() []string {
+	type ownedVM struct{ owner, uuid string }
+	vms := make([]ownedVM, 0, len(u.dirty))
+	for uuid := range u.dirty {
+		var owner string
+		if v := u.vms[uuid]; v != nil {
+			owner = v.owner
+		}
+		vms = append(vms, ownedVM{owner, uuid})
+	}
+	slices.SortFunc(vms, func(a, b ownedVM) int {
+		if c := strings.Compare(a.owner, b.owner); c != 0 {
+			return c
+		}
+		return strings.Compare(a.uuid, b.uuid)
+	})
+	order := make([]string, len(vms))
+	for i, v := range vms {
+		order[i] = v.uuid
+	}
+	return order
 }
 
 // settle records a committed batch; u.mu is held. It reports whether the

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -312,5 +313,69 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 				t.Errorf("the last commit touched %d zones; empty closing commit wanted: %v", last, tc.empty)
 			}
 		})
+	}
+}
+
+// A backlog goes owner by owner: a zone's names sort by owner first, so
+// each chunk writes the forward zone in runs (a first load appends), and
+// a service's name is written with all its members at once. In UUID order
+// every chunk would hold VMs of nearly every owner.
+func TestBacklogChunksGoByOwner(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
+	store, u := drainUpdater(t)
+	commits := make(chan *db.Committed, 100)
+	store.OnCommit(func(c *db.Committed) { commits <- c })
+	u.SetInventory(inv, "load")
+	defer feeds.SetMaxVMsPerCommit(25)()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// ownersOf returns the owners of a commit's forward names, from the
+	// label after inst or svc.
+	ownersOf := func(c *db.Committed) []string {
+		var owners []string
+		for _, z := range c.Zones {
+			if z.Zone != hzZone {
+				continue
+			}
+			for _, n := range z.Names {
+				labels := strings.Split(db.WireToString(n.Owner), ".")
+				for i := 1; i+1 < len(labels); i++ {
+					if labels[i] == "inst" || labels[i] == "svc" {
+						owners = append(owners, labels[i+1])
+						break
+					}
+				}
+			}
+		}
+		slices.Sort(owners)
+		return slices.Compact(owners)
+	}
+	var chunks [][]string
+	for {
+		select {
+		case c := <-commits:
+			if o := ownersOf(c); len(o) > 0 {
+				chunks = append(chunks, o)
+			}
+			if !c.Backlog {
+				if len(chunks) < 3 {
+					t.Fatalf("%d chunks with names; the test wants a backlog of several", len(chunks))
+				}
+				// Owner ranges follow each other: a chunk starts at or
+				// after the last owner of the one before (an owner with
+				// more VMs than a chunk spans the boundary).
+				for i := 1; i < len(chunks); i++ {
+					if prev := chunks[i-1]; chunks[i][0] < prev[len(prev)-1] {
+						t.Fatalf("chunk %d's owners %v start before chunk %d's end %v", i, chunks[i], i-1, prev)
+					}
+				}
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no commit ended the backlog after %d chunks", len(chunks))
+		}
 	}
 }
