@@ -144,6 +144,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 				return err
 			}
 		}
+		if err := c.flushVMs(); err != nil {
+			return err
+		}
 		if err := putHysteresis(tx, cs.Hysteresis); err != nil {
 			return err
 		}
@@ -183,6 +186,9 @@ type commit struct {
 	clients []ClientUpdate
 	probs   []string
 	fills   fills
+	// vms and hashes hold the VM entries and digests until the VMs are
+	// applied (keyedWrites).
+	vms, hashes *keyedWrites
 }
 
 // zoneWork collects one zone's changes.
@@ -306,10 +312,16 @@ func (c *commit) applyVM(vc *VMChange) error {
 	if err != nil {
 		return err
 	}
-	vms := c.tx.Bucket(bucketVMs)
+	if c.vms == nil {
+		hashes, err := c.tx.CreateBucketIfNotExists(bucketVMHashes)
+		if err != nil {
+			return err
+		}
+		c.vms, c.hashes = newKeyedWrites(c.tx.Bucket(bucketVMs)), newKeyedWrites(hashes)
+	}
 	vmKey := []byte(formatUUID(id))
 	var oldNames []vmName
-	oldRaw := vms.Get(vmKey)
+	oldRaw := c.vms.get(vmKey)
 	if oldRaw != nil {
 		old, err := decodeVMEntry(id, oldRaw)
 		if err != nil {
@@ -356,34 +368,34 @@ func (c *commit) applyVM(vc *VMChange) error {
 	if err := c.applyClient(vmKey, vc); err != nil {
 		return err
 	}
-	hashes, err := c.tx.CreateBucketIfNotExists(bucketVMHashes)
-	if err != nil {
-		return err
-	}
 	if vc.Delete {
-		if err := c.fills.del(hashes, vmKey); err != nil {
-			return err
-		}
-		if err := deleteLastSeen(c.tx, vmKey); err != nil {
-			return err
-		}
+		c.hashes.put(vmKey, nil)
 		if oldRaw != nil {
-			return c.fills.del(vms, vmKey)
+			c.vms.put(vmKey, nil)
 		}
-		return nil
+		return deleteLastSeen(c.tx, vmKey)
 	}
 	// Every stored VM has an entry, so VMHashes lists them all.
-	if err := c.fills.put(hashes, vmKey, u64key(vc.Hash)); err != nil {
-		return err
-	}
+	c.hashes.put(vmKey, u64key(vc.Hash))
 	entry := vc.entry // the same names, unless a zone was missing
 	if entry == nil || zonesMissing {
 		entry = (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
 	}
-	if bytes.Equal(entry, oldRaw) {
+	if !bytes.Equal(entry, oldRaw) {
+		c.vms.put(vmKey, entry)
+	}
+	return nil
+}
+
+// flushVMs writes the VM entries and digests applyVM held, in key order.
+func (c *commit) flushVMs() error {
+	if c.vms == nil {
 		return nil
 	}
-	return c.fills.put(vms, vmKey, entry)
+	if err := c.vms.flush(c.fills); err != nil {
+		return err
+	}
+	return c.hashes.flush(c.fills)
 }
 
 // recordGroup is a VM's new records at one owner name.

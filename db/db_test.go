@@ -627,3 +627,35 @@ func TestCatalogZone(t *testing.T) {
 		t.Errorf("check: %v %q", err, probs)
 	}
 }
+
+// A change set that names a VM twice applies both in order, as two
+// commits would: the VM's entry and digest are held until its VMs are
+// all applied (keyedWrites), and the second change reads the first's.
+func TestCommitSameVMTwice(t *testing.T) {
+	d, _ := openTest(t, Options{})
+	const z = "dc.example.com"
+	mustCommit(t, d, &ChangeSet{Zones: testConfig(), VMs: []VMChange{
+		{UUID: vm1, Hash: 1, Records: []Record{rec(t, z, "a.inst.owner.dc.example.com. 30 IN A 10.0.0.1")}},
+		{UUID: vm1, Hash: 2, Records: []Record{rec(t, z, "b.inst.owner.dc.example.com. 30 IN A 10.0.0.2")}},
+		{UUID: vm2, Hash: 3, Records: []Record{rec(t, z, "c.inst.owner.dc.example.com. 30 IN A 10.0.0.3")}},
+		{UUID: vm2, Delete: true},
+	}})
+	for owner, want := range map[string]int{"a": 0, "b": 1, "c": 0} {
+		if got := published(t, d, z, owner+".inst.owner.dc.example.com."); len(got) != want {
+			t.Errorf("%s: %q, want %d records", owner, got, want)
+		}
+	}
+	if _, ok, _ := d.VM(vm2); ok {
+		t.Error("a VM deleted in the change set that added it is stored")
+	}
+	hashes, err := d.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hashes) != 1 || hashes[vm1] != 2 {
+		t.Errorf("digests %v, want only %s's second", hashes, vm1)
+	}
+	if probs, err := d.Check(); err != nil || len(probs) > 0 {
+		t.Errorf("check: %v %q", err, probs)
+	}
+}

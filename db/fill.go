@@ -2,6 +2,7 @@ package db
 
 import (
 	"bytes"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -61,4 +62,63 @@ func (f fills) put(b *bolt.Bucket, key, value []byte) error {
 		}
 	}
 	return b.Put(key, value)
+}
+
+// keyedWrites holds a commit's writes to one bucket keyed by VM UUID
+// until the commit's VMs are applied, then writes them in key order
+// (flush). The VMs of a change set come in owner order (a backlog's
+// chunks), so written as they come they would be inserts all over the
+// bucket, and within one transaction bbolt keeps a node's entries in one
+// slice until it commits: into an empty bucket (a first load) every
+// insert shifted the entries after it, quadratic in the chunk (20k VMs
+// under -race: a 2 s commit took 5.5 s). In key order they append.
+type keyedWrites struct {
+	b  *bolt.Bucket
+	at map[string]int // key → its write in ws
+	ws []keyedWrite
+}
+
+type keyedWrite struct {
+	key, value []byte // value nil: delete
+}
+
+func newKeyedWrites(b *bolt.Bucket) *keyedWrites {
+	return &keyedWrites{b: b, at: map[string]int{}}
+}
+
+// get returns key's value as this commit has left it so far.
+func (w *keyedWrites) get(key []byte) []byte {
+	if i, ok := w.at[string(key)]; ok {
+		return w.ws[i].value
+	}
+	return w.b.Get(key)
+}
+
+// put sets key to value (nil deletes it) when the commit flushes. As for
+// bbolt's Put, key and value must stay unchanged until the commit ends.
+func (w *keyedWrites) put(key, value []byte) {
+	if i, ok := w.at[string(key)]; ok {
+		w.ws[i].value = value
+		return
+	}
+	w.at[string(key)] = len(w.ws)
+	w.ws = append(w.ws, keyedWrite{key, value})
+}
+
+// flush writes every held write, in key order, through f.
+func (w *keyedWrites) flush(f fills) error {
+	slices.SortFunc(w.ws, func(a, b keyedWrite) int { return bytes.Compare(a.key, b.key) })
+	for _, x := range w.ws {
+		var err error
+		if x.value == nil {
+			err = f.del(w.b, x.key)
+		} else {
+			err = f.put(w.b, x.key, x.value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	w.ws, w.at = nil, nil
+	return nil
 }
