@@ -387,17 +387,6 @@ func (c *commit) applyVM(vc *VMChange) error {
 	return nil
 }
 
-// flushVMs writes the VM entries and digests applyVM held, in key order.
-func (c *commit) flushVMs() error {
-	if c.vms == nil {
-		return nil
-	}
-	if err := c.vms.flush(c.fills); err != nil {
-		return err
-	}
-	return c.hashes.flush(c.fills)
-}
-
 // recordGroup is a VM's new records at one owner name.
 type recordGroup struct {
 	zone *zoneWork

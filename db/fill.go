@@ -122,3 +122,14 @@ func (w *keyedWrites) flush(f fills) error {
 	w.ws, w.at = nil, nil
 	return nil
 }
+
+// flushVMs writes the VM entries and digests applyVM held, in key order.
+func (c *commit) flushVMs() error {
+	if c.vms == nil {
+		return nil
+	}
+	if err := c.vms.flush(c.fills); err != nil {
+		return err
+	}
+	return c.hashes.flush(c.fills)
+}
