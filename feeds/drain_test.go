@@ -272,25 +272,11 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 	// and returns each commit's Backlog and zone count.
 	flags := func(t *testing.T, fill func(*feeds.Updater), size func(n int) int) (backlog []bool, zones []int) {
 		store, u := drainUpdater(t)
-		commits := make(chan *db.Committed, 100)
-		store.OnCommit(func(c *db.Committed) { commits <- c })
 		fill(u)
-		defer feeds.SetMaxVMsPerCommit(size(u.Pending()))()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { u.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
-		for {
-			select {
-			case c := <-commits:
-				backlog, zones = append(backlog, c.Backlog), append(zones, len(c.Zones))
-				if !c.Backlog {
-					return backlog, zones
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no commit ended the backlog: %v", backlog)
-			}
+		for _, c := range backlogCommits(t, store, u, size(u.Pending())) {
+			backlog, zones = append(backlog, c.Backlog), append(zones, len(c.Zones))
 		}
+		return backlog, zones
 	}
 	for _, tc := range []struct {
 		name    string
@@ -323,14 +309,7 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 func TestBacklogChunksGoByOwner(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
 	store, u := drainUpdater(t)
-	commits := make(chan *db.Committed, 100)
-	store.OnCommit(func(c *db.Committed) { commits <- c })
 	u.SetInventory(inv, "load")
-	defer feeds.SetMaxVMsPerCommit(25)()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
 
 	// ownersOf returns the owners of a commit's forward names, from the
 	// label after inst or svc.
@@ -354,28 +333,46 @@ func TestBacklogChunksGoByOwner(t *testing.T) {
 		return slices.Compact(owners)
 	}
 	var chunks [][]string
+	for _, c := range backlogCommits(t, store, u, 25) {
+		if o := ownersOf(c); len(o) > 0 {
+			chunks = append(chunks, o)
+		}
+	}
+	if len(chunks) < 3 {
+		t.Fatalf("%d chunks with names; the test wants a backlog of several", len(chunks))
+	}
+	// Owner ranges follow each other: a chunk starts at or after the last
+	// owner of the one before (an owner with more VMs than a chunk spans
+	// the boundary).
+	for i := 1; i < len(chunks); i++ {
+		if prev := chunks[i-1]; chunks[i][0] < prev[len(prev)-1] {
+			t.Fatalf("chunk %d's owners %v start before chunk %d's end %v", i, chunks[i], i-1, prev)
+		}
+	}
+}
+
+// backlogCommits runs u's drain in chunks of size VMs and returns its
+// commits up to the first that does not say Backlog, the one that ends
+// the backlog.
+func backlogCommits(t *testing.T, store *db.DB, u *feeds.Updater, size int) []*db.Committed {
+	t.Helper()
+	commits := make(chan *db.Committed, 100)
+	store.OnCommit(func(c *db.Committed) { commits <- c })
+	defer feeds.SetMaxVMsPerCommit(size)()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	var got []*db.Committed
 	for {
 		select {
 		case c := <-commits:
-			if o := ownersOf(c); len(o) > 0 {
-				chunks = append(chunks, o)
-			}
+			got = append(got, c)
 			if !c.Backlog {
-				if len(chunks) < 3 {
-					t.Fatalf("%d chunks with names; the test wants a backlog of several", len(chunks))
-				}
-				// Owner ranges follow each other: a chunk starts at or
-				// after the last owner of the one before (an owner with
-				// more VMs than a chunk spans the boundary).
-				for i := 1; i < len(chunks); i++ {
-					if prev := chunks[i-1]; chunks[i][0] < prev[len(prev)-1] {
-						t.Fatalf("chunk %d's owners %v start before chunk %d's end %v", i, chunks[i], i-1, prev)
-					}
-				}
-				return
+				return got
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("no commit ended the backlog after %d chunks", len(chunks))
+			t.Fatalf("no commit ended the backlog after %d commits", len(got))
 		}
 	}
 }
