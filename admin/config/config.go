@@ -37,7 +37,7 @@ type Config struct {
 
 	// FullPollInterval and ReaperPollInterval are the reference's keys
 	// (milliseconds in the file; zero when absent). BatchWindow is how long
-	// changes gather into one commit (batch_window_ms, default 50 ms).
+	// changes gather into one commit (batch_window_ms, default 25 ms).
 	FullPollInterval   time.Duration
 	ReaperPollInterval time.Duration
 	BatchWindow        time.Duration

@@ -43,7 +43,7 @@ var Keys = []Key{
 	{Name: "reaper_poll_interval", Kind: Number, Section: Feeds, Restart: true, Default: "(the feed's)", parse: nonNegativeMillis("reaper_poll_interval", func(c *Config) *time.Duration { return &c.ReaperPollInterval }),
 		Help:  "ms; how often the SDC feed looks for destroyed VMs",
 		value: func(c *Config) any { return c.ReaperPollInterval }},
-	{Name: "batch_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "50 (ms)", parse: nonNegativeMillis("batch_window_ms", func(c *Config) *time.Duration { return &c.BatchWindow }),
+	{Name: "batch_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "25 (ms)", parse: nonNegativeMillis("batch_window_ms", func(c *Config) *time.Duration { return &c.BatchWindow }),
 		Help:  "the shortest time between the starts of two commits: a change after a quiet spell is committed at once, a burst gathers into one commit (one serial) per window",
 		value: func(c *Config) any { return c.BatchWindow }},
 	{Name: "hysteresis_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "60000 (ms)", parse: positiveMillis("hysteresis_window_ms", func(c *Config) *time.Duration { return &c.HysteresisWindow }),

@@ -70,7 +70,7 @@ func startCNS(b *testing.B, k knobs, sim *sdcsim.Sim, secondaries int) *cnsProc 
 	for key, v := range sim.Config() {
 		cfg[key] = v
 	}
-	// cns's defaults unless asked: a 50 ms batch window, NOTIFY at most
+	// cns's defaults unless asked: a 25 ms batch window, NOTIFY at most
 	// every 500 ms per peer and zone, a reverse zone per /24.
 	if k.batchWindow != "" {
 		cfg["batch_window_ms"], _ = strconv.Atoi(k.batchWindow)
