@@ -48,7 +48,11 @@ func TestChurnDBSize(t *testing.T) {
 	version := make([]int, vms)
 	gone := map[int]bool{}
 	next := 0
+	// The file and the pages in use (its high water mark) per report.
+	// bbolt grows the file in steps once the pages pass its end, so one
+	// more page can add a step to the file: the pages are what levels off.
 	sizes := make([]int64, 0, months+1)
+	used := make([]int64, 0, months+1)
 	report := func(month int) {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -58,7 +62,7 @@ func TestChurnDBSize(t *testing.T) {
 		zi, _, _ := d.Zone(benchZone)
 		t.Logf("month %2d: file %4.1f MiB, pages up to %4.1f MiB, of which free %5d (%4.1f MiB), journal %d entries %.1f MiB",
 			month, mib(fi.Size()), mib(highWater(d)), st.FreePageN, mib(int64(st.FreeAlloc)), zi.JournalEntries, mib(zi.JournalBytes))
-		sizes = append(sizes, fi.Size())
+		sizes, used = append(sizes, fi.Size()), append(used, highWater(d))
 	}
 	report(0)
 	start := time.Now()
@@ -90,11 +94,18 @@ func TestChurnDBSize(t *testing.T) {
 		report(month)
 	}
 	t.Logf("%d commits in %v", months*commitsPerMon, time.Since(start).Round(time.Millisecond))
-	// After the first month (journals full, freelist warm) the file levels
-	// off: the last month grows it by under 5 %.
-	last, prev := sizes[months], sizes[months-1]
-	if float64(last) > 1.05*float64(prev) {
-		t.Errorf("the file still grows: %d -> %d bytes in the last month", prev, last)
+	// After the first month (journals full, freelist warm) the pages in
+	// use level off: the last month grows them by under 10 %. Which pages
+	// a commit takes varies from run to run, because bbolt (v1.5.0,
+	// Bucket.spill) writes a bucket's sub-buckets in map order. Over some
+	// 50 runs the second month took the high water mark from 16.0-16.2 MiB
+	// to 16.0-17.0 (+0 to +6.3 %), and the file, grown in steps, to 16.4
+	// or 17.4 MiB; 5 % failed about one run in six. Pages that were never
+	// reused would grow it far more: the first month takes it from 9.3
+	// to 16 MiB. Over a year (CNS_LONG=1) some runs keep creeping (16.0
+	// -> 17.7 and 19.2 MiB), others stay at 16.2-16.5.
+	if last, prev := used[months], used[months-1]; float64(last) > 1.10*float64(prev) {
+		t.Errorf("the db still grows: pages up to %d -> %d bytes in the last month (file %d -> %d)", prev, last, sizes[months-1], sizes[months])
 	}
 	if probs, err := d.Check(); err != nil || len(probs) > 0 {
 		t.Fatalf("check: %v %v", probs, err)
@@ -109,7 +120,8 @@ func TestChurnDBSize(t *testing.T) {
 	t.Logf("compacted live: file %.1f -> %.1f MiB, pages up to %.1f MiB", mib(res.Before), mib(res.After), mib(highWater(d)))
 	churnMonth()
 	report(months + 1)
-	if after, steady := sizes[months+1], sizes[months]; float64(after) > 1.05*float64(steady) {
+	// (Within 10 % as above: one run in sixteen grew it 7 %.)
+	if after, steady := sizes[months+1], sizes[months]; float64(after) > 1.10*float64(steady) {
 		t.Errorf("a month of churn after the compaction grew the file to %d bytes, past its steady %d", after, steady)
 	}
 	if probs, err := d.Check(); err != nil || len(probs) > 0 {
