@@ -252,6 +252,19 @@ func (p *proc) waitCommitted(mark int) logLine {
 	return p.waitLogFrom(mark, 20*time.Second, func(l logLine) bool { return l.str("msg") == "committed" && l["pending"] == 0.0 })
 }
 
+// waitLoaded waits until a first load is committed: a commit of VMs with
+// nothing left pending. With the SDC feed the networks and compute nodes
+// can arrive before the VM listing, and a drain of those alone logs
+// "committed" with no VMs and nothing pending, so waitCommitted(0) may
+// return before any VM is stored.
+func (p *proc) waitLoaded() logLine {
+	p.t.Helper()
+	return p.waitLogFrom(0, 20*time.Second, func(l logLine) bool {
+		vms, _ := l["vms"].(float64)
+		return l.str("msg") == "committed" && l["pending"] == 0.0 && vms > 0
+	})
+}
+
 // query asks the server over proto ("udp" or "tcp").
 func (p *proc) query(proto, name string, qtype uint16) *dns.Msg {
 	p.t.Helper()

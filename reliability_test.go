@@ -654,7 +654,7 @@ func TestSecrets(t *testing.T) {
 			p := startCNS(t, cfg)
 			api := "http://" + p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")
 			if run.simPassword == ufdsPassword {
-				p.waitCommitted(0)
+				p.waitLoaded()
 			} else {
 				p.waitLog(20*time.Second, func(l logLine) bool { return strings.Contains(l.str("msg"), "degraded") })
 			}
