@@ -120,8 +120,10 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		// While changes keep coming, one waits for the next window and
 		// then for its commit: change → answer p99 is about a window and
 		// a slow commit. Under 1,000 VM changes a second on one CPU
-		// (bench/busydc.sh) 50 ms gave a p99 of 106–120 ms and 25 ms
-		// 77–92 ms, at the same CPU; the cost is up to 40 commits
+		// (bench/busydc.sh, 30-s runs) 50 ms gave a p99 of 106–120 ms and
+		// 25 ms 77–92 ms (~100 ms over 60 s), at the same CPU. At start
+		// the first drain also waits a window, so a first commit may hold
+		// the networks without the VMs. The cost is up to 40 commits
 		// (serials) a second, so the forward zone's 2,000 journal
 		// entries cover 50 s of such churn.
 		u.window = 25 * time.Millisecond
