@@ -6,8 +6,10 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
@@ -25,6 +27,7 @@ type serverFacts struct {
 // missing from it are gone. This is what the file feed and a full SDC
 // listing give.
 func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
+	facts := factsOfAll(inv.VMs) // before the lock: it takes seconds at 1M VMs
 	u.lock()
 	defer u.mu.Unlock()
 	u.setUsers(inv.Users, cause)
@@ -35,10 +38,9 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	for id := range u.servers {
 		seen[id] = true // a compute node's CMON names are not a VM's
 	}
-	for i := range inv.VMs {
-		vm := &inv.VMs[i]
-		seen[strings.ToLower(vm.UUID)] = true
-		u.setVM(vm, cause)
+	for _, f := range facts {
+		seen[f.uuid] = true
+		u.putVM(f, cause)
 	}
 	for uuid := range u.vms {
 		if !seen[uuid] {
@@ -58,9 +60,10 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 // SetVM records the current state of one VM (from a changefeed event or
 // a targeted listing). A destroyed VM stays known, listed as destroyed.
 func (u *Updater) SetVM(vm *dc.VM, cause string) {
+	f := factsOf(vm)
 	u.lock()
 	defer u.mu.Unlock()
-	u.setVM(vm, cause)
+	u.putVM(f, cause)
 	u.wake()
 }
 
@@ -296,33 +299,63 @@ func (u *Updater) intern(s string) string {
 	return s
 }
 
-// setVM records vm's current state, and that a feed saw it now, and
-// marks it when it changed.
-func (u *Updater) setVM(vm *dc.VM, cause string) {
+// vmFacts is what the updater keeps of a VM's state: the parts record
+// generation reads (trimVM), encoded, and the keys it is indexed by.
+// Computing it needs no lock, so a listing's are computed on every core.
+type vmFacts struct {
+	uuid, owner, server string
+	facts               []byte
+	err                 error // not encodable
+}
+
+func factsOf(vm *dc.VM) vmFacts {
 	t := trimVM(vm)
 	facts, err := json.Marshal(t)
-	if err != nil {
-		u.log.Warn("vm not encodable; ignored", "vm", t.UUID, "err", err)
+	return vmFacts{uuid: t.UUID, owner: t.OwnerUUID, server: t.ServerUUID, facts: facts, err: err}
+}
+
+// factsOfAll is factsOf of every VM, in order, on every core: a listing
+// holds up to a million VMs (1M: 2.3 s on one core).
+func factsOfAll(vms []dc.VM) []vmFacts {
+	out := make([]vmFacts, len(vms))
+	workers := min(runtime.GOMAXPROCS(0), 1+len(vms)/256)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { // a contiguous share
+			for i := w * len(vms) / workers; i < (w+1)*len(vms)/workers; i++ {
+				out[i] = factsOf(&vms[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// putVM records a VM's current state, and that a feed saw it now, and
+// marks it when it changed.
+func (u *Updater) putVM(f vmFacts, cause string) {
+	if f.err != nil {
+		u.log.Warn("vm not encodable; ignored", "vm", f.uuid, "err", f.err)
 		return
 	}
 	now := u.now()
-	old := u.vms[t.UUID]
-	if old != nil && bytes.Equal(old.facts, facts) {
-		u.saw(t.UUID, &old.seen, now) // seen, unchanged: nothing to recompute
+	old := u.vms[f.uuid]
+	if old != nil && bytes.Equal(old.facts, f.facts) {
+		u.saw(f.uuid, &old.seen, now) // seen, unchanged: nothing to recompute
 		return
 	}
 	var seen lastSeen
 	if old != nil {
 		seen = old.seen
-		delete(u.byOwner[old.owner], t.UUID)
-		delete(u.byServer[old.server], t.UUID)
+		delete(u.byOwner[old.owner], f.uuid)
+		delete(u.byServer[old.server], f.uuid)
 	}
-	v := &storedVM{owner: u.intern(t.OwnerUUID), server: u.intern(t.ServerUUID), facts: facts, seen: seen}
-	u.saw(t.UUID, &v.seen, now)
-	u.vms[t.UUID] = v
-	addIndex(u.byOwner, t.OwnerUUID, t.UUID)
-	addIndex(u.byServer, t.ServerUUID, t.UUID)
-	u.mark(t.UUID)
+	v := &storedVM{owner: u.intern(f.owner), server: u.intern(f.server), facts: f.facts, seen: seen}
+	u.saw(f.uuid, &v.seen, now)
+	u.vms[f.uuid] = v
+	addIndex(u.byOwner, f.owner, f.uuid)
+	addIndex(u.byServer, f.server, f.uuid)
+	u.mark(f.uuid)
 	u.causes[cause]++
 }
 
