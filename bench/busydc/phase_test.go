@@ -57,7 +57,9 @@ type phaseResult struct {
 	// datagrams the kernel dropped for a full receive buffer during the
 	// phase: on cns's DNS socket(s), on the load generator's
 	serverDrops, clientDrops uint64
-	driverCPU                float64       // this process's CPU share (load generator, simulator, probes)
+	driverCPU                float64  // this process's CPU share (load generator, simulator, probes)
+	rt                       *rtProbe // cns's answers to the real-time probe (nil: it failed, see rtErr)
+	rtErr                    error
 	churnBehin               time.Duration // how far the churn fell behind its schedule at worst
 }
 
@@ -102,7 +104,10 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 	}
 	serverDrops, clientDrops := udpDrops(int(r.c.dns.Port())), udpDrops(g.ports()...)
 	self0, t0 := procCPU(os.Getpid()), time.Now()
+	var rt sync.WaitGroup
+	rt.Go(func() { p.rt, p.rtErr = runRTProbe(r.c.dns, g.pkts[0], r.k.duration) })
 	p.secs = g.run(r.rate, r.k.duration)
+	rt.Wait()
 	p.driverCPU = (procCPU(os.Getpid()) - self0) / time.Since(t0).Seconds()
 	p.serverDrops, p.clientDrops = udpDrops(int(r.c.dns.Port()))-serverDrops, udpDrops(g.ports()...)-clientDrops
 	churning.Wait()

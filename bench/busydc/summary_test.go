@@ -34,6 +34,22 @@ func (r *run) summary() (string, []string) {
 			100*float64(t.late)/float64(max(t.sent, 1)))
 	}
 	sb.WriteString("\n(sent late: queries the generator sent over 100 µs behind its schedule; latency runs from the actual send to the kernel's arrival stamp on the answer, so a late receiver thread does not count)\n\n")
+	sb.WriteString("| phase | RT probe: sent | lost | p50 | p99 | p999 | probe CPU |\n|---|---|---|---|---|---|---|\n")
+	for _, p := range []*phaseResult{r.quiet, r.busy} {
+		if p.rt == nil {
+			fmt.Fprintf(&sb, "| %s | failed: %v | | | | | |\n", p.name, p.rtErr)
+			continue
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %d | %.0f µs | %.0f µs | %.0f µs | %v |\n", p.name, p.rt.sent, p.rt.lost,
+			us(p.rt.lat.quantile(0.5)), us(p.rt.lat.quantile(0.99)), us(p.rt.lat.quantile(0.999)), p.rt.cpu.Round(time.Millisecond))
+	}
+	sb.WriteString("\n(RT probe: one query every 2 ms from a real-time thread of the driver, each after the last was answered: a stall of cns delays one probe, not every query sent during it, so these bound cns's own answer latency from below; bench/busydc/rtprobe_test.go)\n")
+	for _, p := range []*phaseResult{r.quiet, r.busy} {
+		if p.rt != nil && p.rt.realtime != nil {
+			fmt.Fprintf(&sb, "\n**RT probe not real-time** in the %s phase: %v\n", p.name, p.rt.realtime)
+		}
+	}
+	sb.WriteString("\n")
 	for _, p := range []*phaseResult{r.quiet, r.busy} {
 		fmt.Fprintf(&sb, "%s: the kernel dropped %d queries at cns's full receive buffer and %d answers at the load generator's; "+
 			"the driver (load generator, simulator, probes) used %.0f %% of a CPU\n", p.name, p.serverDrops, p.clientDrops, 100*p.driverCPU)
@@ -43,7 +59,7 @@ func (r *run) summary() (string, []string) {
 		t := total(p.secs)
 		if late := float64(t.late) / float64(max(t.sent, 1)); late > 0.05 || p.churnBehin > 100*time.Millisecond || p.clientDrops > 0 {
 			fmt.Fprintf(&sb, "\n**CLIENT SHORT OF CPU** in the %s phase: %.0f %% of queries sent late, the churn up to %v behind, %d answers dropped at the generator: "+
-				"the client CPU was short, so these figures bound cns's from above\n", p.name, 100*late, p.churnBehin.Round(time.Millisecond), p.clientDrops)
+				"the client CPU was short, so the generator's figures bound cns's from above (the RT probe's bound them from below)\n", p.name, 100*late, p.churnBehin.Round(time.Millisecond), p.clientDrops)
 		}
 	}
 
