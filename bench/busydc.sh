@@ -23,7 +23,7 @@
 #     lost); mix: services 50 %, instances by alias or uuid 40 %, NXDOMAIN
 #     10 %;
 #   - beside the generator, the RT probe (bench/busydc/rtprobe_test.go):
-#     one query every 2 ms from a real-time (SCHED_FIFO) thread of the
+#     one query every 5 ms from a real-time (SCHED_FIFO) thread of the
 #     driver, each after the last was answered, so that the driver's own
 #     stalls cannot delay it: its latencies bound cns's from below, the
 #     generator's (open loop, bursts after a driver stall) from above;

@@ -33,14 +33,15 @@ type rtProbe struct {
 	realtime error         // why the thread did not get real-time priority (nil: it did)
 }
 
-// The probe thread is charged 90–250 µs of CPU per query on the KVM
-// guests these runs use: its system calls, its timer wake-ups, and the
-// kernel's delivery of whatever loopback traffic is queued on its CPU when
-// it sends. One every 2 ms is 4–13 % of a CPU, inside the real-time
-// budget that bench/capped/taskset gives the driver's cgroup (25 %): a
-// thread over its group's budget stops until the next second.
+// The probe thread is charged 90–330 µs of CPU per query on the KVM
+// guests these runs use: its system calls and timer wake-ups, and the
+// kernel's delivery of whatever loopback traffic is queued on its CPU
+// when it sends (work done for the other threads, charged to it). One
+// every 5 ms keeps that to a few per cent of the driver's CPU, inside the
+// real-time budget that bench/capped/taskset gives the driver's cgroup
+// (25 %: a thread over its group's budget stops until the next second).
 const (
-	rtProbeEvery   = 2 * time.Millisecond
+	rtProbeEvery   = 5 * time.Millisecond
 	rtProbeTimeout = 200 * time.Millisecond
 )
 

@@ -43,7 +43,7 @@ func (r *run) summary() (string, []string) {
 		fmt.Fprintf(&sb, "| %s | %d | %d | %.0f µs | %.0f µs | %.0f µs | %v |\n", p.name, p.rt.sent, p.rt.lost,
 			us(p.rt.lat.quantile(0.5)), us(p.rt.lat.quantile(0.99)), us(p.rt.lat.quantile(0.999)), p.rt.cpu.Round(time.Millisecond))
 	}
-	sb.WriteString("\n(RT probe: one query every 2 ms from a real-time thread of the driver, each after the last was answered: a stall of cns delays one probe, not every query sent during it, so these bound cns's own answer latency from below; bench/busydc/rtprobe_test.go)\n")
+	sb.WriteString("\n(RT probe: one query every 5 ms from a real-time thread of the driver, each after the last was answered: a stall of cns delays one probe, not every query sent during it, so these bound cns's own answer latency from below; bench/busydc/rtprobe_test.go)\n")
 	for _, p := range []*phaseResult{r.quiet, r.busy} {
 		if p.rt != nil && p.rt.realtime != nil {
 			fmt.Fprintf(&sb, "\n**RT probe not real-time** in the %s phase: %v\n", p.name, p.rt.realtime)
