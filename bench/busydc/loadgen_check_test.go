@@ -146,3 +146,48 @@ func TestQueued(t *testing.T) {
 		t.Error("no stamp, yet queued")
 	}
 }
+
+// TestRTProbe runs the RT probe against a responder on 127.0.0.1 that
+// never answers one id in ten and answers the rest after 1 ms: every probe
+// due in the run is sent, exactly the unanswered count as lost (each
+// after its timeout), and the others are timed near 1 ms.
+func TestRTProbe(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, addr, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if binary.BigEndian.Uint16(buf)%10 == 0 {
+				continue
+			}
+			out := append([]byte(nil), buf[:n]...)
+			out[2] |= 0x80 // QR
+			time.AfterFunc(time.Millisecond, func() { pc.WriteTo(out, addr) })
+		}
+	}()
+	q, err := (&dns.Msg{Question: []dns.Question{{Name: "a.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}}}).Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const probes = 40
+	p, err := runRTProbe(netip.MustParseAddrPort(pc.LocalAddr().String()), q, probes*rtProbeEvery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.realtime != nil {
+		t.Logf("not real-time here: %v", p.realtime)
+	}
+	if p.sent != probes || p.lost != probes/10 || p.lat.count() != probes-probes/10 {
+		t.Errorf("sent %d, lost %d, timed %d; want %d, %d and %d", p.sent, p.lost, p.lat.count(), probes, probes/10, probes-probes/10)
+	}
+	if med := p.lat.quantile(0.5); med < time.Millisecond || med > 50*time.Millisecond {
+		t.Errorf("median %v for answers sent back after 1 ms", med)
+	}
+}

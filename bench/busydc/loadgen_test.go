@@ -109,9 +109,8 @@ func newLoadGen(server netip.AddrPort, queries []dns.Question) (*loadGen, error)
 		}
 		g.pkts = append(g.pkts, b)
 	}
-	sa := &syscall.SockaddrInet4{Port: int(server.Port()), Addr: server.Addr().As4()}
 	for range loadSockets {
-		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
+		fd, err := dialUDP(server, 100*time.Millisecond)
 		if err != nil {
 			g.close()
 			return nil, err
@@ -127,14 +126,28 @@ func newLoadGen(server netip.AddrPort, queries []dns.Question) (*loadGen, error)
 		// also runs the simulator and the probes) does not add its
 		// wait to cns's latency.
 		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
-		tv := syscall.NsecToTimeval(int64(100 * time.Millisecond))
-		syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
-		if err := syscall.Connect(fd, sa); err != nil {
-			g.close()
-			return nil, err
-		}
 	}
 	return g, nil
+}
+
+// dialUDP returns a UDP socket connected to server whose reads give up
+// after timeout (EAGAIN): a plain file descriptor, read and written with
+// blocking system calls from a thread of its own, outside Go's poller.
+func dialUDP(server netip.AddrPort, timeout time.Duration) (int, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
+	if err != nil {
+		return -1, err
+	}
+	tv := syscall.NsecToTimeval(int64(timeout))
+	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(server.Port()), Addr: server.Addr().As4()}); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // ports are the generator's local UDP ports.

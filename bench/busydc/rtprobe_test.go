@@ -57,18 +57,11 @@ func runRTProbe(server netip.AddrPort, query []byte, d time.Duration) (*rtProbe,
 		p.realtime = fmt.Errorf("SCHED_FIFO: %w (the driver's cgroup needs cpu.rt_runtime_us: run as root through bench/busydc.sh)", err)
 	}
 	syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerslack, 1, 0)
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
+	fd, err := dialUDP(server, rtProbeTimeout)
 	if err != nil {
 		return nil, err
 	}
 	defer syscall.Close(fd)
-	tv := syscall.NsecToTimeval(int64(rtProbeTimeout))
-	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
-		return nil, err
-	}
-	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(server.Port()), Addr: server.Addr().As4()}); err != nil {
-		return nil, err
-	}
 	q := append([]byte(nil), query...)
 	buf := make([]byte, 4096)
 	start := time.Now()
