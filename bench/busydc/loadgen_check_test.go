@@ -37,32 +37,9 @@ func TestHistQuantile(t *testing.T) {
 // generator must send at its rate, count exactly the unanswered as lost,
 // and time the others near 2 ms.
 func TestLoadGen(t *testing.T) {
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
 	var answered atomic.Int64
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, addr, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if binary.BigEndian.Uint16(buf)%10 == 0 {
-				continue
-			}
-			out := append([]byte(nil), buf[:n]...)
-			out[2] |= 0x80 // QR
-			time.AfterFunc(2*time.Millisecond, func() {
-				if _, err := pc.WriteTo(out, addr); err == nil {
-					answered.Add(1)
-				}
-			})
-		}
-	}()
-	g, err := newLoadGen(netip.MustParseAddrPort(pc.LocalAddr().String()),
+	server := lossyResponder(t, 2*time.Millisecond, &answered)
+	g, err := newLoadGen(server,
 		[]dns.Question{{Name: "a.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}})
 	if err != nil {
 		t.Fatal(err)
@@ -152,32 +129,13 @@ func TestQueued(t *testing.T) {
 // due in the run is sent, exactly the unanswered count as lost (each
 // after its timeout), and the others are timed near 1 ms.
 func TestRTProbe(t *testing.T) {
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, addr, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if binary.BigEndian.Uint16(buf)%10 == 0 {
-				continue
-			}
-			out := append([]byte(nil), buf[:n]...)
-			out[2] |= 0x80 // QR
-			time.AfterFunc(time.Millisecond, func() { pc.WriteTo(out, addr) })
-		}
-	}()
+	server := lossyResponder(t, time.Millisecond, new(atomic.Int64))
 	q, err := (&dns.Msg{Question: []dns.Question{{Name: "a.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}}}).Pack()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const probes = 40
-	p, err := runRTProbe(netip.MustParseAddrPort(pc.LocalAddr().String()), q, probes*rtProbeEvery)
+	p, err := runRTProbe(server, q, probes*rtProbeEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,4 +148,36 @@ func TestRTProbe(t *testing.T) {
 	if med := p.lat.quantile(0.5); med < time.Millisecond || med > 50*time.Millisecond {
 		t.Errorf("median %v for answers sent back after 1 ms", med)
 	}
+}
+
+// lossyResponder answers DNS queries on 127.0.0.1, until the test ends,
+// after delay, except those whose id is a multiple of ten, which it never
+// answers; answered counts the answers it sent.
+func lossyResponder(t *testing.T, delay time.Duration, answered *atomic.Int64) netip.AddrPort {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, addr, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if binary.BigEndian.Uint16(buf)%10 == 0 {
+				continue
+			}
+			out := append([]byte(nil), buf[:n]...)
+			out[2] |= 0x80 // QR
+			time.AfterFunc(delay, func() {
+				if _, err := pc.WriteTo(out, addr); err == nil {
+					answered.Add(1)
+				}
+			})
+		}
+	}()
+	return netip.MustParseAddrPort(pc.LocalAddr().String())
 }
