@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tritondatacenter/cns/db"
 )
 
 // dbViewCommands are the offline views `cns db` gives of the schema-1
@@ -85,7 +87,7 @@ func TestDBSchema1UpgradeKeepsViews(t *testing.T) {
 		t.Errorf("upgraded db does not answer at once: %v", r)
 	}
 	p.stop(syscall.SIGTERM)
-	if out, _, _ := runCNS(t, "db", "--db", path, "info"); !strings.Contains(out, "schema:  2\n") {
+	if out, _, _ := runCNS(t, "db", "--db", path, "info"); !strings.Contains(out, fmt.Sprintf("schema:  %d\n", db.SchemaVersion)) {
 		t.Errorf("after cns serve, info:\n%s", out)
 	}
 	if got := dbViews(t, path); got != string(golden) {

@@ -1,6 +1,7 @@
 package db
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -35,17 +36,28 @@ func (d *DB) Check() ([]string, error) {
 		if err != nil {
 			return err
 		}
-		// Every VM has a hash entry and every hash entry a VM.
+		// Every VM has a hash entry that locates it, and every hash entry
+		// a VM.
 		if hb := tx.Bucket(bucketVMHashes); hb != nil {
-			hb.ForEach(func(k, _ []byte) error {
-				if tx.Bucket(bucketVMs).Get(k) == nil {
-					add("hash of vm %s, which is not stored", k)
+			hb.ForEach(func(k, v []byte) error {
+				id, err := parseUUID(string(k))
+				if err != nil {
+					add("hash entry %q: %v", k, err)
+					return nil
+				}
+				if tx.Bucket(bucketVMs).Get(vmEntryKey(k, id, v)) == nil {
+					add("hash of vm %s, which is not stored where it says", k)
 				}
 				return nil
 			})
 			tx.Bucket(bucketVMs).ForEach(func(k, _ []byte) error {
-				if hb.Get(k) == nil {
-					add("vm %s has no hash entry", k)
+				id, err := vmKeyID(k)
+				if err != nil {
+					return nil // reported below
+				}
+				uuid := []byte(formatUUID(id))
+				if v := hb.Get(uuid); v == nil || !bytes.Equal(vmEntryKey(uuid, id, v), k) {
+					add("vm %s has no hash entry that locates it", uuid)
 				}
 				return nil
 			})
@@ -54,14 +66,15 @@ func (d *DB) Check() ([]string, error) {
 		// belongs to a VM entry that lists the name.
 		listed := map[string]map[string]map[[16]byte]bool{}
 		err = tx.Bucket(bucketVMs).ForEach(func(k, v []byte) error {
-			id, err := parseUUID(string(k))
+			id, err := vmKeyID(k)
 			if err != nil {
-				add("vm key %q is not a UUID", k)
+				add("%v", err)
 				return nil
 			}
+			uuid := formatUUID(id)
 			e, err := decodeVMEntry(id, v)
 			if err != nil {
-				add("vm %s: %v", k, err)
+				add("vm %s: %v", uuid, err)
 				return nil
 			}
 			for _, n := range e.names {
@@ -76,7 +89,7 @@ func (d *DB) Check() ([]string, error) {
 					continue // the zone is gone; the entry is cleaned on the VM's next change
 				}
 				if !fed[n.zone][string(n.key)][id] {
-					add("vm %s lists name %x in zone %s but has no records there", k, n.key, n.zone)
+					add("vm %s lists name %x in zone %s but has no records there", uuid, n.key, n.zone)
 				}
 			}
 			return nil

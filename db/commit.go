@@ -189,6 +189,7 @@ type commit struct {
 	// vms and hashes hold the VM entries and digests until the VMs are
 	// applied (keyedWrites).
 	vms, hashes *keyedWrites
+	vmSeq       uint64 // of the VMs this commit stores first (newVMSeq)
 }
 
 // zoneWork collects one zone's changes.
@@ -319,9 +320,10 @@ func (c *commit) applyVM(vc *VMChange) error {
 		}
 		c.vms, c.hashes = newKeyedWrites(c.tx.Bucket(bucketVMs)), newKeyedWrites(hashes)
 	}
-	vmKey := []byte(formatUUID(id))
+	uuidKey := []byte(formatUUID(id)) // the VM's key in vmhash, vmseen, clients
+	entryKey, seq := c.entryKey(uuidKey, id)
 	var oldNames []vmName
-	oldRaw := c.vms.get(vmKey)
+	oldRaw := c.vms.get(entryKey)
 	if oldRaw != nil {
 		old, err := decodeVMEntry(id, oldRaw)
 		if err != nil {
@@ -365,24 +367,24 @@ func (c *commit) applyVM(vc *VMChange) error {
 		newNames = append(newNames, vmName{zone: g.zone.name, key: g.key})
 	}
 
-	if err := c.applyClient(vmKey, vc); err != nil {
+	if err := c.applyClient(uuidKey, vc); err != nil {
 		return err
 	}
 	if vc.Delete {
-		c.hashes.put(vmKey, nil)
+		c.hashes.put(uuidKey, nil)
 		if oldRaw != nil {
-			c.vms.put(vmKey, nil)
+			c.vms.put(entryKey, nil)
 		}
-		return deleteLastSeen(c.tx, vmKey)
+		return deleteLastSeen(c.tx, uuidKey)
 	}
 	// Every stored VM has an entry, so VMHashes lists them all.
-	c.hashes.put(vmKey, u64key(vc.Hash))
+	c.hashes.put(uuidKey, vmHashValue(vc.Hash, seq))
 	entry := vc.entry // the same names, unless a zone was missing
 	if entry == nil || zonesMissing {
 		entry = (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
 	}
 	if !bytes.Equal(entry, oldRaw) {
-		c.vms.put(vmKey, entry)
+		c.vms.put(entryKey, entry)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ import (
 )
 
 // SchemaVersion is the layout this code reads and writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // oldestSchema is the oldest layout Open reads (read-only) and upgrades.
 const oldestSchema = 1

@@ -31,7 +31,10 @@ func (d *DB) SaveLastSeen(seen map[string]int64) error {
 			return err
 		}
 		b.FillPercent = fillPercent
-		vms := tx.Bucket(bucketVMs)
+		stored := tx.Bucket(bucketVMHashes) // every stored VM has an entry there
+		if stored == nil {
+			return nil
+		}
 		// In key order: bbolt appends in order cheaply, where random
 		// order splits pages all over the tree.
 		type entry struct {
@@ -47,7 +50,7 @@ func (d *DB) SaveLastSeen(seen map[string]int64) error {
 		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
 		for _, e := range entries {
 			key := []byte(e.key)
-			if vms.Get(key) == nil {
+			if stored.Get(key) == nil {
 				continue
 			}
 			if err := b.Put(key, u64key(uint64(e.ms))); err != nil {

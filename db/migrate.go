@@ -2,24 +2,29 @@ package db
 
 import (
 	"bytes"
+	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 )
 
 // Schema upgrades. Open upgrades a file of an older schema in place when
 // it may write (a read-only open reads it as it is: every decoder still
-// reads the older encodings).
+// reads the older encodings and layouts).
 //
 // Schema 1 → 2: the VM entries move from encoding version 2 to 3 (see
 // vmentry.go), about a third of the size; the meta of each passes through
-// Options.UpgradeVMMeta. The first transaction sets the schema to 2, so
-// a cns that reads only schema 1 refuses the file from then on rather
-// than meet an entry it cannot read, and marks the upgrade unfinished;
-// the entries are rewritten upgradeChunk at a time (one transaction's
-// memory stays small), and the last transaction clears the mark. An
-// upgrade cut short resumes at the next open. The file does not shrink:
-// the pages the old entries held are reused by later commits, and
-// `cns db compact` gives them back.
+// Options.UpgradeVMMeta. Schema 2 → 3: the VM entries are keyed by
+// sequence and UUID rather than the UUID's text, and vmhash says where
+// each is (vmkey.go); the entries of the older layout get sequence 0.
+//
+// The first transaction sets the schema to the current one, so a cns that
+// reads only older schemas refuses the file from then on rather than meet
+// an entry it cannot read, and marks the upgrade unfinished; the entries
+// are rewritten upgradeChunk at a time (one transaction's memory stays
+// small), and the last transaction clears the mark. An upgrade cut short
+// resumes at the next open. The file does not shrink: the pages the old
+// entries held are reused by later commits, and `cns db compact` gives
+// them back.
 
 // keyUpgrading, in the meta bucket, marks an upgrade begun and not
 // finished.
@@ -41,12 +46,11 @@ func (d *DB) upgrade(from uint32) error {
 			return err
 		}
 	}
-	var after []byte
 	for {
 		var done bool
 		err := d.update(func(tx *bolt.Tx) error {
 			var err error
-			after, done, err = d.upgradeVMEntries(tx, after)
+			done, err = d.upgradeVMEntries(tx)
 			if err != nil || !done {
 				return err
 			}
@@ -58,43 +62,59 @@ func (d *DB) upgrade(from uint32) error {
 	}
 }
 
-// upgradeVMEntries rewrites up to upgradeChunk VM entries of an older
-// encoding, from the first key after after; done when none is left.
-func (d *DB) upgradeVMEntries(tx *bolt.Tx, after []byte) (last []byte, done bool, err error) {
+// upgradeVMEntries moves up to upgradeChunk VM entries of the older
+// layout (keyed by the UUID's text) to the current one, encoding them
+// anew if older than version 3; done when none is left. The current
+// layout's keys begin with a zero octet (a sequence below 2⁵⁶), a UUID's
+// text with a hex digit, so the older ones come after every moved one.
+func (d *DB) upgradeVMEntries(tx *bolt.Tx) (done bool, err error) {
 	vms := tx.Bucket(bucketVMs)
 	vms.FillPercent = fillPercent
-	type rewrite struct{ key, value []byte }
-	var batch []rewrite
-	c := vms.Cursor()
-	k, v := c.First()
-	if after != nil {
-		if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
-			k, v = c.Next()
-		}
+	hashes, err := tx.CreateBucketIfNotExists(bucketVMHashes)
+	if err != nil {
+		return false, err
 	}
+	type move struct {
+		uuid  []byte
+		id    [16]byte
+		value []byte
+	}
+	var batch []move
+	c := vms.Cursor()
+	k, v := c.Seek([]byte{1})
 	for ; k != nil && len(batch) < upgradeChunk; k, v = c.Next() {
-		last = bytes.Clone(k)
-		if len(v) == 0 || v[0] != vmEntryV2 {
-			continue
-		}
 		id, err := parseUUID(string(k))
 		if err != nil {
-			return nil, false, err
+			return false, err
 		}
-		e, err := decodeVMEntryV2(v)
-		if err != nil {
-			return nil, false, err
+		value := bytes.Clone(v)
+		if len(v) > 0 && v[0] == vmEntryV2 {
+			e, err := decodeVMEntryV2(v)
+			if err != nil {
+				return false, fmt.Errorf("vm %s: %w", k, err)
+			}
+			if d.opts.UpgradeVMMeta != nil {
+				e.meta = d.opts.UpgradeVMMeta(e.meta)
+			}
+			value = e.encode(id)
 		}
-		if d.opts.UpgradeVMMeta != nil {
-			e.meta = d.opts.UpgradeVMMeta(e.meta)
-		}
-		batch = append(batch, rewrite{last, e.encode(id)})
+		batch = append(batch, move{bytes.Clone(k), id, value})
 	}
 	// bbolt cursors do not survive a Put: write once the walk is over.
-	for _, r := range batch {
-		if err := vms.Put(r.key, r.value); err != nil {
-			return nil, false, err
+	for _, m := range batch {
+		var hash uint64 // none: a file of schema 1 (the updater recomputes)
+		if hv := hashes.Get(m.uuid); len(hv) >= 8 {
+			hash = beU64(hv)
+		}
+		if err := vms.Delete(m.uuid); err != nil {
+			return false, err
+		}
+		if err := vms.Put(vmKey(0, m.id), m.value); err != nil {
+			return false, err
+		}
+		if err := hashes.Put(m.uuid, vmHashValue(hash, 0)); err != nil {
+			return false, err
 		}
 	}
-	return last, k == nil, nil
+	return k == nil, nil
 }

@@ -334,7 +334,7 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 	}
 	vm.UUID = formatUUID(id)
 	err = d.view(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bucketVMs).Get([]byte(vm.UUID))
+		raw := vmEntryIn(tx, id)
 		if raw == nil {
 			return nil
 		}
@@ -386,20 +386,21 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 	return vm, ok, err
 }
 
-// EachVM calls fn with the UUID and meta of every stored VM, in UUID order.
-// meta is only valid during the call.
+// EachVM calls fn with the UUID and meta of every stored VM, in the order
+// they were first stored (vmkey.go). meta is only valid during the call.
 func (d *DB) EachVM(fn func(uuid string, meta []byte) error) error {
 	return d.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketVMs).ForEach(func(k, v []byte) error {
-			id, err := parseUUID(string(k))
+			id, err := vmKeyID(k)
 			if err != nil {
 				return err
 			}
+			uuid := formatUUID(id)
 			e, err := decodeVMEntry(id, v)
 			if err != nil {
-				return fmt.Errorf("vm %s: %w", k, err)
+				return fmt.Errorf("vm %s: %w", uuid, err)
 			}
-			return fn(string(k), e.meta)
+			return fn(uuid, e.meta)
 		})
 	})
 }
@@ -416,7 +417,8 @@ func (d *DB) Backup(w io.Writer) (int64, error) {
 	return n, err
 }
 
-// bucketVMHashes keeps, per VM, the updater's digest of its last change.
+// bucketVMHashes keeps, per VM, the updater's digest of its last change
+// and where its entry is (vmkey.go).
 var bucketVMHashes = []byte("vmhash")
 
 // VMHashes returns every stored VM's hash by UUID (0 for a VM stored
@@ -428,7 +430,7 @@ func (d *DB) VMHashes() (map[string]uint64, error) {
 		hb := tx.Bucket(bucketVMHashes)
 		if hb != nil {
 			d.forEachReleasing(tx, hb, func(k, v []byte) error {
-				if len(v) == 8 {
+				if len(v) >= 8 { // the digest, then (schema 3) where the entry is
 					out[string(k)] = beU64(v)
 				}
 				return nil

@@ -166,41 +166,74 @@ func viewOf(t *testing.T, d *DB) storeView {
 	return v
 }
 
-// Ensure a file written by schema 1 (testdata/schema1.db.gz: cns at
-// 930173c loaded testdata/inventory.json, then the same less one VM, and
-// compacted it) reads as it is when opened read-only, is upgraded in place
-// by a writable open, and afterwards shows its readers exactly what it
-// showed before: zones, records, journals, every VM's meta and records.
-// The upgrade is cut short once and resumes.
-func TestUpgradeFromSchema1(t *testing.T) {
-	path := openFixture(t, "schema1.db.gz")
+// Ensure a file of an older schema reads as it is when opened read-only,
+// is upgraded in place by a writable open, and afterwards shows its
+// readers exactly what it showed before: zones, records, journals, every
+// VM's meta and records. The upgrade is cut short once and resumes. The
+// fixtures: cns at 930173c (schema 1: entries of version 2, no vmhash
+// bucket) and at 294adbb (schema 2: entries keyed by the UUID's text)
+// loaded testdata/inventory.json, then the same less one VM, and
+// compacted the file.
+func TestUpgrade(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		vms     int  // the VMs (and compute nodes) it holds
+		version byte // its entries' encoding
+	}{
+		{"schema1.db.gz", 27, vmEntryV2},
+		{"schema2.db.gz", 27, vmEntryV3},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) { testUpgrade(t, tc.fixture, tc.vms, tc.version) })
+	}
+}
+
+func testUpgrade(t *testing.T, fixture string, vms int, version byte) {
+	path := openFixture(t, fixture)
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := viewOf(t, ro)
 	ro.Close()
-	if len(before.VMs) != 27 || len(before.Zones) != 5 || len(before.Journals["us-west-1.cns.example.com"]) != 1 {
+	if len(before.VMs) != vms || len(before.Zones) != 5 || len(before.Journals["us-west-1.cns.example.com"]) != 1 {
 		t.Fatalf("fixture holds %d VMs, %d zones: not the one described", len(before.VMs), len(before.Zones))
 	}
-	versions := func() map[byte]int {
-		out := map[byte]int{}
+	// layout counts the entries by encoding, the entries keyed by
+	// sequence and UUID, and the hash entries that locate one (vmkey.go).
+	layout := func() (versions map[byte]int, keyed, locating int) {
+		versions = map[byte]int{}
 		b, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer b.Close()
 		b.View(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketVMs).ForEach(func(_, v []byte) error { out[v[0]]++; return nil })
+			tx.Bucket(bucketVMs).ForEach(func(k, v []byte) error {
+				versions[v[0]]++
+				if len(k) == vmKeyLen {
+					keyed++
+				}
+				return nil
+			})
+			if hb := tx.Bucket(bucketVMHashes); hb != nil {
+				hb.ForEach(func(_, v []byte) error {
+					if len(v) == vmHashValueLen {
+						locating++
+					}
+					return nil
+				})
+			}
+			return nil
 		})
-		return out
+		return versions, keyed, locating
 	}
-	if got := versions(); got[vmEntryV2] != 27 {
-		t.Fatalf("fixture entries by version: %v", got)
+	if v, keyed, locating := layout(); v[version] != vms || keyed != 0 || locating != 0 {
+		t.Fatalf("fixture entries by version %v, %d keyed by sequence, %d hash entries locating one", v, keyed, locating)
 	}
 
-	// An upgrade cut short after its first chunk: schema 2 already, so
-	// a cns of schema 1 refuses the file, and the next open finishes.
+	// An upgrade cut short after its first chunk: the schema is the
+	// current one already, so an older cns refuses the file, and the next
+	// open finishes.
 	d, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -208,19 +241,36 @@ func TestUpgradeFromSchema1(t *testing.T) {
 	err = d.file.Load().Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		meta.Put(keyUpgrading, u32bytes(1))
+		// One entry back to the fixture's encoding and the older
+		// layout: keyed by its UUID's text, a hash entry of the digest
+		// alone.
 		vms := tx.Bucket(bucketVMs)
-		c := vms.Cursor()
-		k, v := c.First()
-		id, _ := parseUUID(string(k))
-		e, _ := decodeVMEntry(id, v)
-		return vms.Put(bytes.Clone(k), encodeVMEntryV2(&e)) // back to version 2
+		k, v := vms.Cursor().First()
+		id, err := vmKeyID(k)
+		if err != nil {
+			return err
+		}
+		old := bytes.Clone(v)
+		if version == vmEntryV2 {
+			e, _ := decodeVMEntry(id, v)
+			old = encodeVMEntryV2(&e)
+		}
+		if err := vms.Delete(bytes.Clone(k)); err != nil {
+			return err
+		}
+		uuid := []byte(formatUUID(id))
+		hashes := tx.Bucket(bucketVMHashes)
+		if err := hashes.Put(uuid, bytes.Clone(hashes.Get(uuid)[:8])); err != nil {
+			return err
+		}
+		return vms.Put(uuid, old)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
-	if got := versions(); got[vmEntryV2] != 1 {
-		t.Fatalf("entries by version after the first open: %v", got)
+	if v, keyed, _ := layout(); v[version] == 0 || keyed != vms-1 {
+		t.Fatalf("entries by version after the first open: %v, %d keyed by sequence (want all but 1)", v, keyed)
 	}
 	var upgraded int
 	d, err = Open(path, Options{UpgradeVMMeta: func(m []byte) []byte { upgraded++; return append([]byte("new "), m...) }})
@@ -240,11 +290,12 @@ func TestUpgradeFromSchema1(t *testing.T) {
 		return nil
 	})
 	d.Close()
-	if unfinished || upgraded != 1 {
-		t.Errorf("upgrade unfinished %v, %d metas rewritten on resuming (want the 1 left)", unfinished, upgraded)
+	// Metas pass through UpgradeVMMeta with their entry's encoding.
+	if want := map[byte]int{vmEntryV2: 1, vmEntryV3: 0}[version]; unfinished || upgraded != want {
+		t.Errorf("upgrade unfinished %v, %d metas rewritten on resuming (want %d)", unfinished, upgraded, want)
 	}
-	if got := versions(); got[vmEntryV3] != 27 {
-		t.Errorf("entries by version after the upgrade: %v", got)
+	if v, keyed, locating := layout(); v[vmEntryV3] != vms || keyed != vms || locating != vms {
+		t.Errorf("after the upgrade: entries by version %v, %d keyed by sequence, %d hash entries locating one; want %d each", v, keyed, locating, vms)
 	}
 	for uuid, vm := range after.VMs {
 		if m := before.VMs[uuid].Meta; bytes.HasPrefix(vm.Meta, []byte("new ")) {
