@@ -61,10 +61,7 @@ type nodeRef struct {
 // hold about size names. The estimate only sets the number of shards: a
 // wrong one gives a table that works, and that update reshapes.
 func newTableBuilder(apex []byte, size int) *tableBuilder {
-	nshards := 1
-	for nshards*nodesPerShard < size {
-		nshards <<= 1
-	}
+	nshards := shardsFor(size)
 	t := &table{shards: make([]*shard, nshards), shift: 64 - uint(bits.Len(uint(nshards-1)))}
 	if nshards == 1 {
 		t.shift = 64
