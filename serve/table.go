@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -57,28 +56,25 @@ var hashSeed = maphash.MakeSeed()
 func hashName(name []byte) uint64 { return maphash.Bytes(hashSeed, name) }
 
 // shardsFor returns how many shards a table of n names gets: a power of
-// two, so that a shard holds at most shardSize(n) names on average.
+// two, so that a shard holds at most nodesPerShard names on average.
 func shardsFor(n int) int {
-	s := shardSize(n)
 	nshards := 1
-	for nshards*s < n {
+	for nshards*nodesPerShard < n {
 		nshards <<= 1
 	}
 	return nshards
 }
 
-// shardSize is the names a shard aims for in a table of n. A commit that
-// changes k names of the table rebuilds about k shards and copies the
-// shard array, about k·s names plus n/s pointers: least near s = √(n/k),
-// √n/8 for the k = 64 names a busy data center's commit changes in its
-// forward zone. Against 128 names a shard always, a 200-name update
-// (BenchmarkTableUpdate, 3 runs) took 320 µs instead of 707 and 1.0 MB
-// instead of 3.0 at 60k names, 419 µs instead of 609 and 1.3 MB instead
-// of 2.3 at 300k. A shard's own overhead (three allocations) bounds it
-// from below; from above, the memory of a 1M-VM zone: 128, as before.
-func shardSize(n int) int {
-	return min(max(int(math.Sqrt(float64(n)))/8, 32), 128)
-}
+// nodesPerShard is the size a shard aims for: small enough that rebuilding
+// one on a commit costs microseconds, large enough to keep the shard array
+// small. A commit that changes k names rebuilds about k shards and copies
+// the shard array; smaller shards for smaller zones (√n/8 names, 32 to
+// 128) made BenchmarkTableUpdate's 200-name update at 60k names 707 →
+// 320 µs, but cost 6 % of UDP capacity at 100k VMs (bench/warm-udp.sh:
+// every lookup is slower with more shards), and √n/4, which left zones of
+// 100k VMs at 128, showed nothing end to end in bench/busydc.sh
+// (BENCHMARKS round 9).
+const nodesPerShard = 128
 
 // item is a name and its content, on the way into a shard.
 type item struct {
