@@ -334,7 +334,7 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 	}
 	vm.UUID = formatUUID(id)
 	err = d.view(func(tx *bolt.Tx) error {
-		raw := vmEntryIn(tx, id)
+		raw := vmEntryIn(tx, []byte(vm.UUID), id)
 		if raw == nil {
 			return nil
 		}

@@ -68,11 +68,11 @@ func vmEntryKey(uuid []byte, id [16]byte, v []byte) []byte {
 	return uuid
 }
 
-// vmEntryIn returns the stored entry of VM id inside tx (nil: none),
-// only valid during tx. A VM of a schema 3 file without a vmhash entry is
-// not stored, and no entry is keyed by a UUID's text there.
-func vmEntryIn(tx *bolt.Tx, id [16]byte) []byte {
-	uuid := []byte(formatUUID(id))
+// vmEntryIn returns the stored entry of VM id, whose UUID's text is
+// uuid, inside tx (nil: none), only valid during tx. A VM of a schema 3
+// file without a vmhash entry is not stored, and no entry is keyed by a
+// UUID's text there.
+func vmEntryIn(tx *bolt.Tx, uuid []byte, id [16]byte) []byte {
 	var v []byte
 	if hb := tx.Bucket(bucketVMHashes); hb != nil {
 		v = hb.Get(uuid)

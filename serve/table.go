@@ -55,14 +55,19 @@ var hashSeed = maphash.MakeSeed()
 
 func hashName(name []byte) uint64 { return maphash.Bytes(hashSeed, name) }
 
-// shardsFor returns how many shards a table of n names gets: a power of
-// two, so that a shard holds at most nodesPerShard names on average.
-func shardsFor(n int) int {
+// emptyTable returns a table without shards yet, its shard array sized
+// for n names: a power of two, so that a shard holds at most
+// nodesPerShard names on average.
+func emptyTable(n int) *table {
 	nshards := 1
 	for nshards*nodesPerShard < n {
 		nshards <<= 1
 	}
-	return nshards
+	t := &table{shards: make([]*shard, nshards), shift: 64 - uint(bits.Len(uint(nshards-1)))}
+	if nshards == 1 {
+		t.shift = 64
+	}
+	return t
 }
 
 // nodesPerShard is the size a shard aims for: small enough that rebuilding
@@ -95,11 +100,9 @@ func newTable(entries map[string]entry) *table {
 // on every core.
 func tableOf(items []item) *table {
 	n := len(items)
-	nshards := shardsFor(n)
-	t := &table{shards: make([]*shard, nshards), shift: 64 - uint(bits.Len(uint(nshards-1))), names: n}
-	if nshards == 1 {
-		t.shift = 64
-	}
+	t := emptyTable(n)
+	t.names = n
+	nshards := len(t.shards)
 	groups := make([][]item, nshards)
 	for _, it := range items {
 		i := t.shardOf(hashName([]byte(it.name)))
@@ -337,7 +340,7 @@ func (t *table) update(apex []byte, changes map[string][]byte) *table {
 			size--
 		}
 	}
-	if want := shardsFor(size); t == nil || len(t.shards) > 4*want || 4*len(t.shards) < want {
+	if t == nil || size > 4*len(t.shards)*nodesPerShard || size < len(t.shards)*nodesPerShard/4 {
 		all := map[string]entry{}
 		if t != nil {
 			t.each(func(name, rrs []byte, children uint32) {

@@ -61,11 +61,8 @@ type nodeRef struct {
 // hold about size names. The estimate only sets the number of shards: a
 // wrong one gives a table that works, and that update reshapes.
 func newTableBuilder(apex []byte, size int) *tableBuilder {
-	nshards := shardsFor(size)
-	t := &table{shards: make([]*shard, nshards), shift: 64 - uint(bits.Len(uint(nshards-1)))}
-	if nshards == 1 {
-		t.shift = 64
-	}
+	t := emptyTable(size)
+	nshards := len(t.shards)
 	ngroups := min(nshards, logGroups)
 	return &tableBuilder{apex: apex, t: t, groups: make([]logGroup, ngroups), gshift: uint(bits.Len(uint(nshards/ngroups)) - 1)}
 }
