@@ -625,7 +625,27 @@ func SerialGE(a, b uint32) bool { return a == b || int32(a-b) > 0 }
 
 // Transfer reads zone from the secondary by AXFR over TCP. The records come
 // in transfer order with the SOA first and the closing SOA dropped.
+//
+// A transfer reset before its first record is asked again, a few times:
+// right after NSD commits a zone it received, it reloads, and its server
+// processes of before the reload quit; a connection one of them accepted
+// meanwhile is reset (seen once in a full -race run: WaitSerial had the
+// new serial from a new process over UDP, the AXFR reached an old one).
 func (s *Secondary) Transfer(zone string) ([]dns.RR, error) {
+	for try := 1; ; try++ {
+		rrs, err := s.transfer(zone)
+		if err == nil {
+			return rrs, nil
+		}
+		if len(rrs) > 0 || !errors.Is(err, syscall.ECONNRESET) || try == 5 {
+			return nil, err
+		}
+		time.Sleep(50 * time.Millisecond) // the reload has no signal outside the secondary's log
+	}
+}
+
+// transfer is one AXFR; on an error, rrs are the records read before it.
+func (s *Secondary) transfer(zone string) (rrs []dns.RR, err error) {
 	m := new(dns.Msg)
 	m.SetAxfr(dns.Fqdn(zone))
 	tr := &dns.Transfer{DialTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second}
@@ -633,7 +653,6 @@ func (s *Secondary) Transfer(zone string) ([]dns.RR, error) {
 	if err != nil {
 		return nil, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, err)
 	}
-	var rrs []dns.RR
 	var ferr error
 	for env := range ch {
 		if env.Error != nil && ferr == nil {
@@ -642,7 +661,7 @@ func (s *Secondary) Transfer(zone string) ([]dns.RR, error) {
 		rrs = append(rrs, env.RR...)
 	}
 	if ferr != nil {
-		return nil, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, ferr)
+		return rrs, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, ferr)
 	}
 	if n := len(rrs); n >= 2 && rrs[n-1].Header().Rrtype == dns.TypeSOA {
 		rrs = rrs[:n-1]
