@@ -274,6 +274,7 @@ func TestMetrics(t *testing.T) {
 		`cns_dns_answers_total{proto="udp",qtype="A"} 1`,
 		`cns_dns_rcodes_total{proto="udp",rcode="NOERROR"} 1`,
 		`cns_commit_duration_seconds_count 1`,
+		`cns_change_latency_seconds_count `,
 		`cns_feed_healthy`,
 		"# TYPE cns_transfers_total counter",
 	} {

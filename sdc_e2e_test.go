@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -309,7 +311,9 @@ func newTestVM(uuid, owner, server, alias, ip, network string) dc.VM {
 // changelog), each timed.
 func TestSDCChangesReachDNS(t *testing.T) {
 	sim := startSim(t, sdcsim.Options{ResourceObject: true})
-	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), testFeedConfig(t, sim))
+	fc := testFeedConfig(t, sim)
+	fc.keys["api_server"] = json.RawMessage(`{"listen": "127.0.0.1:0"}`) // the metrics at the end
+	c := startSDCCNS(t, filepath.Join(t.TempDir(), "cns.db"), fc)
 	c.synced(20 * time.Second)
 
 	const vm = "5e1f0000-0000-4000-8000-000000000001"
@@ -410,6 +414,18 @@ func TestSDCChangesReachDNS(t *testing.T) {
 		t.Errorf("%d full listings: the changes should have come without re-listing", n)
 	}
 	c.converged(sim, 5*time.Second)
+	// The changes were timed: changefeed item → updater, and updater →
+	// served, one observation per VM change.
+	text, err := admin.NewClient(c.api, "").Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cns_changefeed_delay_seconds", "cns_change_latency_seconds"} {
+		var count float64
+		if _, err := fmt.Sscanf(text[strings.Index(text, "\n"+name+"_count ")+1:], name+"_count %g", &count); err != nil || count < 5 {
+			t.Errorf("%s_count %v (%v): want at least one per VM change", name, count, err)
+		}
+	}
 }
 
 // churner changes the data center continuously: creates VMs, renames,

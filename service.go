@@ -146,8 +146,15 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		log.Info("standalone aggregator: no data center feed", "regions", len(cfg.Aggregate))
 	} else if cfg.InventoryFile != "" {
 		s.feed = &file.Feed{Path: cfg.InventoryFile, Sink: s.updater, Logger: log}
-	} else if s.feed, err = newSDCFeed(cfg, s.updater, log, tune.SDC); err != nil {
-		return nil, err
+	} else {
+		f, err := newSDCFeed(cfg, s.updater, log, tune.SDC)
+		if err != nil {
+			return nil, err
+		}
+		s.feed = f
+		if s.api != nil {
+			s.api.Changefeed = f.DelayHistogram
+		}
 	}
 	return s, nil
 }

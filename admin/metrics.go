@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/metrics"
 )
 
 // getMetrics writes Prometheus text format. It is written by hand: the
@@ -65,13 +67,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 	if hists := dm.Propagation; len(hists) > 0 {
 		m.help("cns_propagation_seconds", "histogram", "Time from commit to each secondary serving the serial (SOA polls).")
 		for _, peer := range sortedKeys(hists) {
-			h := hists[peer]
-			for i, le := range h.Bounds {
-				m.sample("cns_propagation_seconds_bucket", float64(h.Counts[i]), "peer", peer, "le", fmt.Sprint(le))
-			}
-			m.sample("cns_propagation_seconds_bucket", float64(h.Count), "peer", peer, "le", "+Inf")
-			m.sample("cns_propagation_seconds_sum", h.Sum, "peer", peer)
-			m.sample("cns_propagation_seconds_count", float64(h.Count), "peer", peer)
+			m.histogram("cns_propagation_seconds", hists[peer], "peer", peer)
 		}
 	}
 	if s.Updater != nil {
@@ -120,6 +116,17 @@ func (m *metricWriter) sample(name string, v float64, labels ...string) {
 	m.w.WriteByte('\n')
 }
 
+// histogram writes h's samples (its help line is the caller's, once for
+// all label sets).
+func (m *metricWriter) histogram(name string, h metrics.Histogram, labels ...string) {
+	for i, le := range h.Bounds {
+		m.sample(name+"_bucket", float64(h.Counts[i]), append(labels[:len(labels):len(labels)], "le", fmt.Sprint(le))...)
+	}
+	m.sample(name+"_bucket", float64(h.Count), append(labels[:len(labels):len(labels)], "le", "+Inf")...)
+	m.sample(name+"_sum", h.Sum, labels...)
+	m.sample(name+"_count", float64(h.Count), labels...)
+}
+
 func (m *metricWriter) gauge(name, help string, v float64, labels ...string) {
 	m.help(name, "gauge", help)
 	m.sample(name, v, labels...)
@@ -137,14 +144,14 @@ func escapeLabel(s string) string { return labelEscaper.Replace(strings.ToValidU
 
 // writeFeedMetrics writes the updater's figures: commits and feeds.
 func (s *Server) writeFeedMetrics(m *metricWriter) {
-	h := s.Updater.CommitHistogram()
 	m.help("cns_commit_duration_seconds", "histogram", "Time to commit one change set.")
-	for i, le := range h.Bounds {
-		m.sample("cns_commit_duration_seconds_bucket", float64(h.Counts[i]), "le", fmt.Sprint(le))
+	m.histogram("cns_commit_duration_seconds", s.Updater.CommitHistogram())
+	m.help("cns_change_latency_seconds", "histogram", "Time from a VM change reaching the updater to the end of the commit that serves it, per VM.")
+	m.histogram("cns_change_latency_seconds", s.Updater.LatencyHistogram())
+	if s.Changefeed != nil {
+		m.help("cns_changefeed_delay_seconds", "histogram", "Time from a VMAPI changefeed item's arrival to the VM's new state reaching the updater, per VM.")
+		m.histogram("cns_changefeed_delay_seconds", s.Changefeed())
 	}
-	m.sample("cns_commit_duration_seconds_bucket", float64(h.Count), "le", "+Inf")
-	m.sample("cns_commit_duration_seconds_sum", h.Sum)
-	m.sample("cns_commit_duration_seconds_count", float64(h.Count))
 	m.gauge("cns_pending_vms", "VMs waiting for the next commit.", float64(s.Updater.Pending()))
 	m.help("cns_feed_healthy", "gauge", "1 when the feed's last attempt succeeded.")
 	for _, f := range s.Updater.Feeds() {

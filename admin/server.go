@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 )
@@ -37,6 +38,8 @@ type Server struct {
 	Reload func() error
 	// Sources, when set, reports the zones an aggregator follows.
 	Sources func() []AggregateSource
+	// Changefeed, when set, reports the SDC feed's changefeed delays.
+	Changefeed func() metrics.Histogram
 	Log     *slog.Logger
 }
 

@@ -251,6 +251,7 @@ func (u *Updater) commitBatch(b *batch) error {
 	cs := b.cs
 	start := time.Now()
 	res, err := u.store.Commit(cs)
+	served := mono() // the hooks ran: the answers show cs
 
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -259,7 +260,7 @@ func (u *Updater) commitBatch(b *batch) error {
 		u.lastCommit.Err = err.Error()
 		return err
 	}
-	if u.settle(b) {
+	if u.settle(b, served) {
 		defer u.releaseMemory()
 	}
 	if len(u.dirty) > 0 || u.sourcesPending() {
@@ -291,7 +292,7 @@ func (u *Updater) commitBatch(b *batch) error {
 // pending after the commit.
 type batch struct {
 	cs         *db.ChangeSet
-	gens       map[string]uint64
+	gens       map[string]dirtyVM // each VM's mark when the batch took it
 	healthGens map[string]uint64
 	zonesGen   uint64 // the generation of the zone config in cs.Zones
 	unchanged  int    // VMs recomputed to what the store holds already
@@ -300,9 +301,10 @@ type batch struct {
 	computeNodes int
 	// at is when the batch was computed: its VMs' stored meta says they
 	// were seen then (Updated is no older).
-	at      int64
-	sources sourceTake
-	size    int // the VMs a full chunk holds
+	at       int64
+	computed int64 // mono() when the batch was computed
+	sources  sourceTake
+	size     int // the VMs a full chunk holds
 }
 
 // fullChunk reports whether b holds as many VMs as a commit takes: a
@@ -328,13 +330,13 @@ func (u *Updater) chunkSize() int {
 // bounded. inFlight, when not nil, is a batch on its way to the store:
 // its VMs and the sources it took are not taken again.
 func (u *Updater) collect(inFlight *batch) *batch {
-	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]uint64{}, at: u.now().UnixMilli(), size: u.chunkSize()}
+	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]dirtyVM{}, at: u.now().UnixMilli(), computed: mono(), size: u.chunkSize()}
 	if u.zonesGen != u.zonesSaved && (inFlight == nil || inFlight.zonesGen != u.zonesGen) {
 		z := u.zones
 		b.cs.Zones, b.zonesGen = &z, u.zonesGen
 	}
 	for uuid := range u.dirtyInOrder(b, inFlight) {
-		gen := u.dirty[uuid]
+		mark := u.dirty[uuid]
 		vc, ok := u.change(uuid)
 		switch {
 		case !ok:
@@ -343,7 +345,7 @@ func (u *Updater) collect(inFlight *batch) *batch {
 			delete(u.dirty, uuid)
 			b.unchanged++
 		default:
-			b.gens[uuid] = gen
+			b.gens[uuid] = mark
 			b.cs.VMs = append(b.cs.VMs, vc)
 			if !vc.Delete && u.vms[uuid] == nil {
 				b.computeNodes++
@@ -436,9 +438,10 @@ func (u *Updater) dirtyOrder() []string {
 	return order
 }
 
-// settle records a committed batch; u.mu is held. It reports whether the
-// burst the batch ended was big enough to hand memory back.
-func (u *Updater) settle(b *batch) bool {
+// settle records a committed batch, served since served (mono); u.mu is
+// held. It reports whether the burst the batch ended was big enough to
+// hand memory back.
+func (u *Updater) settle(b *batch, served int64) bool {
 	u.commits++
 	u.hist.Observe(u.lastCommit.Duration.Seconds())
 	u.health.written(b.healthGens)
@@ -447,9 +450,8 @@ func (u *Updater) settle(b *batch) bool {
 		u.zonesSaved = max(u.zonesSaved, b.zonesGen)
 	}
 	for _, vc := range b.cs.VMs {
-		// A VM marked again while we committed stays dirty.
-		if u.dirty[vc.UUID] == b.gens[vc.UUID] {
-			delete(u.dirty, vc.UUID)
+		if taken, ok := b.gens[vc.UUID]; ok { // (an aggregated source's pseudo-VMs were never dirty)
+			u.committed(vc.UUID, taken, b.computed, served)
 		}
 		if vc.Delete {
 			delete(u.hashes, vc.UUID)
@@ -463,6 +465,24 @@ func (u *Updater) settle(b *batch) bool {
 		}
 	}
 	return u.endOfBurst()
+}
+
+// committed settles a dirty VM whose change, as b took it (taken), is
+// served since served: its wait goes into the latency histogram, and it
+// leaves the dirty set unless it was marked again meanwhile. u.mu is held.
+func (u *Updater) committed(uuid string, taken dirtyVM, computed, served int64) {
+	u.latency.Observe(float64(served-taken.since) / float64(time.Second))
+	d, ok := u.dirty[uuid]
+	switch {
+	case !ok:
+	case d.gen == taken.gen:
+		delete(u.dirty, uuid)
+	default:
+		// Marked again while we committed: it stays dirty, its wait
+		// counted from when the batch was computed (at most that early).
+		d.since = computed
+		u.dirty[uuid] = d
+	}
 }
 
 // causeSummary describes the pending batch in one line.
@@ -498,6 +518,24 @@ func (u *Updater) CommitHistogram() metrics.Histogram {
 	defer u.mu.Unlock()
 	return u.hist.Clone()
 }
+
+// LatencyHistogram returns, for every VM change committed so far, the
+// time from the updater learning of it (a feed's delivery, a listing, an
+// owner, network or compute node change marking it) to the end of the
+// commit that serves it: the batch window, the queue before it and the
+// commit. Changes that left a VM's records as they were do not count.
+func (u *Updater) LatencyHistogram() metrics.Histogram {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.latency.Clone()
+}
+
+// monoStart is the origin of mono.
+var monoStart = time.Now()
+
+// mono is the monotonic clock in nanoseconds, for durations kept in
+// pointer-free values (time.Time holds a *Location).
+func mono() int64 { return int64(time.Since(monoStart)) }
 
 // bigBurst is the number of VMs computed in one go (a start, a full
 // listing, a config change) after which memory is handed back.

@@ -144,7 +144,21 @@ func (u *Updater) markAll(cause string) {
 // mark queues uuid for the next commit.
 func (u *Updater) mark(uuid string) {
 	u.gen++
-	u.dirty[uuid] = u.gen
+	d, ok := u.dirty[uuid]
+	if !ok {
+		d.since = mono()
+	}
+	d.gen = u.gen
+	u.dirty[uuid] = d
+}
+
+// dirtyVM is a VM waiting to be recomputed: the generation of its latest
+// mark (a batch computed before it is out of date), and since when its
+// oldest change not yet committed has waited (mono, for the histogram of
+// change latencies). No pointers: a first load holds a million.
+type dirtyVM struct {
+	gen   uint64
+	since int64
 }
 
 func (u *Updater) markSet(set map[string]bool, cause string) {

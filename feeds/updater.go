@@ -78,9 +78,9 @@ type Updater struct {
 	strs                 map[string]string       // interned owner and server UUIDs
 	byOwner              map[string]map[string]bool
 	byServer             map[string]map[string]bool
-	hashes               map[string]uint64 // every stored VM: what its records and decision hash to
-	dirty                map[string]uint64 // VMs to recompute (or delete), by the generation that marked them
-	order                []string          // the rest of a sorted snapshot of dirty (dirtyInOrder)
+	hashes               map[string]uint64  // every stored VM: what its records and decision hash to
+	dirty                map[string]dirtyVM // VMs to recompute (or delete)
+	order                []string           // the rest of a sorted snapshot of dirty (dirtyInOrder)
 	gen                  uint64
 	causes               map[string]int // why the pending batch exists, for the journal
 	haveFull             bool           // a full listing has been applied
@@ -88,6 +88,7 @@ type Updater struct {
 	commits              uint64
 	lastCommit           CommitInfo
 	hist                 metrics.Histogram // commit durations
+	latency              metrics.Histogram // a VM's change → the commit that serves it
 	burst                int               // VMs computed since the dirty set was last empty
 	feeds                map[string]FeedStatus
 	health               *serviceHealth  // self-removal hysteresis (selfremoval.go)
@@ -107,8 +108,8 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
-		dirty: map[string]uint64{}, causes: map[string]int{},
-		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds), seenDue: map[string]bool{},
+		dirty: map[string]dirtyVM{}, causes: map[string]int{},
+		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds), latency: metrics.NewHistogram(metrics.LatencyBounds), seenDue: map[string]bool{},
 	}
 	if u.log == nil {
 		u.log = slog.Default()

@@ -1,6 +1,7 @@
 // Package metrics is the histogram the program keeps in memory and the
 // admin API renders as Prometheus text: the updater's commit durations and
-// the DNS server's propagation times per secondary.
+// change latencies, the SDC changefeed's delays and the DNS server's
+// propagation times per secondary.
 //
 // It imports nothing of the project, so that feeds and serve may both keep
 // one without importing each other or package admin (DESIGN's import
@@ -19,6 +20,11 @@ type Histogram struct {
 	Count  uint64
 	Sum    float64
 }
+
+// LatencyBounds are the upper bounds, seconds, of the histograms of how
+// long a change takes to be served (the updater's, the SDC changefeed's):
+// fine around a batch window and a commit, up to a first load's minute.
+var LatencyBounds = []float64{0.005, 0.01, 0.025, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // NewHistogram returns an empty histogram over bounds.
 func NewHistogram(bounds []float64) Histogram {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
@@ -165,6 +166,7 @@ type Feed struct {
 	destroyed map[string]time.Time
 	cfUp      bool
 	status    Status
+	delay     metrics.Histogram // changefeed item → the sink (DelayHistogram)
 }
 
 // Status describes what the feed has done, for tests and operators.
@@ -199,6 +201,7 @@ func NewFeed(cfg Config, sink dc.Sink) (*Feed, error) {
 		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
 		applied: map[string]appliedVM{}, destroyed: map[string]time.Time{},
+		delay: metrics.NewHistogram(metrics.LatencyBounds),
 	}
 	var err error
 	hc, to := cfg.HTTPClient, cfg.RequestTimeout

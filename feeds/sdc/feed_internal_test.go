@@ -270,3 +270,29 @@ func TestQueueRetryAndStop(t *testing.T) {
 		t.Fatalf("after stop: %q %+v %v", got, p, ok)
 	}
 }
+
+// A change's wait for the changefeed delay starts with the first item not
+// yet applied: a failed attempt keeps it for the retry, and an item that
+// came while the VM was in flight starts its own after a success.
+func TestQueueKeepsFirstArrival(t *testing.T) {
+	const id = "00000000-0000-4000-8000-000000000001"
+	q := newVMQueue(time.Hour, time.Hour)
+	q.add(id, &Change{UUID: id})
+	_, p, _ := q.take()
+	first := p.arrived
+	q.add(id, &Change{UUID: id}) // while p is in flight
+	q.finish(id, p, errors.New("VMAPI down"))
+	q.stop() // ends the backoff: queued again at once
+	_, p, ok := q.take()
+	if !ok || !p.arrived.Equal(first) {
+		t.Fatalf("after a failure: arrived %v, want the first item's %v (%v)", p.arrived, first, ok)
+	}
+	for !time.Now().After(first) { // a clock that has moved on since
+	}
+	q.add(id, &Change{UUID: id}) // while the retry is in flight
+	later := time.Now()
+	q.finish(id, p, nil)
+	if _, p, ok = q.take(); !ok || !p.arrived.Before(later) || p.arrived.Before(first) || p.arrived.Equal(first) {
+		t.Fatalf("after a success: arrived %v, want the later item's (between %v and %v) (%v)", p.arrived, first, later, ok)
+	}
+}

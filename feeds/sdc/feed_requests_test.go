@@ -431,3 +431,28 @@ func TestFeedOlderObjectIsFetched(t *testing.T) {
 		t.Error("the older-looking object was applied without asking VMAPI")
 	}
 }
+
+// DelayHistogram times each change the changefeed announced from the
+// item's arrival to the VM reaching the sink: one change, one
+// observation, no longer than the change took end to end.
+func TestFeedDelayHistogram(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, VMsPerCN: 10, Seed: 13})
+	s := startSim(t, inv, sdcsim.Options{ResourceObject: true})
+	f, sink := runFeed(t, quietConfig(simEndpoints(t, s), &requestLog{}))
+	if h := f.DelayHistogram(); h.Count != 0 {
+		t.Fatalf("%d delays observed before any change", h.Count)
+	}
+	vm := inv.VMs[0]
+	start := time.Now()
+	if err := s.SetAlias(vm.UUID, "renamed"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the change's delay observed", func() bool { return f.DelayHistogram().Count == 1 })
+	elapsed := time.Since(start)
+	if v, _ := sink.vm(strings.ToLower(vm.UUID)); v.AliasString() != "renamed" {
+		t.Errorf("delay observed, but the sink has alias %q", v.AliasString())
+	}
+	if got := time.Duration(f.DelayHistogram().Sum * float64(time.Second)); got <= 0 || got > elapsed {
+		t.Errorf("delay %v, outside (0, %v]", got, elapsed)
+	}
+}

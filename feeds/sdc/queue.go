@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
@@ -40,6 +41,9 @@ type pendingVM struct {
 	attempts     int
 	queued       bool
 	retrying     bool
+	// arrived is when the first change item not yet applied came (a
+	// failed attempt keeps it): the changefeed delay runs from it.
+	arrived time.Time
 }
 
 func newVMQueue(retryMin, retryMax time.Duration) *vmQueue {
@@ -58,7 +62,7 @@ func (q *vmQueue) add(id string, ch *Change) {
 	q.changes++
 	p := q.pending[id]
 	if p == nil {
-		p = &pendingVM{}
+		p = &pendingVM{arrived: time.Now()}
 		q.pending[id] = p
 	}
 	if slices.Contains(ch.SubResources, "state") {
@@ -122,6 +126,7 @@ func (q *vmQueue) finish(id string, p *pendingVM, err error) {
 			next = p
 			q.pending[id] = p
 		}
+		next.arrived = p.arrived // p's change is not applied yet
 		next.attempts = p.attempts + 1
 		next.queued = false
 		next.retrying = true
@@ -286,6 +291,7 @@ func (f *Feed) process(ctx context.Context, id string, p *pendingVM) error {
 			}
 			f.sink.RemoveVM(id, "VM unknown to VMAPI")
 			f.sinkMu.Unlock()
+			f.delivered(p)
 			f.mu.Lock()
 			delete(f.applied, id)
 			delete(f.destroyed, id)
@@ -311,9 +317,29 @@ func (f *Feed) process(ctx context.Context, id string, p *pendingVM) error {
 func (f *Feed) applyChanged(ctx context.Context, id string, vm *dc.VM, hash uint64, p *pendingVM) {
 	f.prepare(ctx, vm)
 	f.applyVM(id, vm, hash, "changefeed")
+	f.delivered(p)
 	if p.stateChanged {
 		f.serverChanged(vm.ServerUUID)
 	}
+}
+
+// delivered records that p's change reached the sink.
+func (f *Feed) delivered(p *pendingVM) {
+	d := time.Since(p.arrived)
+	f.mu.Lock()
+	f.delay.Observe(d.Seconds())
+	f.mu.Unlock()
+}
+
+// DelayHistogram returns, for every VM change the changefeed announced
+// and the feed handed on so far, the time from the change item's arrival
+// to the VM's new state reaching the updater: the queue, the fetch from
+// VMAPI when the item's object could not be used, the owner's and
+// networks' lookups, and the retries after failures.
+func (f *Feed) DelayHistogram() metrics.Histogram {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.delay.Clone()
 }
 
 // prepare looks up what a VM about to be applied needs: its owner (UFDS)

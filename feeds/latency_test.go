@@ -1,0 +1,129 @@
+package feeds_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tritondatacenter/cns/admin/metrics"
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
+)
+
+// The change latency histogram times each committed VM change from the
+// moment the updater learnt of it to the end of the commit serving it:
+//   - a first listing's VMs waited a batch window (the start gathers);
+//   - a change after a quiet spell is served at once, one right after it
+//     waits for the next window;
+//   - a VM changed again while its commit is under way is timed from when
+//     that commit's batch was computed, not from its first change.
+func TestChangeLatency(t *testing.T) {
+	const window = 500 * time.Millisecond
+	rc, zc := hzConfig()
+	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: window,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, Seed: 3})
+	renamed := func(i int, alias string) *dc.VM {
+		vm := inv.VMs[i]
+		vm.Alias = &alias
+		return &vm
+	}
+	// Once armed, the next commit changes VM 2 again from its hook, while
+	// the commit is under way.
+	var armed atomic.Bool
+	store.OnCommit(func(*db.Committed) {
+		if armed.CompareAndSwap(true, false) {
+			u.SetVM(renamed(2, "second"), "test")
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// change makes a change and returns the histogram's one new
+	// observation once it is committed, checked against the wall clock
+	// since start (when the change was made at the latest).
+	last := u.LatencyHistogram()
+	change := func(what string, start time.Time, do func()) time.Duration {
+		t.Helper()
+		do()
+		deadline := start.Add(10 * window)
+		for u.LatencyHistogram().Count == last.Count {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not committed after %v", what, 10*window)
+			}
+			time.Sleep(time.Millisecond) // polling the histogram: commits have no other signal here
+		}
+		h := u.LatencyHistogram()
+		if n := h.Count - last.Count; n != 1 {
+			t.Fatalf("%s: %d observations, want 1", what, n)
+		}
+		got := time.Duration((h.Sum - last.Sum) * float64(time.Second))
+		if elapsed := time.Since(start); got <= 0 || got > elapsed {
+			t.Fatalf("%s: latency %v, outside (0, %v]", what, got, elapsed)
+		}
+		last = h
+		return got
+	}
+
+	start := time.Now()
+	u.SetInventory(inv, "load")
+	deadline := start.Add(10 * window)
+	for u.LatencyHistogram().Count < uint64(len(inv.VMs)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first listing: %d VMs committed", u.LatencyHistogram().Count)
+		}
+		time.Sleep(time.Millisecond) // polling the histogram
+	}
+	last = u.LatencyHistogram()
+	if below := countAtMost(last, window.Seconds()/5); below != 0 {
+		t.Errorf("the first listing: %d of %d VMs served within %v; all waited a window", below, last.Count, window/5)
+	}
+	if elapsed := time.Since(start).Seconds(); last.Sum > float64(last.Count)*elapsed {
+		t.Errorf("the first listing: latencies sum to %.2f s, more than %d × %.2f s", last.Sum, last.Count, elapsed)
+	}
+
+	time.Sleep(window) // the quiet spell itself, not a synchronisation
+	if got := change("a change after a quiet spell", time.Now(), func() { u.RemoveVM(inv.VMs[0].UUID, "destroyed") }); got >= window/2 {
+		t.Errorf("a change after a quiet spell: latency %v, want well under the %v window", got, window)
+	}
+	if got := change("the change right after it", time.Now(), func() { u.RemoveVM(inv.VMs[1].UUID, "destroyed") }); got < window/2 {
+		t.Errorf("a change right after another: latency %v, want about the %v window", got, window)
+	}
+	again := time.Now()
+	change("a change made again during its commit", again, func() {
+		armed.Store(true)
+		u.SetVM(renamed(2, "first"), "test")
+	})
+	// The hook's change, timed from when the commit it interrupted was
+	// computed: about a window. From the first change it would be two.
+	if got := change("the change made during the commit", again, func() {}); got > window*3/2 {
+		t.Errorf("a VM changed again during its commit: latency %v, counted from its earlier change", got)
+	}
+}
+
+// countAtMost is how many observations of h were at most le (a bound of
+// h's).
+func countAtMost(h metrics.Histogram, le float64) uint64 {
+	var n uint64
+	for i, b := range h.Bounds {
+		if b <= le {
+			n = h.Counts[i]
+		}
+	}
+	return n
+}
