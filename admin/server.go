@@ -40,7 +40,7 @@ type Server struct {
 	Sources func() []AggregateSource
 	// Changefeed, when set, reports the SDC feed's changefeed delays.
 	Changefeed func() metrics.Histogram
-	Log     *slog.Logger
+	Log        *slog.Logger
 }
 
 // maxBody bounds request bodies: the API takes small JSON objects only.
