@@ -161,7 +161,8 @@ func (c *cnsProc) serial(b *testing.B) uint32 {
 	return r.Answer[0].(*dns.SOA).Serial
 }
 
-// metrics reads the Prometheus samples without labels.
+// metrics reads the Prometheus samples without labels, and the
+// histograms' buckets (by `name_bucket{le="…"}`).
 func (c *cnsProc) metrics() (map[string]float64, error) {
 	res, err := http.Get("http://" + c.api + "/metrics")
 	if err != nil {
@@ -176,7 +177,7 @@ func (c *cnsProc) metrics() (map[string]float64, error) {
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "#") || strings.Contains(line, "{") {
+		if strings.HasPrefix(line, "#") || strings.Contains(line, "{") && !strings.Contains(line, `_bucket{le="`) {
 			continue
 		}
 		name, val, ok := strings.Cut(line, " ")

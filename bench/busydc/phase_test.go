@@ -61,6 +61,9 @@ type phaseResult struct {
 	rt                       *rtProbe // cns's answers to the real-time probe (nil: it failed, see rtErr)
 	rtErr                    error
 	churnBehin               time.Duration // how far the churn fell behind its schedule at worst
+	// cns's own timing of the phase's changes (its /metrics at the start
+	// and once drained): changefeed item → updater, updater → served
+	delay, latency cnsHistogram
 }
 
 // phase answers at r.rate for the run's duration; with ch, it also makes
@@ -102,6 +105,7 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 			churning.Go(func() { r.c.profile(b, filepath.Join(r.k.out, "cns-churn.pprof"), r.k.duration/4, r.k.profile) })
 		}
 	}
+	before, _ := r.c.metrics()
 	serverDrops, clientDrops := udpDrops(int(r.c.dns.Port())), udpDrops(g.ports()...)
 	self0, t0 := procCPU(os.Getpid()), time.Now()
 	var rt sync.WaitGroup
@@ -121,6 +125,10 @@ func (r *run) phase(b *testing.B, g *loadGen, ch *churn) *phaseResult {
 	}
 	close(stopSampling)
 	sampler.Wait()
+	if after, err := r.c.metrics(); err == nil && before != nil {
+		p.delay = histogramDiff(before, after, "cns_changefeed_delay_seconds")
+		p.latency = histogramDiff(before, after, "cns_change_latency_seconds")
+	}
 	// Drained: the first sample after the last change with nothing pending.
 	for _, s := range p.samples {
 		if s.t >= r.k.duration && s.pending == 0 {

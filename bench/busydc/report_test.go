@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +187,63 @@ func (p *phaseResult) pendingGrowth(d time.Duration) (growth, peak float64) {
 		return 0, peak
 	}
 	return sxy / sxx * d.Seconds(), peak
+}
+
+// cnsHistogram is what one of cns's latency histograms counted during a
+// phase: cumulative counts per upper bound (seconds), ascending.
+type cnsHistogram struct {
+	bounds []float64
+	counts []float64
+	total  float64
+}
+
+// histogramDiff is histogram name's counts in after less those in before
+// (two readings of cns's /metrics).
+func histogramDiff(before, after map[string]float64, name string) cnsHistogram {
+	var h cnsHistogram
+	prefix := name + `_bucket{le="`
+	for key, v := range after {
+		le, ok := strings.CutPrefix(key, prefix)
+		if !ok {
+			continue
+		}
+		le = strings.TrimSuffix(le, `"}`)
+		if le == "+Inf" {
+			h.total = v - before[key]
+			continue
+		}
+		b, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			continue
+		}
+		h.bounds = append(h.bounds, b)
+	}
+	sort.Float64s(h.bounds)
+	for _, b := range h.bounds {
+		key := prefix + strconv.FormatFloat(b, 'f', -1, 64) + `"}`
+		h.counts = append(h.counts, after[key]-before[key])
+	}
+	return h
+}
+
+// quantile estimates the q-quantile as Prometheus's histogram_quantile
+// does: linearly within the bucket it falls in (0 when empty; the last
+// bound when it falls beyond it).
+func (h cnsHistogram) quantile(q float64) time.Duration {
+	if h.total == 0 {
+		return 0
+	}
+	rank, lower, below := q*h.total, 0.0, 0.0
+	for i, b := range h.bounds {
+		if h.counts[i] >= rank {
+			in := h.counts[i] - below
+			frac := 1.0
+			if in > 0 {
+				frac = (rank - below) / in
+			}
+			return time.Duration((lower + (b-lower)*frac) * float64(time.Second))
+		}
+		lower, below = b, h.counts[i]
+	}
+	return time.Duration(lower * float64(time.Second))
 }

@@ -79,6 +79,12 @@ func (r *run) summary() (string, []string) {
 		fmt.Fprintf(&sb, "| %s | %d | %d | %.1f ms | %.1f ms | %.1f ms |\n", srv, n, len(ds),
 			ms(quantile(ds, 0.5)), ms(c2a[srv]), ms(quantile(ds, 1)))
 	}
+	// cns's own share of change → answer, by its /metrics; the rest is
+	// the simulator publishing the change and the probe seeing the answer.
+	d, l := r.busy.delay, r.busy.latency
+	fmt.Fprintf(&sb, "\ninside cns (its /metrics over the churn, interpolated in buckets): changefeed item → updater "+
+		"p50 %.1f / p99 %.1f ms (%.0f changes); updater → served p50 %.1f / p99 %.1f ms (%.0f VM changes)\n",
+		ms(d.quantile(0.5)), ms(d.quantile(0.99)), d.total, ms(l.quantile(0.5)), ms(l.quantile(0.99)), l.total)
 	growth, peak := r.busy.pendingGrowth(k.duration)
 	fmt.Fprintf(&sb, "\nbacklog (cns_pending_vms) during the churn: peak %.0f, growth over the phase (least squares) %+.1f, "+
 		"drained %v after the last change (%v); %d changes made (%d errors), churn at worst %v behind its schedule\n\n",
