@@ -29,7 +29,7 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 7})
 
 	// Run drains the backlog while VMs keep changing.
-	piped, u := drainUpdater(t)
+	piped, u := windowUpdater(t, time.Millisecond)
 	var commits int
 	piped.OnCommit(func(*db.Committed) { commits++ })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -61,7 +61,7 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 	}
 
 	// The same final inventory, one Flush at a time.
-	serial, su := drainUpdater(t)
+	serial, su := windowUpdater(t, time.Millisecond)
 	final := *inv
 	su.SetInventory(&final, "load")
 	for su.Pending() > 0 {
@@ -89,9 +89,9 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 	}
 }
 
-// drainUpdater is an updater of hzConfig's zone on a fresh store (closed
-// when the test ends), with a 1 ms batch window for Run's drains.
-func drainUpdater(t *testing.T) (*db.DB, *feeds.Updater) {
+// windowUpdater is an updater of hzConfig's zone on a fresh store (closed
+// when the test ends), with batch window window (1 ms for Run's drains).
+func windowUpdater(t *testing.T, window time.Duration) (*db.DB, *feeds.Updater) {
 	t.Helper()
 	rc, zc := hzConfig()
 	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
@@ -99,7 +99,7 @@ func drainUpdater(t *testing.T) (*db.DB, *feeds.Updater) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond,
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: window,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 	// flags loads in chunks of size(n) VMs, n being the backlog's length,
 	// and returns each commit's Backlog and zone count.
 	flags := func(t *testing.T, fill func(*feeds.Updater), size func(n int) int) (backlog []bool, zones []int) {
-		store, u := drainUpdater(t)
+		store, u := windowUpdater(t, time.Millisecond)
 		fill(u)
 		for _, c := range backlogCommits(t, store, u, size(u.Pending())) {
 			backlog, zones = append(backlog, c.Backlog), append(zones, len(c.Zones))
@@ -308,7 +308,7 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 // every chunk would hold VMs of nearly every owner.
 func TestBacklogChunksGoByOwner(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
-	store, u := drainUpdater(t)
+	store, u := windowUpdater(t, time.Millisecond)
 	u.SetInventory(inv, "load")
 
 	// ownersOf returns the owners of a commit's forward names, from the

@@ -2,15 +2,12 @@ package feeds_test
 
 import (
 	"context"
-	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
-	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
@@ -24,17 +21,7 @@ import (
 //     that commit's batch was computed, not from its first change.
 func TestChangeLatency(t *testing.T) {
 	const window = 500 * time.Millisecond
-	rc, zc := hzConfig()
-	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: window,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, u := windowUpdater(t, window)
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, Seed: 3})
 	renamed := func(i int, alias string) *dc.VM {
 		vm := inv.VMs[i]

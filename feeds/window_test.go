@@ -3,14 +3,11 @@ package feeds_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/tritondatacenter/cns/db"
-	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
@@ -23,17 +20,7 @@ import (
 //     began.
 func TestBatchWindowCommitsAQuietChangeAtOnce(t *testing.T) {
 	const window = time.Second
-	rc, zc := hzConfig()
-	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: window,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, u := windowUpdater(t, window)
 	type commit struct {
 		at    time.Time
 		names int
