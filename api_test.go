@@ -65,7 +65,7 @@ var (
 	apiSerialRE   = regexp.MustCompile(`\b1[7-9]\d{8}\b`)
 	apiTimeRE     = regexp.MustCompile(`"\d{4}-\d\d-\d\dT[0-9:.]+Z"`)
 	apiLastVisit  = regexp.MustCompile(`"last_visit": \d+`)
-	apiDurationRE = regexp.MustCompile(`"(duration_ms|uptime_seconds)": [0-9.e+-]+`)
+	apiDurationRE = regexp.MustCompile(`"(duration_ms|oldest_change_ms|uptime_seconds)": [0-9.e+-]+`)
 )
 
 func normalizeAPI(b []byte) []byte {

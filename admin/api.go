@@ -227,7 +227,10 @@ type Commit struct {
 	Time       time.Time `json:"time"`
 	VMs        int       `json:"vms"`
 	DurationMS float64   `json:"duration_ms"`
-	Error      string    `json:"error,omitempty"`
+	// OldestChangeMS: how long the commit's oldest VM change had waited
+	// when it was served, from cns learning of it (absent: no VM).
+	OldestChangeMS float64 `json:"oldest_change_ms,omitempty"`
+	Error          string  `json:"error,omitempty"`
 }
 
 // Wait is GET /wait: the serial's propagation, and whether it is ACTIVE.

@@ -277,6 +277,9 @@ func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
 	fmt.Fprintf(w, "\npending VMs: %d\n", f.Pending)
 	if c := f.LastCommit; c != nil {
 		fmt.Fprintf(w, "last commit: %s ago, %d VMs, %.1f ms", Ago(now.Sub(c.Time)), c.VMs, c.DurationMS)
+		if c.OldestChangeMS > 0 {
+			fmt.Fprintf(w, "; its oldest change waited %.1f ms", c.OldestChangeMS)
+		}
 		if c.Error != "" {
 			fmt.Fprintf(w, ", failed: %s", c.Error)
 		}

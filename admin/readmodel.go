@@ -106,7 +106,8 @@ func feedsView(u *feeds.Updater) Feeds {
 		out.Feeds = append(out.Feeds, FeedStatus{Name: f.Name, Healthy: f.Healthy, Since: f.Since, Reason: f.Reason, LastOK: f.LastOK})
 	}
 	if lc := u.LastCommit(); !lc.Time.IsZero() {
-		out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000, Error: lc.Err}
+		out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000,
+			OldestChangeMS: float64(lc.Oldest.Microseconds()) / 1000, Error: lc.Err}
 	}
 	return out
 }

@@ -29,7 +29,10 @@ type CommitInfo struct {
 	Time     time.Time
 	VMs      int
 	Duration time.Duration
-	Err      string
+	// Oldest is how long its oldest VM change had waited when it was
+	// served (the longest of its cns_change_latency_seconds).
+	Oldest time.Duration
+	Err    string
 }
 
 func (u *Updater) wake() {
@@ -452,6 +455,7 @@ func (u *Updater) settle(b *batch, served int64) bool {
 	for _, vc := range b.cs.VMs {
 		if taken, ok := b.gens[vc.UUID]; ok { // (an aggregated source's pseudo-VMs were never dirty)
 			u.committed(vc.UUID, taken, b.computed, served)
+			u.lastCommit.Oldest = max(u.lastCommit.Oldest, time.Duration(served-taken.since))
 		}
 		if vc.Delete {
 			delete(u.hashes, vc.UUID)
@@ -471,7 +475,7 @@ func (u *Updater) settle(b *batch, served int64) bool {
 // served since served: its wait goes into the latency histogram, and it
 // leaves the dirty set unless it was marked again meanwhile. u.mu is held.
 func (u *Updater) committed(uuid string, taken dirtyVM, computed, served int64) {
-	u.latency.Observe(float64(served-taken.since) / float64(time.Second))
+	u.latency.Observe(time.Duration(served - taken.since).Seconds())
 	d, ok := u.dirty[uuid]
 	switch {
 	case !ok:

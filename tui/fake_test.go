@@ -188,7 +188,7 @@ func (f *fakeSource) Feeds(ctx context.Context) (*admin.Feeds, error) {
 			{Name: "vmapi", Healthy: true, Since: now.Add(-3 * time.Hour), LastOK: now.Add(-1 * time.Second)},
 		},
 		Pending:    2,
-		LastCommit: &admin.Commit{Time: now.Add(-150 * time.Second), VMs: 1, DurationMS: 3.2},
+		LastCommit: &admin.Commit{Time: now.Add(-150 * time.Second), VMs: 1, DurationMS: 3.2, OldestChangeMS: 27.5},
 		Sources: []admin.AggregateSource{
 			{Region: "us-west.cns.example.com", Zone: "us-west-2.cns.example.com", State: "ok", Serial: 1795486001,
 				LastTransfer: now.Add(-40 * time.Second), LastKind: "IXFR", LastCheck: now.Add(-2 * time.Second), LagSeconds: 2, Names: 4120},

@@ -104,6 +104,9 @@ func (p *feedsPage) View() string {
 	b.WriteString(fmt.Sprintf("pending VMs:  %d (waiting for the next commit)\n", p.feeds.Pending))
 	if c := p.feeds.LastCommit; c != nil {
 		l := fmt.Sprintf("last commit:  %s, %d VMs, %.1f ms", ago(p.c.Now, c.Time), c.VMs, c.DurationMS)
+		if c.OldestChangeMS > 0 {
+			l += fmt.Sprintf("; oldest change waited %.1f ms", c.OldestChangeMS)
+		}
 		if c.Error != "" {
 			b.WriteString(st.Stale.Render(truncate(l+", failed: "+oneLine(c.Error), p.c.Width)) + "\n")
 		} else {
