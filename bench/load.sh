@@ -27,6 +27,9 @@
 #             run in turn within each repetition
 #           PORT (5471): DNS port of the load; API on PORT+1 (pprof)
 #           TIMEOUT (900 s per run)
+#           KEEP (0): 1 keeps each run's db ($WORK/run-<name>-<rep>/cns.db,
+#             ~2 GB at 1M VMs); by default it is removed once measured, and
+#             only the log stays
 # Output:   one TSV row per run on stdout and in $WORK/load.tsv, then the
 #           median (min–max) of each figure per binary.
 set -euo pipefail
@@ -38,6 +41,7 @@ SEED=${SEED:-20240611}
 WORK=${WORK:-${TMPDIR:-/tmp}/cns-load}
 PORT=${PORT:-5471}
 TIMEOUT=${TIMEOUT:-900}
+KEEP=${KEEP:-0}
 PROFILE=${PROFILE:-0}
 [[ $PROFILE =~ ^[0-9]+$ ]] || { echo "PROFILE must be a number of seconds" >&2; exit 2; }
 mkdir -p "$WORK"
@@ -150,6 +154,7 @@ p.terminate(); p.wait()
 wall = done - t0
 print("%d\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%d\t%.0f\t%.0f" % (vms, wall, done - applied, c, c / n * 1e6, n / wall, commits, rss, wr), flush=True)
 EOF
+        [ "$KEEP" = 1 ] || rm -f "$run/cns.db"
     done
 done
 
