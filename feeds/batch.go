@@ -454,8 +454,7 @@ func (u *Updater) settle(b *batch, served int64) bool {
 	}
 	for _, vc := range b.cs.VMs {
 		if taken, ok := b.gens[vc.UUID]; ok { // (an aggregated source's pseudo-VMs were never dirty)
-			u.committed(vc.UUID, taken, b.computed, served)
-			u.lastCommit.Oldest = max(u.lastCommit.Oldest, time.Duration(served-taken.since))
+			u.lastCommit.Oldest = max(u.lastCommit.Oldest, u.committed(vc.UUID, taken, b.computed, served))
 		}
 		if vc.Delete {
 			delete(u.hashes, vc.UUID)
@@ -472,10 +471,12 @@ func (u *Updater) settle(b *batch, served int64) bool {
 }
 
 // committed settles a dirty VM whose change, as b took it (taken), is
-// served since served: its wait goes into the latency histogram, and it
-// leaves the dirty set unless it was marked again meanwhile. u.mu is held.
-func (u *Updater) committed(uuid string, taken dirtyVM, computed, served int64) {
-	u.latency.Observe(time.Duration(served - taken.since).Seconds())
+// served since served, and returns how long that change waited: the wait
+// goes into the latency histogram, and the VM leaves the dirty set unless
+// it was marked again meanwhile. u.mu is held.
+func (u *Updater) committed(uuid string, taken dirtyVM, computed, served int64) time.Duration {
+	wait := time.Duration(served - taken.since)
+	u.latency.Observe(wait.Seconds())
 	d, ok := u.dirty[uuid]
 	switch {
 	case !ok:
@@ -487,6 +488,7 @@ func (u *Updater) committed(uuid string, taken dirtyVM, computed, served int64) 
 		d.since = computed
 		u.dirty[uuid] = d
 	}
+	return wait
 }
 
 // causeSummary describes the pending batch in one line.

@@ -64,6 +64,10 @@ func TestChangeLatency(t *testing.T) {
 			t.Fatalf("%s: latency %v, outside (0, %v]", what, got, elapsed)
 		}
 		last = h
+		// The commit says how long its oldest change waited: this one.
+		if lc := u.LastCommit(); lc.VMs != 1 || (lc.Oldest-got).Abs() > time.Microsecond {
+			t.Fatalf("%s: the last commit had %d VMs, its oldest change waited %v; want 1 and %v", what, lc.VMs, lc.Oldest, got)
+		}
 		return got
 	}
 
