@@ -96,14 +96,7 @@ func aggTryAXFR(addr, zone string) ([]dns.RR, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []dns.RR
-	for env := range ch {
-		if env.Error != nil {
-			err = env.Error
-		}
-		out = append(out, env.RR...)
-	}
-	return out, err
+	return secondarytest.Records(ch)
 }
 
 // aggRegionHas reports whether every non-apex record of a DC's zone is in

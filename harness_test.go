@@ -25,6 +25,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
 // The harness of the whole-program tests. Two ways to run cns:
@@ -422,14 +423,7 @@ func transferIn(addr string, m *dns.Msg) ([]dns.RR, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rrs []dns.RR
-	for env := range ch {
-		if env.Error != nil {
-			return nil, env.Error
-		}
-		rrs = append(rrs, env.RR...)
-	}
-	return rrs, nil
+	return secondarytest.Records(ch)
 }
 
 // axfrContent transfers zone and returns its serial and content.

@@ -174,16 +174,9 @@ func (r *interopRig) xfr(zone string, qtype uint16, serial uint32, key *secondar
 	if err != nil {
 		return nil, err
 	}
-	var rrs []dns.RR
-	var ferr error
-	for env := range ch {
-		if env.Error != nil && ferr == nil {
-			ferr = env.Error
-		}
-		rrs = append(rrs, env.RR...)
-	}
-	if ferr != nil {
-		return rrs, ferr
+	rrs, err := secondarytest.Records(ch)
+	if err != nil {
+		return rrs, err
 	}
 	if qtype == dns.TypeAXFR && len(rrs) >= 2 {
 		rrs = rrs[:len(rrs)-1]

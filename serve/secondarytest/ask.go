@@ -102,20 +102,27 @@ func (s *Secondary) transfer(zone string) (rrs []dns.RR, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, err)
 	}
-	var ferr error
-	for env := range ch {
-		if env.Error != nil && ferr == nil {
-			ferr = env.Error
-		}
-		rrs = append(rrs, env.RR...)
-	}
-	if ferr != nil {
-		return rrs, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, ferr)
+	if rrs, err = Records(ch); err != nil {
+		return rrs, fmt.Errorf("axfr %s from %s: %w", zone, s.cfg.Kind, err)
 	}
 	if n := len(rrs); n >= 2 && rrs[n-1].Header().Rrtype == dns.TypeSOA {
 		rrs = rrs[:n-1]
 	}
 	return rrs, nil
+}
+
+// Records reads a transfer's messages (dns.Transfer.In) to the end: every
+// record, in order, and the first error, with the records read before it.
+func Records(ch chan *dns.Envelope) ([]dns.RR, error) {
+	var rrs []dns.RR
+	var err error
+	for env := range ch {
+		if env.Error != nil && err == nil {
+			err = env.Error
+		}
+		rrs = append(rrs, env.RR...)
+	}
+	return rrs, err
 }
 
 // Query asks the secondary one question over UDP, and again over TCP when
