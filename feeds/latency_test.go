@@ -41,21 +41,28 @@ func TestChangeLatency(t *testing.T) {
 	go func() { u.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	// change makes a change and returns the histogram's one new
-	// observation once it is committed, checked against the wall clock
-	// since start (when the change was made at the latest).
-	last := u.LatencyHistogram()
-	change := func(what string, start time.Time, do func()) time.Duration {
+	// counted waits until the histogram holds n observations, at most ten
+	// windows from start, and returns it.
+	counted := func(what string, n uint64, start time.Time) metrics.Histogram {
 		t.Helper()
-		do()
-		deadline := start.Add(10 * window)
-		for u.LatencyHistogram().Count == last.Count {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not committed after %v", what, 10*window)
+		for h := u.LatencyHistogram(); ; h = u.LatencyHistogram() {
+			if h.Count >= n {
+				return h
+			}
+			if time.Since(start) > 10*window {
+				t.Fatalf("%s: %d of %d observations after %v", what, h.Count, n, 10*window)
 			}
 			time.Sleep(time.Millisecond) // polling the histogram: commits have no other signal here
 		}
-		h := u.LatencyHistogram()
+	}
+	// change makes a change and returns the histogram's one new
+	// observation once it is committed, checked against the wall clock
+	// since start (when the change was made at the latest).
+	var last metrics.Histogram
+	change := func(what string, start time.Time, do func()) time.Duration {
+		t.Helper()
+		do()
+		h := counted(what, last.Count+1, start)
 		if n := h.Count - last.Count; n != 1 {
 			t.Fatalf("%s: %d observations, want 1", what, n)
 		}
@@ -73,14 +80,7 @@ func TestChangeLatency(t *testing.T) {
 
 	start := time.Now()
 	u.SetInventory(inv, "load")
-	deadline := start.Add(10 * window)
-	for u.LatencyHistogram().Count < uint64(len(inv.VMs)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first listing: %d VMs committed", u.LatencyHistogram().Count)
-		}
-		time.Sleep(time.Millisecond) // polling the histogram
-	}
-	last = u.LatencyHistogram()
+	last = counted("the first listing", uint64(len(inv.VMs)), start)
 	if below := countAtMost(last, window.Seconds()/5); below != 0 {
 		t.Errorf("the first listing: %d of %d VMs served within %v; all waited a window", below, last.Count, window/5)
 	}
