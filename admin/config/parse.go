@@ -24,7 +24,7 @@ var (
 // Defaults for cns's own keys (the table's Default column says the same;
 // TestKeyDefaults holds them together).
 const (
-	defaultDBPath            = "/data/cns/cns.db"
+	defaultDBPath = "/data/cns/cns.db"
 	// A secondary under churn hears of a change up to one interval late,
 	// and NSD and Knot then take about as long again (bench/busydc.sh,
 	// BENCHMARKS round 11): at 500 ms NSD's change → answer p99 was
