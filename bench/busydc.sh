@@ -52,7 +52,7 @@
 #   CLIENT_CPU (1)  SECONDARY_CPU (0)  CPU_CGROUP (/sys/fs/cgroup/cpu/cns-busydc)
 #   BATCH_WINDOW_MS, MIN_NOTIFY_MS, REVERSE_V4_PREFIX (cns's batch_window_ms,
 #     min_notify_interval and reverse_v4_prefix; unset: cns's defaults,
-#     25, 250 and 24: a reverse zone per /24, so a commit touches many)
+#     25, 500 and 24: a reverse zone per /24, so a commit touches many)
 #   PROFILE (0): seconds of a CPU profile of cns taken a quarter into the
 #     churn ($WORK/out/cns-churn.pprof; `go tool pprof -top $WORK/cns FILE`)
 #   CNS: a cns binary to run instead of building this tree's (to compare

@@ -19,7 +19,7 @@ const (
 	notifyFirstRetry = time.Second
 	notifyMaxRetry   = 60 * time.Second
 	notifyMaxTries   = 10
-	defaultNotifyGap = 250 * time.Millisecond // config's min_notify_interval default
+	defaultNotifyGap = 500 * time.Millisecond
 )
 
 // notifier announces new serials to secondaries: one NOTIFY (with the SOA

@@ -39,7 +39,7 @@ func TestParseReferenceConfig(t *testing.T) {
 	if names := []string{c.Forward[0].Name, c.Forward[1].Name}; !slices.Equal(names, []string{"coal.cns.joyent.us", "example.org"}) {
 		t.Errorf("zones %q: want file order, lower case", names)
 	}
-	if c.DBPath != defaultDBPath || !slices.Equal(c.DNSListen, defaultDNSListen) || c.MinNotifyInterval != 250*time.Millisecond {
+	if c.DBPath != defaultDBPath || !slices.Equal(c.DNSListen, defaultDNSListen) || c.MinNotifyInterval != 500*time.Millisecond {
 		t.Errorf("defaults: db %s listen %v notify %v", c.DBPath, c.DNSListen, c.MinNotifyInterval)
 	}
 	if c.FullPollInterval != 10*time.Second || !c.UseAlias || c.UseLogin {

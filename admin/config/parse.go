@@ -24,12 +24,8 @@ var (
 // Defaults for cns's own keys (the table's Default column says the same;
 // TestKeyDefaults holds them together).
 const (
-	defaultDBPath = "/data/cns/cns.db"
-	// A secondary under churn hears of a change up to one interval late,
-	// and NSD and Knot then take about as long again (bench/busydc.sh,
-	// BENCHMARKS round 11): at 500 ms NSD's change → answer p99 was
-	// 0.95-1.04 s, at 250 ms 0.54-0.58 s. At 100 ms NSD fell behind (6-7 s).
-	defaultMinNotifyInterval = 250 * time.Millisecond
+	defaultDBPath            = "/data/cns/cns.db"
+	defaultMinNotifyInterval = 500 * time.Millisecond
 )
 
 var defaultDNSListen = []string{"0.0.0.0:53", "[::]:53"}

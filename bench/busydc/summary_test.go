@@ -20,7 +20,7 @@ func (r *run) summary() (string, []string) {
 	k := r.k
 	fmt.Fprintf(&sb, "busy data center: %d VMs, %d changes/s for %v (every %dth visible change probed), secondaries %v\n\n",
 		k.vms, k.churnRate, k.duration, k.sample, r.servers()[1:])
-	fmt.Fprintf(&sb, "cns: batch_window_ms %q, min_notify_interval %q, reverse_v4_prefix %q (empty: cns's defaults, 25, 250 and 24)\n\n",
+	fmt.Fprintf(&sb, "cns: batch_window_ms %q, min_notify_interval %q, reverse_v4_prefix %q (empty: cns's defaults, 25, 500 and 24)\n\n",
 		k.batchWindow, k.minNotify, k.reversePrefix)
 	fmt.Fprintf(&sb, "saturation probe: %.0f qps answered (cns CPU %.0f %%); load %.0f qps (%.0f %% of it); load average at the end %s\n\n",
 		r.capacity, 100*r.probeCPU, r.rate, 100*r.rate/max(r.capacity, 1), loadAvg())
