@@ -204,8 +204,11 @@ func TestReloadAndLogFormat(t *testing.T) {
 	}
 }
 
-// SIGTERM in the middle of a big first commit: the process exits within
-// seconds and leaves a consistent db.
+// SIGTERM in the middle of a big first commit: the process does not wait
+// for the batch (it gives up, and says so), exits within seconds and
+// leaves a consistent db. Before it gave up, a shutdown here waited for
+// the whole 20k-VM batch: 6.8-7.1 s under the race detector, and CI once
+// took 8.2 s.
 func TestShutdownDuringCommit(t *testing.T) {
 	dir := t.TempDir()
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20000, Seed: 3})
@@ -216,9 +219,19 @@ func TestShutdownDuringCommit(t *testing.T) {
 	p.waitLog(30*time.Second, func(l logLine) bool { return l.str("msg") == "inventory applied" })
 	start := time.Now()
 	p.stop(syscall.SIGTERM)
-	if took := time.Since(start); took > 8*time.Second {
+	if took := time.Since(start); took > 4*time.Second {
 		t.Errorf("shutdown took %v", took)
 	}
+	p.waitLog(time.Second, func(l logLine) bool {
+		return l.str("msg") == "shutting down: batch not committed; the next start computes it again"
+	})
+	p.mu.Lock()
+	for _, l := range p.lines {
+		if vms, _ := l["vms"].(float64); l.str("msg") == "committed" && vms > 0 {
+			t.Errorf("the batch was committed after SIGTERM: %v", l)
+		}
+	}
+	p.mu.Unlock()
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}

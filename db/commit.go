@@ -45,6 +45,11 @@ type ChangeSet struct {
 	// commits would redo (serve's tables) until a commit without it, which
 	// always ends a backlog.
 	Backlog bool
+	// Stop, when closed, makes Commit give up before the transaction is
+	// written (ErrStopped): nothing of the change set is stored. A
+	// shutdown closes it rather than wait for a first load's chunk, which
+	// the next start computes again.
+	Stop <-chan struct{}
 }
 
 // VMChange replaces everything one VM contributes.
@@ -140,6 +145,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 			}
 		}
 		for i := range cs.VMs {
+			if i%256 == 0 && stopped(cs.Stop) {
+				return ErrStopped
+			}
 			if err := c.applyVM(&cs.VMs[i]); err != nil {
 				return err
 			}
@@ -156,11 +164,14 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 		if err := c.raiseSerials(cs.SerialFloors); err != nil {
 			return err
 		}
-		out, err = c.finish()
-		if out != nil {
-			out.Backlog = cs.Backlog
+		if out, err = c.finish(); err != nil {
+			return err
 		}
-		return err
+		out.Backlog = cs.Backlog
+		if stopped(cs.Stop) {
+			return ErrStopped // the last moment before bbolt writes
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -691,6 +702,16 @@ func (c *commit) finishZone(z *zoneWork, zones, tomb *bolt.Bucket) (ZoneUpdate, 
 		return ZoneUpdate{}, err
 	}
 	return u, nil
+}
+
+// stopped reports whether stop is closed; a nil stop never is.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *commit) problem(format string, args ...any) {

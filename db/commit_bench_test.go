@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -132,5 +133,51 @@ func BenchmarkCommit(b *testing.B) {
 			}
 			b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "VMchanges/s")
 		})
+	}
+}
+
+// A change set whose Stop is closed stores nothing and tells no hook,
+// however far Commit had got; an open Stop changes nothing.
+func TestCommitStops(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "cns.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	hooks := 0
+	d.OnCommit(func(*Committed) { hooks++ })
+	open := make(chan struct{})
+	first := &ChangeSet{Zones: benchZoneConfig(), Stop: open}
+	for i := range 10 {
+		first.VMs = append(first.VMs, benchVM(i, 0))
+	}
+	if _, err := d.Commit(first); err != nil {
+		t.Fatal(err)
+	}
+	before, err := d.Zones()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 600} { // stopped before the first VM, and between two runs of them
+		closed := make(chan struct{})
+		close(closed)
+		cs := &ChangeSet{Stop: closed}
+		for i := range n {
+			cs.VMs = append(cs.VMs, benchVM(i, 1))
+		}
+		if _, err := d.Commit(cs); err != ErrStopped {
+			t.Fatalf("%d VMs: Commit = %v, want ErrStopped", n, err)
+		}
+		after, err := d.Zones()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes, err := d.VMHashes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(before, after) || len(hashes) != 10 || hooks != 1 {
+			t.Errorf("%d VMs stopped: zones %v → %v, %d VMs stored, %d hooks; want no change", n, before, after, len(hashes), hooks)
+		}
 	}
 }

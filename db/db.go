@@ -51,6 +51,9 @@ var (
 	ErrLocked = errors.New("db file is locked by another process (a running cns serve?); get a consistent copy with `cns adm backup` and inspect that")
 	// ErrNotCNS means the file is a bbolt file without cns's layout.
 	ErrNotCNS = errors.New("not a cns db (no schema version)")
+	// ErrStopped is returned by Commit when the change set's Stop closed
+	// before the transaction was written; nothing of it was stored.
+	ErrStopped = errors.New("commit given up: stopping")
 	// ErrReadOnly is returned by Commit on a db opened read-only.
 	ErrReadOnly = errors.New("db is open read-only")
 )

@@ -2,6 +2,7 @@ package feeds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -148,9 +149,14 @@ func (u *Updater) tick() {
 // was committed waits for the next window (Run), rather than following at
 // once in a string of commits of a few VMs each, every one a serial of
 // the zones it touches.
+//
+// A shutdown (ctx ending) does not wait for the batch: its computation
+// stops where it is and its commit gives up before anything is written
+// (db.ChangeSet.Stop). Its VMs were never settled, so the next start
+// computes them again from the feeds.
 func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	u.mu.Lock()
-	b, release := u.prepare(nil)
+	b, release := u.prepare(ctx, nil)
 	u.mu.Unlock()
 	if release {
 		u.releaseMemory()
@@ -158,21 +164,32 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	batches := 0
 	var last *batch
 	for ; b != nil; batches++ {
+		if err := ctx.Err(); err != nil {
+			u.dropped(b) // b may be part of a batch: never commit it
+			return err
+		}
+		b.cs.Stop = ctx.Done()
 		done := make(chan error, 1)
 		go func() { done <- u.commitBatch(b) }()
 		var next *batch
 		if b.fullChunk() {
 			// The next chunk, without the VMs and sources in flight.
 			u.mu.Lock()
-			next, _ = u.prepare(b)
+			next, _ = u.prepare(ctx, b)
 			u.mu.Unlock()
 		}
 		if err := <-done; err != nil {
+			if errors.Is(err, db.ErrStopped) {
+				u.dropped(b)
+			}
 			return err // next is dropped: its VMs are still dirty
 		}
 		last, b = b, next
 		select { // what Run would do between two batches
 		case <-ctx.Done():
+			if b != nil {
+				u.dropped(b)
+			}
 			return ctx.Err()
 		case <-tick:
 			u.tick()
@@ -192,6 +209,11 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		u.compactIfSparse()
 	}
 	return nil
+}
+
+// dropped logs a batch left uncommitted by a shutdown.
+func (u *Updater) dropped(b *batch) {
+	u.log.Info("shutting down: batch not committed; the next start computes it again", "vms", len(b.cs.VMs))
 }
 
 // compactIfSparse compacts the store live when a large backlog left much
@@ -216,7 +238,7 @@ func (u *Updater) compactIfSparse() {
 // reconcile of an unchanged data center writes nothing.
 func (u *Updater) Flush() error {
 	u.lock()
-	b, release := u.prepare(nil)
+	b, release := u.prepare(context.Background(), nil)
 	u.mu.Unlock()
 	if release {
 		u.releaseMemory()
@@ -232,11 +254,11 @@ func (u *Updater) Flush() error {
 // it has let go of u.mu. With inFlight (a batch computed but not settled
 // yet) it leaves out inFlight's VMs and, when inFlight took any, the
 // queued sources.
-func (u *Updater) prepare(inFlight *batch) (b *batch, release bool) {
+func (u *Updater) prepare(ctx context.Context, inFlight *batch) (b *batch, release bool) {
 	if len(u.dirty) == 0 && u.zonesGen == u.zonesSaved && len(u.health.dirty) == 0 && !u.sourcesPending() {
 		return nil, false
 	}
-	b = u.collect(inFlight)
+	b = u.collect(ctx, inFlight)
 	cs := b.cs
 	if len(cs.VMs) > 0 || cs.Zones != nil || len(cs.Hysteresis) > 0 || len(cs.Sources) > 0 {
 		return b, false
@@ -332,13 +354,13 @@ func (u *Updater) chunkSize() int {
 // each chunk is consistent, and the write transaction's memory stays
 // bounded. inFlight, when not nil, is a batch on its way to the store:
 // its VMs and the sources it took are not taken again.
-func (u *Updater) collect(inFlight *batch) *batch {
+func (u *Updater) collect(ctx context.Context, inFlight *batch) *batch {
 	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]dirtyVM{}, at: u.now().UnixMilli(), computed: mono(), size: u.chunkSize()}
 	if u.zonesGen != u.zonesSaved && (inFlight == nil || inFlight.zonesGen != u.zonesGen) {
 		z := u.zones
 		b.cs.Zones, b.zonesGen = &z, u.zonesGen
 	}
-	for uuid := range u.dirtyInOrder(b, inFlight) {
+	for uuid := range u.dirtyInOrder(ctx, b, inFlight) {
 		mark := u.dirty[uuid]
 		vc, ok := u.change(uuid)
 		switch {
@@ -376,14 +398,17 @@ func (u *Updater) collect(inFlight *batch) *batch {
 
 // dirtyInOrder yields the dirty VMs collect takes next, by owner then
 // UUID (dirtyOrder), until b is full; not those already in b or in
-// inFlight. The order comes from a sorted snapshot of the dirty set that
+// inFlight; none once ctx has ended. The order comes from a sorted snapshot of the dirty set that
 // the chunks of a backlog share (sorting a million VMs for every chunk of
 // 20,000 would cost more than the chunk); VMs marked after it was taken
 // come in a second snapshot, taken when the first runs out. u.mu is held.
-func (u *Updater) dirtyInOrder(b, inFlight *batch) iter.Seq[string] {
+func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		fresh := false
-		for len(b.cs.VMs) < b.size {
+		for n := 0; len(b.cs.VMs) < b.size; n++ {
+			if n%256 == 0 && ctx.Err() != nil {
+				return // stopping: drain drops the batch
+			}
 			if len(u.order) == 0 {
 				if fresh {
 					return

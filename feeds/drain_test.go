@@ -376,3 +376,48 @@ func backlogCommits(t *testing.T, store *db.DB, u *feeds.Updater, size int) []*d
 		}
 	}
 }
+
+// A shutdown in the middle of a backlog commits nothing more: the chunk
+// computed meanwhile is dropped (and logged), what landed stays, and the
+// rest is still pending for the next start.
+func TestShutdownDropsBacklog(t *testing.T) {
+	defer feeds.SetMaxVMsPerCommit(150)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 7})
+	rc, zc := hzConfig()
+	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var logs bytes.Buffer
+	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	commits := 0
+	store.OnCommit(func(*db.Committed) { // the updater's commit goroutine
+		if commits++; commits == 1 {
+			cancel()
+		}
+	})
+	u.SetInventory(inv, "load")
+	before := u.Pending() // the VMs and the compute nodes' names
+	if err := u.Run(ctx); err != context.Canceled {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	hashes, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if commits != 1 || len(hashes) != 150 {
+		t.Errorf("after a shutdown in the first chunk's hook: %d commits, %d VMs stored; want 1 and 150", commits, len(hashes))
+	}
+	if p := u.Pending(); p != before-150 {
+		t.Errorf("%d pending, want the %d not committed", p, before-150)
+	}
+	if !strings.Contains(logs.String(), "batch not committed") {
+		t.Errorf("no line for the dropped chunk:\n%s", logs.String())
+	}
+}
