@@ -165,7 +165,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	var last *batch
 	for ; b != nil; batches++ {
 		if err := ctx.Err(); err != nil {
-			u.dropped(b) // b may be part of a batch: never commit it
+			u.dropped(b) // b may have been cut short: never commit it
 			return err
 		}
 		b.cs.Stop = ctx.Done()
@@ -398,10 +398,11 @@ func (u *Updater) collect(ctx context.Context, inFlight *batch) *batch {
 
 // dirtyInOrder yields the dirty VMs collect takes next, by owner then
 // UUID (dirtyOrder), until b is full; not those already in b or in
-// inFlight; none once ctx has ended. The order comes from a sorted snapshot of the dirty set that
-// the chunks of a backlog share (sorting a million VMs for every chunk of
-// 20,000 would cost more than the chunk); VMs marked after it was taken
-// come in a second snapshot, taken when the first runs out. u.mu is held.
+// inFlight; no more once ctx has ended. The order comes from a sorted
+// snapshot of the dirty set that the chunks of a backlog share (sorting a
+// million VMs for every chunk of 20,000 would cost more than the chunk);
+// VMs marked after it was taken come in a second snapshot, taken when the
+// first runs out. u.mu is held.
 func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		fresh := false
