@@ -93,6 +93,12 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 // when the test ends), with batch window window (1 ms for Run's drains).
 func windowUpdater(t *testing.T, window time.Duration) (*db.DB, *feeds.Updater) {
 	t.Helper()
+	return loggingUpdater(t, window, slog.DiscardHandler)
+}
+
+// loggingUpdater is windowUpdater logging to log.
+func loggingUpdater(t *testing.T, window time.Duration, log slog.Handler) (*db.DB, *feeds.Updater) {
+	t.Helper()
 	rc, zc := hzConfig()
 	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
 	if err != nil {
@@ -100,7 +106,7 @@ func windowUpdater(t *testing.T, window time.Duration) (*db.DB, *feeds.Updater) 
 	}
 	t.Cleanup(func() { store.Close() })
 	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: window,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,18 +389,8 @@ func backlogCommits(t *testing.T, store *db.DB, u *feeds.Updater, size int) []*d
 func TestShutdownDropsBacklog(t *testing.T) {
 	defer feeds.SetMaxVMsPerCommit(150)()
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 7})
-	rc, zc := hzConfig()
-	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	var logs bytes.Buffer
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond,
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, u := loggingUpdater(t, time.Millisecond, slog.NewJSONHandler(&logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	commits := 0
 	store.OnCommit(func(*db.Committed) { // the updater's commit goroutine
