@@ -139,11 +139,7 @@ func BenchmarkCommit(b *testing.B) {
 // A change set whose Stop is closed stores nothing and tells no hook,
 // however far Commit had got; an open Stop changes nothing.
 func TestCommitStops(t *testing.T) {
-	d, err := Open(filepath.Join(t.TempDir(), "cns.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, _ := openTest(t, Options{})
 	hooks := 0
 	d.OnCommit(func(*Committed) { hooks++ })
 	open := make(chan struct{})
@@ -151,9 +147,7 @@ func TestCommitStops(t *testing.T) {
 	for i := range 10 {
 		first.VMs = append(first.VMs, benchVM(i, 0))
 	}
-	if _, err := d.Commit(first); err != nil {
-		t.Fatal(err)
-	}
+	mustCommit(t, d, first)
 	before, err := d.Zones()
 	if err != nil {
 		t.Fatal(err)
