@@ -109,13 +109,3 @@ type NameUpdate struct {
 	Owner []byte // absolute wire name, lower case
 	RRs   RRs
 }
-
-// stopped reports whether stop is closed; a nil stop never is.
-func stopped(stop <-chan struct{}) bool {
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
-	}
-}

@@ -80,6 +80,16 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 	return out, nil
 }
 
+// stopped reports whether stop is closed; a nil stop never is.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // commit is the state of one Commit inside its transaction.
 type commit struct {
 	d     *DB
