@@ -63,7 +63,7 @@ func (m *VMMeta) Encode() []byte {
 }
 
 func decodeVMMetaBinary(b []byte) (*VMMeta, error) {
-	d := metaDecoder{b: b}
+	d := fieldDecoder{b: b}
 	if v := d.byte(); d.err == nil && v != metaVersion {
 		return nil, fmt.Errorf("vm meta: unknown encoding version %d", v)
 	}
@@ -126,21 +126,21 @@ func unpackUUID(id []byte) string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// metaDecoder reads what Encode wrote; the first short read sets err and
-// every later read returns zero.
-type metaDecoder struct {
+// fieldDecoder reads the field encodings (VMMeta's, the VM facts'); the
+// first short read sets err and every later read returns zero.
+type fieldDecoder struct {
 	b   []byte
 	err error
 }
 
-var errMetaShort = errors.New("value truncated")
+var errFieldShort = errors.New("value truncated")
 
-func (d *metaDecoder) take(n uint64) []byte {
+func (d *fieldDecoder) take(n uint64) []byte {
 	if d.err != nil {
 		return nil
 	}
 	if n > uint64(len(d.b)) {
-		d.err = errMetaShort
+		d.err = errFieldShort
 		return nil
 	}
 	v := d.b[:n]
@@ -148,44 +148,44 @@ func (d *metaDecoder) take(n uint64) []byte {
 	return v
 }
 
-func (d *metaDecoder) byte() byte {
+func (d *fieldDecoder) byte() byte {
 	if v := d.take(1); v != nil {
 		return v[0]
 	}
 	return 0
 }
 
-func (d *metaDecoder) uvarint() uint64 {
+func (d *fieldDecoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
-		d.err = errMetaShort
+		d.err = errFieldShort
 		return 0
 	}
 	d.b = d.b[n:]
 	return v
 }
 
-func (d *metaDecoder) varint() int64 {
+func (d *fieldDecoder) varint() int64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Varint(d.b)
 	if n <= 0 {
-		d.err = errMetaShort
+		d.err = errFieldShort
 		return 0
 	}
 	d.b = d.b[n:]
 	return v
 }
 
-func (d *metaDecoder) string() string { return string(d.take(d.uvarint())) }
+func (d *fieldDecoder) string() string { return string(d.take(d.uvarint())) }
 
-func (d *metaDecoder) strings(n uint64) []string {
+func (d *fieldDecoder) strings(n uint64) []string {
 	if n > uint64(len(d.b)) { // each string takes at least its length octet
-		d.err = errMetaShort
+		d.err = errFieldShort
 		return nil
 	}
 	var out []string
@@ -195,7 +195,7 @@ func (d *metaDecoder) strings(n uint64) []string {
 	return out
 }
 
-func (d *metaDecoder) uuidField() string {
+func (d *fieldDecoder) uuidField() string {
 	switch d.byte() {
 	case 0:
 		return d.string()

@@ -146,20 +146,27 @@ func describeJSONError(data []byte, err error) error {
 // well-formed, no duplicates, and references that resolve. It names the
 // first offending object.
 func (inv *Inventory) Validate() error {
-	seen := make(map[string]string)
-	check := func(kind, id string, i int) error {
+	// Each kind's UUIDs, by the index of the first object with it: a
+	// million VMs' worth, so no string is built unless one is wrong.
+	seen := map[string]map[string]int{}
+	check := func(kind, id string, i, n int) error {
 		if !IsUUID(id) {
 			return fmt.Errorf("%s[%d]: uuid %q is not a UUID", kind, i, id)
 		}
-		if prev, dup := seen[kind+id]; dup {
-			return fmt.Errorf("%s[%d]: uuid %s already used by %s", kind, i, id, prev)
+		ids := seen[kind]
+		if ids == nil {
+			ids = make(map[string]int, n)
+			seen[kind] = ids
 		}
-		seen[kind+id] = fmt.Sprintf("%s[%d]", kind, i)
+		if prev, dup := ids[id]; dup {
+			return fmt.Errorf("%s[%d]: uuid %s already used by %s[%d]", kind, i, id, kind, prev)
+		}
+		ids[id] = i
 		return nil
 	}
 	for i := range inv.Users {
 		u := &inv.Users[i]
-		if err := check("users", u.UUID, i); err != nil {
+		if err := check("users", u.UUID, i, len(inv.Users)); err != nil {
 			return err
 		}
 		if u.Login == "" {
@@ -167,29 +174,30 @@ func (inv *Inventory) Validate() error {
 		}
 	}
 	for i := range inv.Servers {
-		if err := check("servers", inv.Servers[i].UUID, i); err != nil {
+		if err := check("servers", inv.Servers[i].UUID, i, len(inv.Servers)); err != nil {
 			return err
 		}
 	}
 	for i := range inv.Networks {
-		if err := check("networks", inv.Networks[i].UUID, i); err != nil {
+		if err := check("networks", inv.Networks[i].UUID, i, len(inv.Networks)); err != nil {
 			return err
 		}
 	}
+	networks := seen["networks"]
 	for i := range inv.NetworkPools {
 		p := &inv.NetworkPools[i]
-		if err := check("network_pools", p.UUID, i); err != nil {
+		if err := check("network_pools", p.UUID, i, len(inv.NetworkPools)); err != nil {
 			return err
 		}
 		for _, n := range p.Networks {
-			if _, ok := seen["networks"+n]; !ok {
+			if _, ok := networks[n]; !ok {
 				return fmt.Errorf("network_pools[%d] (%s): network %s is not in networks", i, p.UUID, n)
 			}
 		}
 	}
 	for i := range inv.VMs {
 		vm := &inv.VMs[i]
-		if err := check("vms", vm.UUID, i); err != nil {
+		if err := check("vms", vm.UUID, i, len(inv.VMs)); err != nil {
 			return err
 		}
 		if vm.OwnerUUID == "" {
@@ -201,7 +209,7 @@ func (inv *Inventory) Validate() error {
 		for j := range vm.NICs {
 			n := &vm.NICs[j]
 			if n.NetworkUUID != "" {
-				if _, ok := seen["networks"+n.NetworkUUID]; !ok {
+				if _, ok := networks[n.NetworkUUID]; !ok {
 					return fmt.Errorf("vms[%d] (%s): nics[%d]: network %s is not in networks", i, vm.UUID, j, n.NetworkUUID)
 				}
 			}
