@@ -33,13 +33,31 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
 	u.setServers(inv.Servers, cause)
 	u.sawServers(u.now())
-	if len(u.vms) == 0 { // a first listing: the maps grow once, not by doubling
+	first := len(u.vms) == 0
+	if first { // its maps are sized once, not grown by doubling
 		u.vms = make(map[string]*storedVM, len(facts))
+		u.sizeIndexes(facts)
 	}
 	if len(u.dirty) == 0 {
 		u.dirty = make(map[string]dirtyVM, len(facts))
 	}
-	seen := make(map[string]bool, len(inv.VMs)+len(inv.Servers))
+	if first && len(u.hashes) == 0 {
+		// Nothing held, nothing stored: nothing can be gone, and a
+		// fresh data center's first listing needs no set of its UUIDs.
+		for _, f := range facts {
+			u.putVM(f, cause)
+		}
+	} else {
+		u.putAllForgetOthers(facts, cause)
+	}
+	u.haveFull = true
+	u.wake()
+}
+
+// putAllForgetOthers puts every VM of a complete listing and forgets the
+// VMs held or stored that it does not list; u.mu is held.
+func (u *Updater) putAllForgetOthers(facts []vmFacts, cause string) {
+	seen := make(map[string]bool, len(facts)+len(u.servers))
 	for id := range u.servers {
 		seen[id] = true // a compute node's CMON names are not a VM's
 	}
@@ -58,8 +76,26 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 			u.causes[cause]++
 		}
 	}
-	u.haveFull = true
-	u.wake()
+}
+
+// sizeIndexes makes the owner and server indexes of a first listing with
+// room for their VMs; u.mu is held.
+func (u *Updater) sizeIndexes(facts []vmFacts) {
+	owners, servers := map[string]int{}, map[string]int{}
+	for _, f := range facts {
+		owners[f.owner]++
+		servers[f.server]++
+	}
+	for _, idx := range []struct {
+		m      map[string]map[string]bool
+		counts map[string]int
+	}{{u.byOwner, owners}, {u.byServer, servers}} {
+		for k, n := range idx.counts {
+			if idx.m[k] == nil {
+				idx.m[k] = make(map[string]bool, n)
+			}
+		}
+	}
 }
 
 // SetVM records the current state of one VM (from a changefeed event or
