@@ -39,6 +39,17 @@ func LoadInventory(path string) (*Inventory, error) {
 // field at fault ("vms[3] (uuid): nics: ...") or the line and column of a
 // syntax error.
 func ParseInventory(data []byte) (*Inventory, error) {
+	inv, err := parseInventory(data)
+	if err != nil && !json.Valid(data) {
+		// The split checks no values: a broken document is reported
+		// where it breaks, whatever part failed first.
+		var top map[string]json.RawMessage
+		return nil, describeJSONError(data, json.Unmarshal(data, &top))
+	}
+	return inv, err
+}
+
+func parseInventory(data []byte) (*Inventory, error) {
 	top, ok := splitObject(data)
 	if !ok { // not a valid JSON object: the decoder says why (or null: empty)
 		if err := json.Unmarshal(data, &top); err != nil {

@@ -3,6 +3,7 @@ package dc
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -53,4 +54,44 @@ func TestParseInventoryReportsFirstBadVM(t *testing.T) {
 	if want := "vms[1400] (00000000-0000-4000-8000-000000001400): state: want string, got number"; err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}
+}
+
+// FuzzSplitChecksSyntax: the splitter checks no values, so ParseInventory
+// must still refuse every document encoding/json finds broken, with the
+// line and column, and cut every one it accepts where encoding/json does.
+func FuzzSplitChecksSyntax(f *testing.F) {
+	for _, s := range []string{
+		`{"vms":[{"uuid":"00000000-0000-4000-8000-000000000001","owner_uuid":"x","state":"running"}]}`,
+		`{"vms":[{"uuid":"00000000-0000-4000-8000-000000000001","owner_uuid":"x","state":"running"} {}]}`,
+		`{"vms":[{"uuid":"00000000-0000-4000-8000-000000000001","owner_uuid":"x","state":"running",}]}`,
+		`{"vms":[{"uuid":"00000000-0000-4000-8000-000000000001","owner_uuid":"x","state":"running"}],}`,
+		`{"vms":[{"uuid":"00000000-0000-4000-8000-000000000001","state":7]}, "users":[]}`,
+		`{"vms":[1 2]}`, `{"vms":tru,"vms":[]}`, `{"other":[1 2]}`, `{"vms":[,]}`, `{"vms":[]]}`, `{"vms":[}`, `{"vms":tru}`, `{"vms":"a\"}`, `{"vms" "x"}`,
+		`{"users":[{"uuid":"00000000-0000-4000-8000-000000000001","login":"a"}]} {}`, `{"servers":[{"uuid":"\x"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := ParseInventory(data)
+		if !json.Valid(data) {
+			if err == nil || !strings.HasPrefix(err.Error(), "line ") {
+				t.Fatalf("%q: not valid JSON, but ParseInventory says %v", data, err)
+			}
+			return
+		}
+		if top, ok := splitObject(data); ok {
+			var want map[string]json.RawMessage
+			if json.Unmarshal(data, &want) != nil || !reflect.DeepEqual(top, want) {
+				t.Fatalf("splitObject(%q) = %q; encoding/json: %q", data, top, want)
+			}
+			for k, raw := range top {
+				var items []json.RawMessage
+				if elems, ok := splitArray(raw); ok {
+					if json.Unmarshal(raw, &items) != nil || (len(elems) > 0 || len(items) > 0) && !reflect.DeepEqual(elems, items) {
+						t.Fatalf("splitArray(%s) of %s = %q; encoding/json: %q", raw, k, elems, items)
+					}
+				}
+			}
+		}
+	})
 }
