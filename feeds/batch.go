@@ -582,7 +582,9 @@ func (u *Updater) endOfBurst() bool {
 	big := u.burst >= bigBurst
 	u.burst = 0
 	if big {
-		u.dirty = map[string]dirtyVM{} // a map keeps its largest size: a first load's held ~40 MB at 1M VMs
+		// A map keeps its largest size, and the emptied order its array:
+		// after a million VMs, 84 and 16 MB of heap (measured apart).
+		u.dirty, u.order = map[string]dirtyVM{}, nil
 	}
 	return big
 }
