@@ -88,6 +88,11 @@ func (u *Updater) SaveLastSeen() error {
 			batch[id] = s.at
 		}
 	}
+	if len(u.seenDue) == 0 && len(batch) > 0 {
+		// A restart queues every stored VM; a map keeps its largest
+		// size once drained (a million entries: 56 MB, measured apart).
+		u.seenDue = map[string]bool{}
+	}
 	u.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
