@@ -38,9 +38,8 @@ const (
 	factModified // LastModified follows
 )
 
-// encodeFacts returns t, a trimmed VM, in the facts encoding.
-func encodeFacts(t *dc.VM) ([]byte, error) {
-	b := make([]byte, 0, 192)
+// encodeFacts appends t, a trimmed VM, in the facts encoding to b.
+func encodeFacts(b []byte, t *dc.VM) ([]byte, error) {
 	b = appendUUIDField(b, t.UUID)
 	b = appendUUIDField(b, t.OwnerUUID)
 	b = appendUUIDField(b, t.ServerUUID)

@@ -57,7 +57,7 @@ func TestFactsEncodingMatchesJSON(t *testing.T) {
 		if err := json.Unmarshal(js, &fromJSON); err != nil {
 			t.Fatal(err)
 		}
-		bin, err := encodeFacts(vm)
+		bin, err := encodeFacts(nil, vm)
 		if err != nil {
 			t.Fatalf("%s: %v", js, err)
 		}
@@ -90,12 +90,12 @@ func TestFactsEncodingIsCanonical(t *testing.T) {
 		m[keys[order[len(order)-1]]] = last
 		return m
 	}
-	first, err := encodeFacts(&dc.VM{UUID: "x", Tags: fill([]int{0, 1, 2, 3, 4}, "z")})
+	first, err := encodeFacts(nil, &dc.VM{UUID: "x", Tags: fill([]int{0, 1, 2, 3, 4}, "z")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 20 {
-		again, err := encodeFacts(&dc.VM{UUID: "x", Tags: fill([]int{3, 2, 0, 1, 4}, "z")})
+		again, err := encodeFacts(nil, &dc.VM{UUID: "x", Tags: fill([]int{3, 2, 0, 1, 4}, "z")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestFactsEncodingIsCanonical(t *testing.T) {
 		}
 	}
 	for _, other := range []any{"y", true, nil, 1.0} {
-		b, _ := encodeFacts(&dc.VM{UUID: "x", Tags: fill([]int{0, 1, 2, 3, 4}, other)})
+		b, _ := encodeFacts(nil, &dc.VM{UUID: "x", Tags: fill([]int{0, 1, 2, 3, 4}, other)})
 		if bytes.Equal(first, b) {
 			t.Errorf("a tag value changed to %v, the facts did not", other)
 		}
@@ -115,7 +115,7 @@ func TestFactsEncodingIsCanonical(t *testing.T) {
 // truncation, and every single octet changed to each of a few values.
 func TestFactsDecodeRejectsDamage(t *testing.T) {
 	for _, vm := range factsCases(t) {
-		bin, err := encodeFacts(vm)
+		bin, err := encodeFacts(nil, vm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func BenchmarkFacts(b *testing.B) {
 	}
 	roundTrip := map[string]func(*dc.VM) error{
 		"fields": func(vm *dc.VM) error {
-			enc, err := encodeFacts(vm)
+			enc, err := encodeFacts(nil, vm)
 			if err == nil {
 				_, err = decodeFacts(enc)
 			}
