@@ -43,16 +43,8 @@ func encodeFacts(b []byte, t *dc.VM) ([]byte, error) {
 	b = appendUUIDField(b, t.UUID)
 	b = appendUUIDField(b, t.OwnerUUID)
 	b = appendUUIDField(b, t.ServerUUID)
-	var flags byte
-	for _, f := range [...]struct {
-		on  bool
-		bit byte
-	}{{t.Docker, factDocker}, {t.Destroyed.Set, factDestroyed}, {t.Alias != nil, factAlias}, {t.LastModified != "", factModified}} {
-		if f.on {
-			flags |= f.bit
-		}
-	}
-	b = append(b, flags)
+	b = append(b, flagOctet(flag{t.Docker, factDocker}, flag{t.Destroyed.Set, factDestroyed},
+		flag{t.Alias != nil, factAlias}, flag{t.LastModified != "", factModified}))
 	b = appendString(b, t.State)
 	if t.Alias != nil {
 		b = appendString(b, *t.Alias)

@@ -33,16 +33,8 @@ func (m *VMMeta) Encode() []byte {
 	b = appendString(b, m.Alias)
 	b = appendString(b, m.Login)
 	b = appendString(b, m.State)
-	var flags byte
-	for _, f := range [...]struct {
-		on  bool
-		bit byte
-	}{{m.CNDown, metaCNDown}, {m.ComputeNode, metaComputeNode}, {m.ListInstance, metaListInstance}, {m.ListServices, metaListServices}} {
-		if f.on {
-			flags |= f.bit
-		}
-	}
-	b = append(b, flags)
+	b = append(b, flagOctet(flag{m.CNDown, metaCNDown}, flag{m.ComputeNode, metaComputeNode},
+		flag{m.ListInstance, metaListInstance}, flag{m.ListServices, metaListServices}))
 	// Reasons is written as the JSON has it, null or a list (count+1, 0
 	// for null); services and problems are omitted there when empty.
 	if m.Reasons == nil {
@@ -87,6 +79,23 @@ func decodeVMMetaBinary(b []byte) (*VMMeta, error) {
 		return nil, fmt.Errorf("vm meta: %w", d.err)
 	}
 	return m, nil
+}
+
+// flag is one bit of a field encoding's flags octet.
+type flag struct {
+	on  bool
+	bit byte
+}
+
+// flagOctet packs the bits of the flags that are on.
+func flagOctet(flags ...flag) byte {
+	var o byte
+	for _, f := range flags {
+		if f.on {
+			o |= f.bit
+		}
+	}
+	return o
 }
 
 func appendString(b []byte, s string) []byte {
