@@ -33,13 +33,16 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
 	u.setServers(inv.Servers, cause)
 	u.sawServers(u.now())
+	// A first listing (a first load, a restart) puts and marks every VM:
+	// its maps are sized once, not grown by doubling. A later one marks
+	// only what changed, so the maps stay as they are.
 	first := len(u.vms) == 0
-	if first { // its maps are sized once, not grown by doubling
+	if first {
 		u.vms = make(map[string]*storedVM, len(facts))
 		u.sizeIndexes(facts)
-	}
-	if len(u.dirty) == 0 {
-		u.dirty = make(map[string]dirtyVM, len(facts))
+		if len(u.dirty) == 0 {
+			u.dirty = make(map[string]dirtyVM, len(facts))
+		}
 	}
 	if first && len(u.hashes) == 0 {
 		// Nothing held, nothing stored: nothing can be gone, and a
