@@ -79,15 +79,6 @@ func encodeFacts(b []byte, t *dc.VM) ([]byte, error) {
 	return b, nil
 }
 
-// appendCount writes a list's length, +1 so that 0 can mean nil (JSON's
-// null and [] decode apart).
-func appendCount(b []byte, isNil bool, n int) []byte {
-	if isNil {
-		return append(b, 0)
-	}
-	return binary.AppendUvarint(b, uint64(n)+1)
-}
-
 // appendFactMap writes m's entries in key order.
 func appendFactMap(b []byte, m map[string]any) ([]byte, error) {
 	b = appendCount(b, m == nil, len(m))
@@ -157,21 +148,6 @@ func decodeFacts(b []byte) (*dc.VM, error) {
 		return nil, fmt.Errorf("vm facts: %w", d.err)
 	}
 	return vm, nil
-}
-
-// count reads what appendCount wrote; ok is false for nil. A count
-// larger than the bytes left (each element takes at least one) is an
-// error, so a damaged count never allocates much.
-func (d *fieldDecoder) count() (n uint64, ok bool) {
-	c := d.uvarint()
-	if c == 0 || d.err != nil {
-		return 0, false
-	}
-	if c-1 > uint64(len(d.b)) {
-		d.err = errFieldShort
-		return 0, false
-	}
-	return c - 1, true
 }
 
 func (d *fieldDecoder) factMap() map[string]any {

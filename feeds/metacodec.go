@@ -35,13 +35,9 @@ func (m *VMMeta) Encode() []byte {
 	b = appendString(b, m.State)
 	b = append(b, flagOctet(flag{m.CNDown, metaCNDown}, flag{m.ComputeNode, metaComputeNode},
 		flag{m.ListInstance, metaListInstance}, flag{m.ListServices, metaListServices}))
-	// Reasons is written as the JSON has it, null or a list (count+1, 0
-	// for null); services and problems are omitted there when empty.
-	if m.Reasons == nil {
-		b = append(b, 0)
-	} else {
-		b = binary.AppendUvarint(b, uint64(len(m.Reasons))+1)
-	}
+	// Reasons is written as the JSON has it, null or a list; services and
+	// problems are omitted there when empty.
+	b = appendCount(b, m.Reasons == nil, len(m.Reasons))
 	b = appendStrings(b, m.Reasons)
 	b = binary.AppendUvarint(b, uint64(len(m.Services)))
 	b = appendStrings(b, m.Services)
@@ -64,8 +60,8 @@ func decodeVMMetaBinary(b []byte) (*VMMeta, error) {
 	flags := d.byte()
 	m.CNDown, m.ComputeNode = flags&metaCNDown != 0, flags&metaComputeNode != 0
 	m.ListInstance, m.ListServices = flags&metaListInstance != 0, flags&metaListServices != 0
-	if n := d.uvarint(); n > 0 {
-		m.Reasons = append([]string{}, d.strings(n-1)...)
+	if n, ok := d.count(); ok {
+		m.Reasons = append([]string{}, d.strings(n)...)
 	}
 	m.Services = d.strings(d.uvarint())
 	m.Problems = d.strings(d.uvarint())
@@ -100,6 +96,15 @@ func flagOctet(flags ...flag) byte {
 
 func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// appendCount writes a list's length, +1 so that 0 can mean nil (JSON's
+// null and [] decode apart).
+func appendCount(b []byte, isNil bool, n int) []byte {
+	if isNil {
+		return append(b, 0)
+	}
+	return binary.AppendUvarint(b, uint64(n)+1)
 }
 
 func appendStrings(b []byte, list []string) []byte {
@@ -202,6 +207,21 @@ func (d *fieldDecoder) strings(n uint64) []string {
 		out = append(out, d.string())
 	}
 	return out
+}
+
+// count reads what appendCount wrote; ok is false for nil. A count
+// larger than the bytes left (each element takes at least one) is an
+// error, so a damaged count never allocates much.
+func (d *fieldDecoder) count() (n uint64, ok bool) {
+	c := d.uvarint()
+	if c == 0 || d.err != nil {
+		return 0, false
+	}
+	if c-1 > uint64(len(d.b)) {
+		d.err = errFieldShort
+		return 0, false
+	}
+	return c - 1, true
 }
 
 func (d *fieldDecoder) uuidField() string {
