@@ -417,3 +417,44 @@ func TestShutdownDropsBacklog(t *testing.T) {
 		t.Errorf("no line for the dropped chunk:\n%s", logs.String())
 	}
 }
+
+// Ensure a change after a big burst is committed like any other: the end
+// of a burst of bigBurst VMs or more (a first load, a restart) starts the
+// dirty set and its order afresh, so that they do not keep a million
+// VMs' worth of memory.
+func TestChangeAfterABigBurst(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 10500, Seed: 11})
+	store, u := windowUpdater(t, time.Millisecond)
+	u.SetInventory(inv, "load")
+	for range 5 {
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := u.Pending(); p != 0 {
+		t.Fatalf("%d pending after the load", p)
+	}
+	before := dump(t, store, hzZone)
+	hashes, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := inv.VMs[len(inv.VMs)/2]
+	vm.State = "stopped"
+	u.SetVM(&vm, "changefeed")
+	if p := u.Pending(); p != 1 {
+		t.Fatalf("%d pending after one change, want 1", p)
+	}
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zoneChanged := !slices.Equal(before, dump(t, store, hzZone))
+	if u.Pending() != 0 || after[vm.UUID] == hashes[vm.UUID] || !zoneChanged {
+		t.Errorf("the stopped VM was not committed: %d pending, hash %x -> %x, zone changed: %v",
+			u.Pending(), hashes[vm.UUID], after[vm.UUID], zoneChanged)
+	}
+}
