@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -82,12 +83,7 @@ func encodeFacts(b []byte, t *dc.VM) ([]byte, error) {
 // appendFactMap writes m's entries in key order.
 func appendFactMap(b []byte, m map[string]any) ([]byte, error) {
 	b = appendCount(b, m == nil, len(m))
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		b = appendString(b, k)
 		switch v := m[k].(type) {
 		case string:
@@ -141,11 +137,8 @@ func decodeFacts(b []byte) (*dc.VM, error) {
 	}
 	vm.Tags = d.factMap()
 	vm.CustomerMetadata = d.factMap()
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return nil, fmt.Errorf("vm facts: %w", d.err)
+	if err := d.end("vm facts"); err != nil {
+		return nil, err
 	}
 	return vm, nil
 }

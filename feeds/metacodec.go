@@ -68,11 +68,8 @@ func decodeVMMetaBinary(b []byte) (*VMMeta, error) {
 	if t := d.varint(); t != 0 {
 		m.Updated = time.Unix(0, t).UTC()
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return nil, fmt.Errorf("vm meta: %w", d.err)
+	if err := d.end("vm meta"); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -148,6 +145,18 @@ type fieldDecoder struct {
 }
 
 var errFieldShort = errors.New("value truncated")
+
+// end returns the first error, or one when bytes are left over, naming
+// what was read.
+func (d *fieldDecoder) end(what string) error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return fmt.Errorf("%s: %w", what, d.err)
+	}
+	return nil
+}
 
 func (d *fieldDecoder) take(n uint64) []byte {
 	if d.err != nil {
