@@ -26,6 +26,7 @@ import (
 //
 //	go test -run '^$' -bench SDCInitialSync -benchtime 1x .
 //	go test -run '^$' -bench SDCEventLatency -benchtime 1x .
+//	go test -run '^$' -bench SDCEventDuringReconcile -benchtime 3x .
 
 // BenchmarkSDCInitialSync measures a first start against a data center of
 // 10k and 100k VMs: from an empty db to every record committed and
@@ -226,5 +227,64 @@ func BenchmarkSDCEventLatency(b *testing.B) {
 				b.Error("no change applied")
 			}
 		})
+	}
+}
+
+// BenchmarkSDCEventDuringReconcile measures changefeed event → DNS answer
+// while a restart's reconcile runs: cns restarts on the db of a synced
+// 100k-VM data center, and from the moment its listing is applied until
+// every VM has been found as stored, alias changes are made one after the
+// other, each answered before the next. It reports how many events the
+// reconcile let through, their p50 and worst latency, and how long the
+// reconcile took.
+func BenchmarkSDCEventDuringReconcile(b *testing.B) {
+	const vms = 100_000
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
+	sim, err := sdcsim.New(*inv, sdcsim.Options{ResourceObject: true, PlainLDAPInConfig: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sim.Close()
+	logins := map[string]string{}
+	for _, u := range inv.Users {
+		logins[u.UUID] = u.Login
+	}
+	fc := testFeedConfig(b, sim)
+	path := filepath.Join(b.TempDir(), "cns.db")
+	c := startSDCCNSWith(b, path, fc, feeds.Options{})
+	c.synced(10 * time.Minute)
+	c.stop()
+
+	for i := 0; i < b.N; i++ {
+		c := startSDCCNSWith(b, path, fc, feeds.Options{})
+		waitFor(b, "the listing", 5*time.Minute, func() bool { return c.feed.Status().FullSyncs > 0 })
+		start := time.Now()
+		var lat []time.Duration
+		for e := 0; e == 0 || c.updater.Pending() > 0; e++ {
+			vm := inv.VMs[(e*7919)%len(inv.VMs)]
+			alias := fmt.Sprintf("rec%d-%d", i, e)
+			name := alias + ".inst." + logins[vm.OwnerUUID] + "." + cnsZone
+			sent := time.Now()
+			if err := sim.SetAlias(vm.UUID, alias); err != nil {
+				b.Fatal(err)
+			}
+			for !c.hasA(name, vm.NICs[0].IP) {
+				if time.Since(sent) > 5*time.Minute {
+					b.Fatalf("event %d: %s never answered", e, name)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			lat = append(lat, time.Since(sent))
+		}
+		reconcile := time.Since(start)
+		c.stop()
+		slices.Sort(lat)
+		p50, worst := lat[len(lat)/2], lat[len(lat)-1]
+		b.ReportMetric(float64(len(lat)), "events")
+		b.ReportMetric(float64(p50.Microseconds())/1000, "ms-p50")
+		b.ReportMetric(float64(worst.Microseconds())/1000, "ms-max")
+		b.ReportMetric(reconcile.Seconds(), "s/reconcile")
+		b.Logf("%d VMs: the reconcile took %v after the listing; %d events during it, event → answer p50 %v, max %v",
+			vms, reconcile.Round(time.Millisecond), len(lat), p50.Round(100*time.Microsecond), worst.Round(100*time.Microsecond))
 	}
 }

@@ -194,7 +194,19 @@ func (u *Updater) mark(uuid string) {
 	}
 	d.gen = u.gen
 	u.dirty[uuid] = d
+	if len(u.order) > 0 && len(u.urgent) < maxUrgent {
+		// A backlog is being worked through in its sorted order: a
+		// change now goes before the rest of it (dirtyInOrder).
+		u.urgent = append(u.urgent, uuid)
+	}
 }
+
+// maxUrgent bounds the VMs marked during a backlog that go before the
+// rest of it: a feed's changes, a few a second. What a relisting or a
+// config change marks beyond it waits for the backlog's next snapshot,
+// in order (a million VMs out of order would scatter the forward zone's
+// writes).
+const maxUrgent = 4096
 
 // dirtyVM is a VM waiting to be recomputed: the generation of its latest
 // mark (a batch computed before it is out of date), and since when its

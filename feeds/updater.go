@@ -81,6 +81,8 @@ type Updater struct {
 	hashes               map[string]uint64  // every stored VM: what its records and decision hash to
 	dirty                map[string]dirtyVM // VMs to recompute (or delete)
 	order                []string           // the rest of a sorted snapshot of dirty (dirtyInOrder)
+	urgent               []string           // VMs marked while order was being worked through: before it
+	urgentCut            bool               // the last batch ended after urgent VMs: the next goes on with order
 	gen                  uint64
 	causes               map[string]int // why the pending batch exists, for the journal
 	haveFull             bool           // a full listing has been applied

@@ -1,0 +1,215 @@
+package feeds_test
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
+)
+
+// byOwnerLast returns the VM a backlog takes last: the dirty set goes by
+// owner, then UUID.
+func byOwnerLast(inv *dc.Inventory) dc.VM {
+	return slices.MaxFunc(inv.VMs, func(a, b dc.VM) int {
+		return cmp.Or(cmp.Compare(a.OwnerUUID, b.OwnerUUID), cmp.Compare(a.UUID, b.UUID))
+	})
+}
+
+// stopped returns vm, stopped.
+func stopped(vm dc.VM) *dc.VM {
+	vm.State = "stopped"
+	return &vm
+}
+
+// restarted loads inv into a fresh store, then returns the store and an
+// updater started on it afresh (a restart) that has been given inv again:
+// every VM dirty, to be found as stored.
+func restarted(t *testing.T, inv *dc.Inventory) (*db.DB, *feeds.Updater) {
+	t.Helper()
+	store, u := windowUpdater(t, time.Millisecond)
+	u.SetInventory(inv, "load")
+	for u.Pending() > 0 {
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc, zc := hzConfig()
+	again, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.SetInventory(inv, "restart")
+	return store, again
+}
+
+// A change that comes while a backlog is being committed (a first load in
+// chunks) is committed next, on its own, not after the rest of the
+// backlog.
+func TestChangeDuringABacklogGoesFirst(t *testing.T) {
+	defer feeds.SetMaxVMsPerCommit(25)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
+	store, u := windowUpdater(t, time.Millisecond)
+	u.SetInventory(inv, "load")
+	if err := u.Flush(); err != nil { // the first chunk
+		t.Fatal(err)
+	}
+	last := byOwnerLast(inv)
+	u.SetVM(stopped(last), "changefeed")
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hashes, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hashes[last.UUID]; !ok || len(hashes) != 26 {
+		t.Errorf("after a chunk of 25 and the change: %d VMs stored (want 26), the changed one (the backlog's last) stored: %v", len(hashes), ok)
+	}
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if hashes, err = store.VMHashes(); err != nil || len(hashes) != 51 {
+		t.Errorf("the backlog's next chunk: %d VMs stored, want 51 (%v)", len(hashes), err)
+	}
+}
+
+// A restart's reconcile goes in slices, letting go of the updater between
+// them: a change the feeds bring meanwhile is committed with the next
+// slice, while the rest of the reconcile is still to come, and the
+// reconcile then ends writing nothing else.
+func TestReconcileLetsChangesIn(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
+	store, u := restarted(t, inv)
+	before, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feeds.SetMaxUnchangedPerSlice(50)()
+	last := byOwnerLast(inv)
+	slices := 0
+	defer feeds.SetBetweenSlices(func() {
+		if slices++; slices == 1 {
+			u.SetVM(stopped(last), "changefeed") // takes the updater's lock
+		}
+	})()
+	// The first commit holds the zone config (a restart writes it) and
+	// the first slice; the change comes after it, with the second.
+	var after map[string]uint64
+	for range 2 {
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if after, err = store.VMHashes(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after[last.UUID] == before[last.UUID] || u.Pending() < 450 {
+		t.Fatalf("after %d slices: the change is stored: %v, %d VMs pending (the reconcile's rest: want 450 or more)",
+			slices, after[last.UUID] != before[last.UUID], u.Pending())
+	}
+	for u.Pending() > 0 {
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	final, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(final, after) {
+		t.Error("the reconcile's rest changed the stored VMs")
+	}
+	if slices < 600/50-3 { // the two committed slices and the last call no hook
+		t.Errorf("%d slices found nothing to commit, want %d", slices, 600/50-3)
+	}
+}
+
+// Run drains a reconcile in slices too, a slice that found changed VMs
+// committed while the next is computed, and stores what a single Flush of
+// the same listing stores.
+func TestReconcileSlicesUnderRun(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
+	changed := *inv
+	changed.VMs = slices.Clone(inv.VMs)
+	for i := 0; i < len(changed.VMs); i += 37 {
+		changed.VMs[i] = *stopped(changed.VMs[i])
+	}
+	last := byOwnerLast(&changed)
+	for i := range changed.VMs {
+		if changed.VMs[i].UUID == last.UUID {
+			changed.VMs[i] = *stopped(last) // the last commit is the reconcile's end
+		}
+	}
+
+	whole, wu := restarted(t, inv)
+	wu.SetInventory(&changed, "relisting")
+	for wu.Pending() > 0 {
+		if err := wu.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := whole.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	defer feeds.SetMaxUnchangedPerSlice(50)()
+	store, u := restarted(t, inv)
+	u.SetInventory(&changed, "relisting")
+	commits := make(chan *db.Committed, 100)
+	store.OnCommit(func(c *db.Committed) { commits <- c })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	n := 0
+	for u.Pending() > 0 {
+		select {
+		case <-commits:
+			n++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no commit for 10 s after %d, %d pending", n, u.Pending())
+		}
+	}
+	got, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) || n < 2 {
+		t.Errorf("%d commits; the stored VMs differ from a single flush's: %v", n, !maps.Equal(got, want))
+	}
+}
+
+// Changes that keep coming during a backlog do not hold it up: each is
+// committed out of turn, but a chunk of the backlog follows each such
+// commit.
+func TestBacklogGoesOnUnderChanges(t *testing.T) {
+	defer feeds.SetMaxVMsPerCommit(25)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
+	store, u := windowUpdater(t, time.Millisecond)
+	u.SetInventory(inv, "load")
+	if err := u.Flush(); err != nil { // the first chunk
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		u.SetVM(stopped(inv.VMs[i]), "changefeed")
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hashes, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hashes) < 25+3*25 {
+		t.Errorf("after the first chunk and 6 commits under changes: %d VMs stored, want %d or more", len(hashes), 25+3*25)
+	}
+}
