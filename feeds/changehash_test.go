@@ -76,9 +76,21 @@ func TestChangeHashAsStored(t *testing.T) {
 		}
 		m.Updated = time.Time{}
 		timeless, _ := json.Marshal(m)
-		if want := referenceChangeHash(timeless, vc.Records, vc.Client); vc.Hash != want {
+		want := referenceChangeHash(timeless, vc.Records, vc.Client)
+		if vc.Hash != want {
 			t.Fatalf("vm %s: hash %x, stored hashes say %x", uuid, vc.Hash, want)
 		}
+		// Stored with another hash: hashed before it is prepared, to the
+		// same; stored with this one: found unchanged without preparing.
+		u.hashes[uuid] = 7
+		if again, _ := u.change(uuid); again.Hash != want || len(again.Records) != len(vc.Records) || again.Meta == nil {
+			t.Fatalf("vm %s stored with another hash: hash %x (want %x), %d records (want %d)", uuid, again.Hash, want, len(again.Records), len(vc.Records))
+		}
+		u.hashes[uuid] = want
+		if same, _ := u.change(uuid); same.Hash != want || same.Records != nil || same.Meta != nil {
+			t.Fatalf("vm %s stored as computed: hash %x (want %x), %d records prepared", uuid, same.Hash, want, len(same.Records))
+		}
+		delete(u.hashes, uuid)
 	}
 	if n < 100 {
 		t.Fatalf("only %d VMs with records", n)
@@ -105,12 +117,15 @@ func TestChangeHashAsStored(t *testing.T) {
 		{Zone: "10.in-addr.arpa", RR: rr("1.0.0.10.in-addr.arpa. 30 IN PTR Mixed.DC.example.com."), Pref: 2},
 	}
 	client := &db.Client{Owner: "o", Addrs: []db.ClientAddr{{Addr: netip.MustParseAddr("10.0.0.1")}}, Zones: []string{"dc.example.com"}}
+	const id = "5e1f0000-0000-4000-8000-000000000001"
 	for _, c := range []*db.Client{nil, client} {
-		got := (&Updater{now: time.Now}).vmChange("5e1f0000-0000-4000-8000-000000000001", &VMMeta{State: "running"},
-			&records.Result{Records: toResult(recs)}, c)
 		want := referenceChangeHash([]byte(mustJSON(t, &VMMeta{State: "running"})), recs, c)
-		if got.Hash != want {
-			t.Errorf("client %v: hash %x, stored hashes say %x", c != nil, got.Hash, want)
+		for _, stored := range []map[string]uint64{nil, {id: 7}, {id: want}} {
+			got := (&Updater{now: time.Now, hashes: stored}).vmChange(id, &VMMeta{State: "running"},
+				&records.Result{Records: toResult(recs)}, c)
+			if got.Hash != want {
+				t.Errorf("client %v, stored %x: hash %x, stored hashes say %x", c != nil, stored[id], got.Hash, want)
+			}
 		}
 	}
 }
