@@ -175,16 +175,20 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		done := make(chan error, 1)
 		go func() { done <- u.commitBatch(b) }()
 		var next *batch
+		release := false
 		if b.fullChunk() || b.cut {
 			// The next chunk (or slice), without the VMs and sources in
 			// flight.
-			next, _ = u.next(ctx, b)
+			next, release = u.next(ctx, b)
 		}
 		if err := <-done; err != nil {
 			if errors.Is(err, db.ErrStopped) {
 				u.dropped(b)
 			}
 			return err // next is dropped: its VMs are still dirty
+		}
+		if release { // a reconcile that ended in slices with nothing to commit
+			u.releaseMemory()
 		}
 		last, b = b, next
 		select { // what Run would do between two batches
@@ -276,7 +280,7 @@ func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release 
 		if b == nil || !b.empty() {
 			return b, release
 		}
-		unchanged += b.unchanged
+		unchanged = b.unchanged // (prepare added the slices' before)
 		if betweenSlices != nil {
 			betweenSlices()
 		}
@@ -303,9 +307,11 @@ func (u *Updater) prepare(ctx context.Context, inFlight *batch, unchanged int) (
 	if b.cut && ctx.Err() == nil {
 		return b, false // the reconcile goes on
 	}
-	if inFlight != nil {
+	if inFlight != nil && b.unchanged == 0 {
 		return nil, false // settling inFlight ends the burst (and logs)
 	}
+	// Nothing to commit: say so when VMs were found as stored (the end of
+	// a reconcile, which may have outlasted inFlight's commit).
 	u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
 	clear(u.causes)
 	return nil, u.endOfBurst()

@@ -1,11 +1,15 @@
 package feeds_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,9 +34,9 @@ func stopped(vm dc.VM) *dc.VM {
 }
 
 // restarted loads inv into a fresh store, then returns the store and an
-// updater started on it afresh (a restart) that has been given inv again:
-// every VM dirty, to be found as stored.
-func restarted(t *testing.T, inv *dc.Inventory) (*db.DB, *feeds.Updater) {
+// updater started on it afresh (a restart, logging to log or nowhere)
+// that has been given inv again: every VM dirty, to be found as stored.
+func restarted(t *testing.T, inv *dc.Inventory, log ...slog.Handler) (*db.DB, *feeds.Updater) {
 	t.Helper()
 	store, u := windowUpdater(t, time.Millisecond)
 	u.SetInventory(inv, "load")
@@ -42,7 +46,11 @@ func restarted(t *testing.T, inv *dc.Inventory) (*db.DB, *feeds.Updater) {
 		}
 	}
 	rc, zc := hzConfig()
-	again, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	h := slog.DiscardHandler
+	if len(log) > 0 {
+		h = log[0]
+	}
+	again, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(h)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +219,62 @@ func TestBacklogGoesOnUnderChanges(t *testing.T) {
 	}
 	if len(hashes) < 25+3*25 {
 		t.Errorf("after the first chunk and 6 commits under changes: %d VMs stored, want %d or more", len(hashes), 25+3*25)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger that other goroutines use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A reconcile that finds every VM as stored, in slices under Run, ends
+// with a "committed" line that says so: across its lines every stored VM
+// is counted once as unchanged, and the last has nothing pending.
+func TestReconcileEndIsLogged(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
+	defer feeds.SetMaxUnchangedPerSlice(50)()
+	var logs lockedBuffer
+	store, u := restarted(t, inv, slog.NewJSONHandler(&logs, nil))
+	hashes, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for u.Pending() > 0 { // the last line is written before the lock is let go
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending after 10 s", u.Pending())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var total, lines int
+	var last map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != "committed" {
+			continue
+		}
+		lines++
+		total += int(m["unchanged"].(float64))
+		last = m
+	}
+	if total != len(hashes) || last == nil || last["pending"].(float64) != 0 {
+		t.Errorf("%d committed lines count %d VMs as unchanged (want the %d stored), the last: %v", lines, total, len(hashes), last)
 	}
 }
