@@ -313,7 +313,9 @@ func (u *Updater) prepare(ctx context.Context, inFlight *batch, unchanged int) (
 	// Nothing to commit: say so when VMs were found as stored (the end of
 	// a reconcile, which may have outlasted inFlight's commit).
 	u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
-	clear(u.causes)
+	if len(u.dirty) == 0 { // (inFlight's VMs stay dirty until it settles, with their causes)
+		clear(u.causes)
+	}
 	return nil, u.endOfBurst()
 }
 

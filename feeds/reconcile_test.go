@@ -34,9 +34,9 @@ func stopped(vm dc.VM) *dc.VM {
 }
 
 // restarted loads inv into a fresh store, then returns the store and an
-// updater started on it afresh (a restart, logging to log or nowhere)
-// that has been given inv again: every VM dirty, to be found as stored.
-func restarted(t *testing.T, inv *dc.Inventory, log ...slog.Handler) (*db.DB, *feeds.Updater) {
+// updater started on it afresh (a restart, logging to log) that has been
+// given inv again: every VM dirty, to be found as stored.
+func restarted(t *testing.T, inv *dc.Inventory, log slog.Handler) (*db.DB, *feeds.Updater) {
 	t.Helper()
 	store, u := windowUpdater(t, time.Millisecond)
 	u.SetInventory(inv, "load")
@@ -46,11 +46,7 @@ func restarted(t *testing.T, inv *dc.Inventory, log ...slog.Handler) (*db.DB, *f
 		}
 	}
 	rc, zc := hzConfig()
-	h := slog.DiscardHandler
-	if len(log) > 0 {
-		h = log[0]
-	}
-	again, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(h)})
+	again, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +91,7 @@ func TestChangeDuringABacklogGoesFirst(t *testing.T) {
 // reconcile then ends writing nothing else.
 func TestReconcileLetsChangesIn(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
-	store, u := restarted(t, inv)
+	store, u := restarted(t, inv, slog.DiscardHandler)
 	before, err := store.VMHashes()
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +153,7 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 		}
 	}
 
-	whole, wu := restarted(t, inv)
+	whole, wu := restarted(t, inv, slog.DiscardHandler)
 	wu.SetInventory(&changed, "relisting")
 	for wu.Pending() > 0 {
 		if err := wu.Flush(); err != nil {
@@ -170,7 +166,7 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 	}
 
 	defer feeds.SetMaxUnchangedPerSlice(50)()
-	store, u := restarted(t, inv)
+	store, u := restarted(t, inv, slog.DiscardHandler)
 	u.SetInventory(&changed, "relisting")
 	commits := make(chan *db.Committed, 100)
 	store.OnCommit(func(c *db.Committed) { commits <- c })
