@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
@@ -182,16 +183,7 @@ func BenchmarkSDCEventLatency(b *testing.B) {
 		{"vms=100k/GET", 100_000, false, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: tc.vms, Seed: 1})
-			sim, err := sdcsim.New(*inv, sdcsim.Options{ResourceObject: tc.resObject, PlainLDAPInConfig: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sim.Close()
-			logins := map[string]string{}
-			for _, u := range inv.Users {
-				logins[u.UUID] = u.Login
-			}
+			inv, sim, logins := eventSim(b, tc.vms, tc.resObject)
 			fc := testFeedConfig(b, sim)
 			c := startSDCCNSWith(b, filepath.Join(b.TempDir(), "cns.db"), fc, feeds.Options{BatchWindow: tc.window})
 			c.synced(10 * time.Minute)
@@ -201,19 +193,7 @@ func BenchmarkSDCEventLatency(b *testing.B) {
 				var lat []time.Duration
 				for e := range events {
 					vm := inv.VMs[(e*7919)%len(inv.VMs)]
-					alias := fmt.Sprintf("lat%d-%d", i, e)
-					name := alias + ".inst." + logins[vm.OwnerUUID] + "." + cnsZone
-					start := time.Now()
-					if err := sim.SetAlias(vm.UUID, alias); err != nil {
-						b.Fatal(err)
-					}
-					for !c.hasA(name, vm.NICs[0].IP) {
-						if time.Since(start) > 10*time.Second {
-							b.Fatalf("event %d: %s never answered", e, name)
-						}
-						time.Sleep(time.Millisecond)
-					}
-					lat = append(lat, time.Since(start))
+					lat = append(lat, aliasEvent(b, sim, c, vm, fmt.Sprintf("lat%d-%d", i, e), logins[vm.OwnerUUID], 10*time.Second))
 				}
 				slices.Sort(lat)
 				p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
@@ -230,6 +210,42 @@ func BenchmarkSDCEventLatency(b *testing.B) {
 	}
 }
 
+// eventSim runs a simulator of a generated data center of vms VMs (closed
+// when b ends) and returns its inventory and its users' logins by UUID.
+func eventSim(b *testing.B, vms int, resourceObject bool) (*dc.Inventory, *sdcsim.Sim, map[string]string) {
+	b.Helper()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
+	sim, err := sdcsim.New(*inv, sdcsim.Options{ResourceObject: resourceObject, PlainLDAPInConfig: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sim.Close() })
+	logins := map[string]string{}
+	for _, u := range inv.Users {
+		logins[u.UUID] = u.Login
+	}
+	return inv, sim, logins
+}
+
+// aliasEvent gives vm the alias in the simulator and returns how long
+// until cns answers the new name (asked every millisecond), failing b
+// after timeout.
+func aliasEvent(b *testing.B, sim *sdcsim.Sim, c *sdcCNS, vm dc.VM, alias, login string, timeout time.Duration) time.Duration {
+	b.Helper()
+	name := alias + ".inst." + login + "." + cnsZone
+	sent := time.Now()
+	if err := sim.SetAlias(vm.UUID, alias); err != nil {
+		b.Fatal(err)
+	}
+	for !c.hasA(name, vm.NICs[0].IP) {
+		if time.Since(sent) > timeout {
+			b.Fatalf("%s never answered", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(sent)
+}
+
 // BenchmarkSDCEventDuringReconcile measures changefeed event → DNS answer
 // while a restart's reconcile runs: cns restarts on the db of a synced
 // 100k-VM data center, and from the moment its listing is applied until
@@ -239,16 +255,7 @@ func BenchmarkSDCEventLatency(b *testing.B) {
 // reconcile took.
 func BenchmarkSDCEventDuringReconcile(b *testing.B) {
 	const vms = 100_000
-	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
-	sim, err := sdcsim.New(*inv, sdcsim.Options{ResourceObject: true, PlainLDAPInConfig: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sim.Close()
-	logins := map[string]string{}
-	for _, u := range inv.Users {
-		logins[u.UUID] = u.Login
-	}
+	inv, sim, logins := eventSim(b, vms, true)
 	fc := testFeedConfig(b, sim)
 	path := filepath.Join(b.TempDir(), "cns.db")
 	c := startSDCCNSWith(b, path, fc, feeds.Options{})
@@ -262,19 +269,7 @@ func BenchmarkSDCEventDuringReconcile(b *testing.B) {
 		var lat []time.Duration
 		for e := 0; e == 0 || c.updater.Pending() > 0; e++ {
 			vm := inv.VMs[(e*7919)%len(inv.VMs)]
-			alias := fmt.Sprintf("rec%d-%d", i, e)
-			name := alias + ".inst." + logins[vm.OwnerUUID] + "." + cnsZone
-			sent := time.Now()
-			if err := sim.SetAlias(vm.UUID, alias); err != nil {
-				b.Fatal(err)
-			}
-			for !c.hasA(name, vm.NICs[0].IP) {
-				if time.Since(sent) > 5*time.Minute {
-					b.Fatalf("event %d: %s never answered", e, name)
-				}
-				time.Sleep(time.Millisecond)
-			}
-			lat = append(lat, time.Since(sent))
+			lat = append(lat, aliasEvent(b, sim, c, vm, fmt.Sprintf("rec%d-%d", i, e), logins[vm.OwnerUUID], 5*time.Minute))
 		}
 		reconcile := time.Since(start)
 		c.stop()

@@ -64,11 +64,7 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 	serial, su := windowUpdater(t, time.Millisecond)
 	final := *inv
 	su.SetInventory(&final, "load")
-	for su.Pending() > 0 {
-		if err := su.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flushAll(t, su)
 
 	for _, zone := range []string{hzZone} {
 		a, b := dump(t, piped, zone), dump(t, serial, zone)
@@ -111,6 +107,16 @@ func loggingUpdater(t *testing.T, window time.Duration, log slog.Handler) (*db.D
 		t.Fatal(err)
 	}
 	return store, u
+}
+
+// flushAll commits until nothing is pending, one Flush at a time.
+func flushAll(t *testing.T, u *feeds.Updater) {
+	t.Helper()
+	for u.Pending() > 0 {
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // dump lists a zone's names with their records, in the store's order.
@@ -171,14 +177,6 @@ func TestBacklogCrashAfterAChunk(t *testing.T) {
 		u.SetInventory(&load, "load")
 		return store, u
 	}
-	settle := func(u *feeds.Updater) {
-		for u.Pending() > 0 {
-			if err := u.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-
 	// One chunk, then a crash (the updater's memory is lost).
 	path := filepath.Join(t.TempDir(), "crashed.db")
 	crashed, u := open(path)
@@ -209,11 +207,11 @@ func TestBacklogCrashAfterAChunk(t *testing.T) {
 	crashed.Close()
 	crashed, u = open(path)
 	defer crashed.Close()
-	settle(u)
+	flushAll(t, u)
 
 	whole, wu := open(filepath.Join(t.TempDir(), "whole.db"))
 	defer whole.Close()
-	settle(wu)
+	flushAll(t, wu)
 
 	ha, err := crashed.Hysteresis()
 	if err != nil {

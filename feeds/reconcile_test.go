@@ -1,7 +1,6 @@
 package feeds_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,11 +38,7 @@ func restarted(t *testing.T, inv *dc.Inventory, log slog.Handler) (*db.DB, *feed
 	t.Helper()
 	store, u := windowUpdater(t, time.Millisecond)
 	u.SetInventory(inv, "load")
-	for u.Pending() > 0 {
-		if err := u.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flushAll(t, u)
 	rc, zc := hzConfig()
 	again, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, BatchWindow: time.Millisecond, Logger: slog.New(log)})
 	if err != nil {
@@ -54,17 +48,25 @@ func restarted(t *testing.T, inv *dc.Inventory, log slog.Handler) (*db.DB, *feed
 	return store, again
 }
 
+// backlogAfterAChunk starts a first load of 300 VMs in chunks of 25 (for
+// the rest of the test) and commits its first chunk.
+func backlogAfterAChunk(t *testing.T) (*dc.Inventory, *db.DB, *feeds.Updater) {
+	t.Helper()
+	t.Cleanup(feeds.SetMaxVMsPerCommit(25))
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
+	store, u := windowUpdater(t, time.Millisecond)
+	u.SetInventory(inv, "load")
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return inv, store, u
+}
+
 // A change that comes while a backlog is being committed (a first load in
 // chunks) is committed next, on its own, not after the rest of the
 // backlog.
 func TestChangeDuringABacklogGoesFirst(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(25)()
-	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
-	store, u := windowUpdater(t, time.Millisecond)
-	u.SetInventory(inv, "load")
-	if err := u.Flush(); err != nil { // the first chunk
-		t.Fatal(err)
-	}
+	inv, store, u := backlogAfterAChunk(t)
 	last := byOwnerLast(inv)
 	u.SetVM(stopped(last), "changefeed")
 	if err := u.Flush(); err != nil {
@@ -119,11 +121,7 @@ func TestReconcileLetsChangesIn(t *testing.T) {
 		t.Fatalf("after %d slices: the change is stored: %v, %d VMs pending (the reconcile's rest: want 450 or more)",
 			slices, after[last.UUID] != before[last.UUID], u.Pending())
 	}
-	for u.Pending() > 0 {
-		if err := u.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flushAll(t, u)
 	final, err := store.VMHashes()
 	if err != nil {
 		t.Fatal(err)
@@ -155,11 +153,7 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 
 	whole, wu := restarted(t, inv, slog.DiscardHandler)
 	wu.SetInventory(&changed, "relisting")
-	for wu.Pending() > 0 {
-		if err := wu.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flushAll(t, wu)
 	want, err := whole.VMHashes()
 	if err != nil {
 		t.Fatal(err)
@@ -196,13 +190,7 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 // committed out of turn, but a chunk of the backlog follows each such
 // commit.
 func TestBacklogGoesOnUnderChanges(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(25)()
-	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
-	store, u := windowUpdater(t, time.Millisecond)
-	u.SetInventory(inv, "load")
-	if err := u.Flush(); err != nil { // the first chunk
-		t.Fatal(err)
-	}
+	inv, store, u := backlogAfterAChunk(t)
 	for i := range 6 {
 		u.SetVM(stopped(inv.VMs[i]), "changefeed")
 		if err := u.Flush(); err != nil {
@@ -218,31 +206,13 @@ func TestBacklogGoesOnUnderChanges(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer for a logger that other goroutines use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A reconcile that finds every VM as stored, in slices under Run, ends
 // with a "committed" line that says so: across its lines every stored VM
 // is counted once as unchanged, and the last has nothing pending.
 func TestReconcileEndIsLogged(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
 	defer feeds.SetMaxUnchangedPerSlice(50)()
-	var logs lockedBuffer
+	var logs syncBuffer
 	store, u := restarted(t, inv, slog.NewJSONHandler(&logs, nil))
 	hashes, err := store.VMHashes()
 	if err != nil {

@@ -34,11 +34,7 @@ func TestLoadLater(t *testing.T) {
 	}
 	all := *inv
 	first.SetInventory(&all, "load")
-	for first.Pending() > 0 {
-		if err := first.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flushAll(t, first)
 	stored, err := store.VMHashes()
 	if err != nil || len(stored) == 0 {
 		t.Fatalf("stored VMs: %d, %v", len(stored), err)
