@@ -464,7 +464,7 @@ func (u *Updater) collect(ctx context.Context, inFlight *batch) *batch {
 // when the first runs out. u.mu is held.
 func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq[string] {
 	return func(yield func(string) bool) {
-		var busy []string // urgent VMs in flight: urgent again after this batch
+		var busy []string // VMs in flight marked again since: urgent after this batch
 		defer func() { u.urgent = append(u.urgent, busy...) }()
 		fresh, urgent, cutForUrgent := false, false, false
 		defer func() { u.urgentCut = cutForUrgent }()
