@@ -496,15 +496,16 @@ func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq
 				u.order, fresh = u.dirtyOrder(), true
 				continue
 			}
-			if _, dirty := u.dirty[uuid]; !dirty {
+			mark, dirty := u.dirty[uuid]
+			if !dirty {
 				continue // settled since the snapshot
 			}
 			if _, taken := b.gens[uuid]; taken {
 				continue
 			}
 			if inFlight != nil {
-				if _, inBatch := inFlight.gens[uuid]; inBatch {
-					if inFlight.gens[uuid].gen != u.dirty[uuid].gen {
+				if flying, inBatch := inFlight.gens[uuid]; inBatch {
+					if flying.gen != mark.gen {
 						busy = append(busy, uuid) // marked again since: its turn after inFlight
 					}
 					continue
