@@ -25,10 +25,12 @@ import (
 // and the touched pages in memory, which is what bounds it.
 var maxVMsPerCommit = 20000 // a variable for tests (export_test.go)
 
-// maxUnchangedPerSlice is how many VMs a reconcile finds as stored
-// before it lets go of the updater's lock (next): a VM takes 30–45 µs to
-// recompute (1M and 100k VMs), so 60–90 ms. A variable for tests.
-var maxUnchangedPerSlice = 2048
+// maxVMsPerSlice is how many VMs the updater computes before it lets go
+// of its lock (next): a VM takes 30–45 µs to recompute (1M and 100k
+// VMs), so 60–90 ms. A reconcile's batch that has found as many as
+// stored is committed then (cut); any other batch goes on filling in the
+// next slice (open). A variable for tests.
+var maxVMsPerSlice = 2048
 
 // CommitInfo describes the last commit the updater made.
 type CommitInfo struct {
@@ -260,59 +262,96 @@ func (u *Updater) Flush() error {
 }
 
 // next computes the next batch to commit, nil when there is nothing to
-// commit; it takes u.mu for each slice of the work. release tells the
-// caller to hand memory back. With inFlight (a batch computed but not
-// settled yet) it leaves out inFlight's VMs and, when inFlight took any,
-// the queued sources.
+// commit; it takes u.mu for each slice of the work (maxVMsPerSlice).
+// release tells the caller to hand memory back. With inFlight (a batch
+// computed but not settled yet) it leaves out inFlight's VMs and, when
+// inFlight took any, the queued sources.
 //
-// A restart's reconcile recomputes every VM to find most of them as
-// stored; it goes in slices of maxUnchangedPerSlice, letting go of u.mu
-// between them, so the feeds are not held up while it runs (1M VMs: ~30 s
-// of computing) and a change they bring meanwhile goes into the next
-// slice (urgent, dirtyInOrder) rather than after the reconcile. A slice
-// that found nothing to commit is followed by the next at once.
+// The feeds are not held up while a big batch is computed: a first
+// load's chunk (1M VMs: up to 60k VMs, 1.3–2.7 s of computing) fills in
+// slices. A change they bring meanwhile is committed first, in a batch of
+// its own, and the chunk is parked until that batch is computed; but not
+// twice in a row (a change during the rest of the chunk joins it), so
+// the backlog goes on under steady changes. A restart's reconcile
+// recomputes every VM to find most of them as stored (1M VMs: ~20 s): a
+// slice that found changes is committed, so they are served while the
+// reconcile goes on, and one that found nothing is followed by the next
+// at once.
 func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release bool) {
-	unchanged := 0 // in the slices before b, which had nothing to commit
+	u.mu.Lock()
+	open := u.parked // parked for the batch before: it goes on now, a slice at least
+	u.parked = nil
+	u.mu.Unlock()
+	resumed := open != nil
+	before := 0 // found as stored by the slices before b, which had nothing to commit
 	for {
 		u.mu.Lock()
-		b, release = u.prepare(ctx, inFlight, unchanged)
+		if open != nil && open.zonesAt != u.zonesGen {
+			// The configuration changed: what open computed is out of
+			// date. Its VMs are still dirty (every one marked again).
+			open = nil
+		}
+		if open != nil && !resumed && u.parked == nil && len(u.urgent) > 0 && !u.urgentCut {
+			u.parked, open = open, nil
+		}
+		resumed = false
+		b, release = u.prepare(ctx, inFlight, open, before)
+		if u.parked != nil && (b == nil || !b.open && b.empty()) {
+			// The urgent VMs came to nothing to commit: the chunk goes on.
+			open, u.parked = u.parked, nil
+			if b != nil {
+				open.before += b.before + b.unchanged
+			}
+			u.mu.Unlock()
+			continue
+		}
 		u.mu.Unlock()
-		if b == nil || !b.empty() {
+		switch {
+		case b == nil:
+			return nil, release
+		case b.open:
+			open = b
+		case b.empty() && b.cut:
+			open, before = nil, b.before+b.unchanged
+		default:
 			return b, release
 		}
-		unchanged = b.unchanged // (prepare added the slices' before)
 		if betweenSlices != nil {
 			betweenSlices()
 		}
 	}
 }
 
-// betweenSlices, when set (tests), runs in next between two slices of a
-// reconcile, u.mu not held.
+// betweenSlices, when set (tests), runs in next between two slices,
+// u.mu not held.
 var betweenSlices func()
 
-// prepare computes the next slice of work (next); u.mu is held. It
-// returns an empty batch when collect stopped at maxUnchangedPerSlice
-// with nothing to commit yet, and nil when there is nothing to commit;
-// unchanged counts the VMs found as stored by the slices before.
-func (u *Updater) prepare(ctx context.Context, inFlight *batch, unchanged int) (b *batch, release bool) {
-	if len(u.dirty) == 0 && u.zonesGen == u.zonesSaved && len(u.health.dirty) == 0 && !u.sourcesPending() {
+// prepare computes the next slice of work (next): of the batch open, or
+// of a new one; u.mu is held. It returns an open batch when more of it
+// follows, an empty one when a reconcile's slice found nothing to commit
+// (cut), and nil when there is nothing to commit; before counts the VMs
+// found as stored by the slices before.
+func (u *Updater) prepare(ctx context.Context, inFlight, open *batch, before int) (b *batch, release bool) {
+	if open == nil && len(u.dirty) == 0 && u.zonesGen == u.zonesSaved && len(u.health.dirty) == 0 && !u.sourcesPending() {
 		return nil, false
 	}
-	b = u.collect(ctx, inFlight)
-	b.unchanged += unchanged
-	if !b.empty() {
+	b = u.collect(ctx, open, inFlight)
+	if open == nil {
+		b.before = before
+	}
+	if b.open || !b.empty() {
 		return b, false
 	}
 	if b.cut && ctx.Err() == nil {
 		return b, false // the reconcile goes on
 	}
-	if inFlight != nil && b.unchanged == 0 {
+	unchanged := b.before + b.unchanged
+	if inFlight != nil && unchanged == 0 {
 		return nil, false // settling inFlight ends the burst (and logs)
 	}
 	// Nothing to commit: say so when VMs were found as stored (the end of
 	// a reconcile, which may have outlasted inFlight's commit).
-	u.log.Info("committed", "vms", 0, "unchanged", b.unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
+	u.log.Info("committed", "vms", 0, "unchanged", unchanged, "zones", 0, "pending", u.pending(), "took", "0s")
 	if len(u.dirty) == 0 { // (inFlight's VMs stay dirty until it settles, with their causes)
 		clear(u.causes)
 	}
@@ -344,7 +383,7 @@ func (u *Updater) commitBatch(b *batch) error {
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}
-	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", u.lastCommit.Duration.String())
+	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.before+b.unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", u.lastCommit.Duration.String())
 	for _, z := range res.Zones {
 		if z.Removed {
 			u.log.Info("zone removed", "zone", z.Zone)
@@ -368,7 +407,13 @@ type batch struct {
 	gens       map[string]dirtyVM // each VM's mark when the batch took it
 	healthGens map[string]uint64
 	zonesGen   uint64 // the generation of the zone config in cs.Zones
-	unchanged  int    // VMs recomputed to what the store holds already
+	// zonesAt is the zone config's generation when the batch began: a
+	// batch computed in slices is dropped when it changes (next).
+	zonesAt   uint64
+	unchanged int // VMs recomputed to what the store holds already
+	// before: VMs found as stored by the slices before the batch that
+	// had nothing to commit (logged with it).
+	before int
 	// computeNodes counts the entries of cs.VMs that are compute nodes'
 	// CMON names, not VMs.
 	computeNodes int
@@ -378,9 +423,12 @@ type batch struct {
 	computed int64 // mono() when the batch was computed
 	sources  sourceTake
 	size     int // the VMs a full chunk holds
-	// cut: collect stopped after maxUnchangedPerSlice VMs found as
-	// stored, with dirty VMs left; the next slice follows at once.
+	// cut: collect stopped after maxVMsPerSlice VMs found as stored,
+	// with dirty VMs left; the next slice follows at once.
 	cut bool
+	// open: the batch is not full and more dirty VMs are left; its next
+	// slice follows once u.mu has been let go.
+	open bool
 }
 
 // fullChunk reports whether b holds as many VMs as a commit takes: a
@@ -406,17 +454,22 @@ func (u *Updater) chunkSize() int {
 	return min(max(maxVMsPerCommit, len(u.hashes)/4), 3*maxVMsPerCommit)
 }
 
-// collect computes the next change set; u.mu is held. A very large batch
-// (a first start, a config change) is committed in chunks of changed VMs:
-// each chunk is consistent, and the write transaction's memory stays
-// bounded. inFlight, when not nil, is a batch on its way to the store:
-// its VMs and the sources it took are not taken again.
-func (u *Updater) collect(ctx context.Context, inFlight *batch) *batch {
-	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]dirtyVM{}, at: u.now().UnixMilli(), computed: mono(), size: u.chunkSize()}
-	if u.zonesGen != u.zonesSaved && (inFlight == nil || inFlight.zonesGen != u.zonesGen) {
-		z := u.zones
-		b.cs.Zones, b.zonesGen = &z, u.zonesGen
+// collect computes the next change set, or the next slice of open (nil:
+// a new batch); u.mu is held. A very large batch (a first start, a
+// config change) is committed in chunks of changed VMs: each chunk is
+// consistent, and the write transaction's memory stays bounded. inFlight,
+// when not nil, is a batch on its way to the store: its VMs and the
+// sources it took are not taken again.
+func (u *Updater) collect(ctx context.Context, open, inFlight *batch) *batch {
+	b := open
+	if b == nil {
+		b = &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, gens: map[string]dirtyVM{}, at: u.now().UnixMilli(), computed: mono(), size: u.chunkSize(), zonesAt: u.zonesGen}
+		if u.zonesGen != u.zonesSaved && (inFlight == nil || inFlight.zonesGen != u.zonesGen) {
+			z := u.zones
+			b.cs.Zones, b.zonesGen = &z, u.zonesGen
+		}
 	}
+	b.open = false
 	for uuid := range u.dirtyInOrder(ctx, b, inFlight) {
 		mark := u.dirty[uuid]
 		vc, ok := u.change(uuid)
@@ -434,10 +487,18 @@ func (u *Updater) collect(ctx context.Context, inFlight *batch) *batch {
 			}
 		}
 	}
+	if b.open {
+		return b
+	}
 	// Backlog: changed VMs alone fill the chunk, so the next one follows
-	// at once. An aggregated source's chunks do not count: drain takes a
-	// source's next part only after this one landed.
-	b.cs.Backlog = len(b.cs.VMs) >= b.size
+	// at once; or changes taken out of turn between a backlog's chunks,
+	// or before the rest of one (parked), which follows. (serve leaves a
+	// backlog's zones to the store until it ends: a batch that did not
+	// say so had it build every table of a first load again, 100k VMs:
+	// ~0.4 s of CPU.) An aggregated source's chunks do not count: drain
+	// takes a source's next part only after this one landed.
+	b.cs.Backlog = len(b.cs.VMs) >= b.size || u.urgentCut && b.cut && (u.chunking || u.parked != nil)
+	u.chunking = b.cs.Backlog
 	if inFlight == nil || inFlight.sources == (sourceTake{}) {
 		b.sources = u.takeSources(b.cs)
 	}
@@ -454,34 +515,43 @@ func (u *Updater) collect(ctx context.Context, inFlight *batch) *batch {
 }
 
 // dirtyInOrder yields the dirty VMs collect takes next, by owner then
-// UUID (dirtyOrder), until b is full or, in a reconcile, has found
-// maxUnchangedPerSlice VMs as stored (b.cut); not those already in b or
-// in inFlight; no more once ctx has ended. The order comes from a sorted
-// snapshot of the dirty set that the chunks of a backlog share (sorting a
-// million VMs for every chunk of 20,000 would cost more than the chunk);
-// VMs marked after it was taken come first if they are few (urgent: a
-// change during a long backlog), in a second snapshot otherwise, taken
-// when the first runs out. u.mu is held.
+// UUID (dirtyOrder), until b is full, or until this slice has yielded
+// maxVMsPerSlice VMs (b.open), or, in a reconcile, until b has found
+// that many as stored (b.cut); not those already in b or in inFlight; no
+// more once ctx has ended. The order comes from a sorted snapshot of the
+// dirty set that the chunks of a backlog share (sorting a million VMs
+// for every chunk of 20,000 would cost more than the chunk); VMs marked
+// after it was taken come first if they are few (urgent: a change during
+// a long backlog), in a second snapshot otherwise, taken when the first
+// runs out. u.mu is held.
 func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		var busy []string // VMs in flight marked again since: urgent after this batch
 		defer func() { u.urgent = append(u.urgent, busy...) }()
 		fresh, urgent, cutForUrgent := false, false, false
 		defer func() { u.urgentCut = cutForUrgent }()
+		// A batch's later slices take urgent VMs as the rest: the change
+		// joins the chunk being computed, which is committed as soon as a
+		// batch of its own would be (after the one in flight).
+		continued := len(b.cs.VMs) > 0
+		yielded := 0
 		for n := 0; len(b.cs.VMs) < b.size; n++ {
 			if n%256 == 0 && ctx.Err() != nil {
 				return // stopping: drain drops the batch
 			}
-			// A reconcile lets go of u.mu every maxUnchangedPerSlice VMs,
-			// and a change taken out of turn is committed at once, not
-			// after the rest of a slice or chunk; but not twice in a row,
-			// so that the backlog goes on under steady changes.
-			if b.unchanged >= maxUnchangedPerSlice {
-				b.cut = len(u.dirty) > len(b.gens)
+			// A change taken out of turn is committed at once, not after
+			// the rest of a slice or chunk; but not twice in a row, so
+			// that the backlog goes on under steady changes.
+			more := len(u.dirty) > len(b.gens)
+			switch {
+			case b.unchanged >= maxVMsPerSlice:
+				b.cut = more
 				return
-			}
-			if urgent && len(u.urgent) == 0 && len(b.cs.VMs) > 0 && !u.urgentCut {
-				b.cut, cutForUrgent = len(u.dirty) > len(b.gens), true
+			case yielded >= maxVMsPerSlice:
+				b.open = more
+				return
+			case urgent && len(u.urgent) == 0 && len(b.cs.VMs) > 0 && !continued && !u.urgentCut:
+				b.cut, cutForUrgent = more, true
 				return
 			}
 			var uuid string
@@ -500,22 +570,39 @@ func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq
 			if !dirty {
 				continue // settled since the snapshot
 			}
-			if _, taken := b.gens[uuid]; taken {
+			if taken, inBatch := b.gens[uuid]; inBatch {
+				if continued && taken.gen != mark.gen {
+					busy = append(busy, uuid) // marked again since an earlier slice took it
+				}
 				continue
 			}
-			if inFlight != nil {
-				if flying, inBatch := inFlight.gens[uuid]; inBatch {
-					if flying.gen != mark.gen {
-						busy = append(busy, uuid) // marked again since: its turn after inFlight
-					}
-					continue
+			if elsewhere, marked := u.takenElsewhere(uuid, mark, b, inFlight); elsewhere {
+				if marked {
+					busy = append(busy, uuid) // marked again since: its turn after that batch
 				}
+				continue
 			}
+			yielded++
 			if !yield(uuid) {
 				return
 			}
 		}
 	}
+}
+
+// takenElsewhere reports whether uuid is in the batch in flight or in the
+// parked one (another than b), and whether it was marked again since.
+// u.mu is held.
+func (u *Updater) takenElsewhere(uuid string, mark dirtyVM, b, inFlight *batch) (taken, marked bool) {
+	for _, o := range [...]*batch{inFlight, u.parked} {
+		if o == nil || o == b {
+			continue
+		}
+		if t, ok := o.gens[uuid]; ok {
+			return true, t.gen != mark.gen
+		}
+	}
+	return false, false
 }
 
 // dirtyOrder returns the dirty set sorted by owner, then UUID; a VM not

@@ -7,15 +7,14 @@ func SetMaxVMsPerCommit(n int) (restore func()) {
 	return func() { maxVMsPerCommit = old }
 }
 
-// SetMaxUnchangedPerSlice makes a reconcile's slices of n VMs until the
-// returned func runs.
-func SetMaxUnchangedPerSlice(n int) (restore func()) {
-	old := maxUnchangedPerSlice
-	maxUnchangedPerSlice = n
-	return func() { maxUnchangedPerSlice = old }
+// SetMaxVMsPerSlice makes slices of n VMs until the returned func runs.
+func SetMaxVMsPerSlice(n int) (restore func()) {
+	old := maxVMsPerSlice
+	maxVMsPerSlice = n
+	return func() { maxVMsPerSlice = old }
 }
 
-// SetBetweenSlices runs f between two slices of a reconcile until the
+// SetBetweenSlices runs f between two slices of a batch until the
 // returned func runs.
 func SetBetweenSlices(f func()) (restore func()) {
 	old := betweenSlices

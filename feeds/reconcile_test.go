@@ -62,13 +62,23 @@ func backlogAfterAChunk(t *testing.T) (*dc.Inventory, *db.DB, *feeds.Updater) {
 	return inv, store, u
 }
 
+// backlogFlags collects, from now on, what each of store's commits says
+// of the backlog (db.Committed.Backlog).
+func backlogFlags(store *db.DB) *[]bool {
+	var flags []bool
+	store.OnCommit(func(c *db.Committed) { flags = append(flags, c.Backlog) })
+	return &flags
+}
+
 // A change that comes while a backlog is being committed (a first load in
 // chunks) is committed next, on its own, not after the rest of the
-// backlog.
+// backlog; its commit says that the backlog goes on (serve builds the
+// zones' tables once, at its end).
 func TestChangeDuringABacklogGoesFirst(t *testing.T) {
 	inv, store, u := backlogAfterAChunk(t)
 	last := byOwnerLast(inv)
 	u.SetVM(stopped(last), "changefeed")
+	backlog := backlogFlags(store)
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +86,9 @@ func TestChangeDuringABacklogGoesFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := hashes[last.UUID]; !ok || len(hashes) != 26 {
-		t.Errorf("after a chunk of 25 and the change: %d VMs stored (want 26), the changed one (the backlog's last) stored: %v", len(hashes), ok)
+	if _, ok := hashes[last.UUID]; !ok || len(hashes) != 26 || !slices.Equal(*backlog, []bool{true}) {
+		t.Errorf("after a chunk of 25 and the change: %d VMs stored (want 26), the changed one (the backlog's last) stored: %v; says more of the backlog follows: %v",
+			len(hashes), ok, *backlog)
 	}
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
@@ -98,14 +109,15 @@ func TestReconcileLetsChangesIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer feeds.SetMaxUnchangedPerSlice(50)()
+	defer feeds.SetMaxVMsPerSlice(50)()
 	last := byOwnerLast(inv)
-	slices := 0
+	cuts := 0
 	defer feeds.SetBetweenSlices(func() {
-		if slices++; slices == 1 {
+		if cuts++; cuts == 1 {
 			u.SetVM(stopped(last), "changefeed") // takes the updater's lock
 		}
 	})()
+	backlog := backlogFlags(store)
 	// The first commit holds the zone config (a restart writes it) and
 	// the first slice; the change comes after it, with the second.
 	var after map[string]uint64
@@ -119,7 +131,7 @@ func TestReconcileLetsChangesIn(t *testing.T) {
 	}
 	if after[last.UUID] == before[last.UUID] || u.Pending() < 450 {
 		t.Fatalf("after %d slices: the change is stored: %v, %d VMs pending (the reconcile's rest: want 450 or more)",
-			slices, after[last.UUID] != before[last.UUID], u.Pending())
+			cuts, after[last.UUID] != before[last.UUID], u.Pending())
 	}
 	flushAll(t, u)
 	final, err := store.VMHashes()
@@ -129,8 +141,11 @@ func TestReconcileLetsChangesIn(t *testing.T) {
 	if !maps.Equal(final, after) {
 		t.Error("the reconcile's rest changed the stored VMs")
 	}
-	if slices < 600/50-3 { // the two committed slices and the last call no hook
-		t.Errorf("%d slices found nothing to commit, want %d", slices, 600/50-3)
+	if cuts < 600/50-3 { // the two committed slices and the last call no hook
+		t.Errorf("%d slices found nothing to commit, want %d", cuts, 600/50-3)
+	}
+	if slices.Contains(*backlog, true) { // (the served tables stay)
+		t.Errorf("a reconcile's commits said a backlog's chunk follows: %v", *backlog)
 	}
 }
 
@@ -159,7 +174,7 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	defer feeds.SetMaxUnchangedPerSlice(50)()
+	defer feeds.SetMaxVMsPerSlice(50)()
 	store, u := restarted(t, inv, slog.DiscardHandler)
 	u.SetInventory(&changed, "relisting")
 	commits := make(chan *db.Committed, 100)
@@ -211,7 +226,7 @@ func TestBacklogGoesOnUnderChanges(t *testing.T) {
 // is counted once as unchanged, and the last has nothing pending.
 func TestReconcileEndIsLogged(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
-	defer feeds.SetMaxUnchangedPerSlice(50)()
+	defer feeds.SetMaxVMsPerSlice(50)()
 	var logs syncBuffer
 	store, u := restarted(t, inv, slog.NewJSONHandler(&logs, nil))
 	hashes, err := store.VMHashes()
@@ -242,5 +257,161 @@ func TestReconcileEndIsLogged(t *testing.T) {
 	}
 	if total != len(hashes) || last == nil || last["pending"].(float64) != 0 {
 		t.Errorf("%d committed lines count %d VMs as unchanged (want the %d stored), the last: %v", lines, total, len(hashes), last)
+	}
+}
+
+// firstLoadInSlices starts a first load of 300 VMs in chunks of 100,
+// computed in slices of 30 (for the rest of the test), logging to log;
+// during the first chunk's computation, between its first two slices, it
+// runs f. hooks counts the times the updater was let go between slices.
+func firstLoadInSlices(t *testing.T, log slog.Handler, f func(*feeds.Updater)) (inv *dc.Inventory, store *db.DB, u *feeds.Updater, hooks *int) {
+	t.Helper()
+	t.Cleanup(feeds.SetMaxVMsPerCommit(100))
+	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
+	inv = sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
+	store, u = loggingUpdater(t, time.Millisecond, log)
+	u.SetInventory(inv, "load")
+	hooks = new(int)
+	t.Cleanup(feeds.SetBetweenSlices(func() {
+		if *hooks++; *hooks == 1 {
+			f(u) // takes the updater's lock
+		}
+	}))
+	return inv, store, u, hooks
+}
+
+// storedVMs returns how many VMs store holds.
+func storedVMs(t *testing.T, store *db.DB) int {
+	t.Helper()
+	hashes, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(hashes)
+}
+
+// A first load's chunk is computed in slices, letting go of the updater
+// between them: a change the feeds bring meanwhile is committed first, on
+// its own, and the chunk then goes on where it was.
+func TestFirstLoadLetsChangesIn(t *testing.T) {
+	var last dc.VM
+	inv, store, u, hooks := firstLoadInSlices(t, slog.DiscardHandler, func(u *feeds.Updater) {
+		u.SetVM(stopped(last), "changefeed")
+	})
+	last = byOwnerLast(inv)
+	backlog := backlogFlags(store)
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hashes, err := store.VMHashes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hashes[last.UUID]; !ok || len(hashes) != 1 || !slices.Equal(*backlog, []bool{true}) {
+		t.Errorf("first commit: %d VMs stored (want 1), the changed one (the backlog's last) among them: %v; %d slices let go of the updater; says more of the backlog follows: %v",
+			len(hashes), ok, *hooks, *backlog)
+	}
+	if err := u.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := storedVMs(t, store); n != 101 || *hooks < 3 {
+		t.Errorf("then the chunk: %d VMs stored (want 101); %d slices let go of the updater (want 3 or more)", n, *hooks)
+	}
+	flushAll(t, u)
+	changed := *inv
+	changed.VMs = slices.Clone(inv.VMs)
+	for i := range changed.VMs {
+		if changed.VMs[i].UUID == last.UUID {
+			changed.VMs[i] = *stopped(last)
+		}
+	}
+	whole, wu := windowUpdater(t, time.Millisecond)
+	wu.SetInventory(&changed, "load")
+	flushAll(t, wu)
+	if got, want := sortedDump(t, store), sortedDump(t, whole); !slices.Equal(got, want) {
+		t.Errorf("the zone differs from a first load of the changed inventory: %s", firstDiff(got, want))
+	}
+}
+
+// sortedDump is dump of hzZone, sorted: a store's keys depend on the
+// order its names were first written.
+func sortedDump(t *testing.T, store *db.DB) []string {
+	return slices.Sorted(slices.Values(dump(t, store, hzZone)))
+}
+
+// A configuration change between two slices drops the chunk: what was
+// computed with the configuration before is never committed, and every
+// VM is computed again with the new one.
+func TestConfigChangeBetweenSlices(t *testing.T) {
+	rc, zc := hzConfig()
+	rc.UseAlias = !rc.UseAlias
+	var logs, wholeLogs syncBuffer
+	inv, store, u, _ := firstLoadInSlices(t, slog.NewJSONHandler(&logs, nil), func(u *feeds.Updater) { u.SetConfig(rc, zc) })
+	flushAll(t, u)
+	whole, wu := loggingUpdater(t, time.Millisecond, slog.NewJSONHandler(&wholeLogs, nil))
+	wu.SetConfig(rc, zc)
+	wu.SetInventory(inv, "load")
+	flushAll(t, wu)
+	if got, want := committedVMs(&logs), committedVMs(&wholeLogs); got != want {
+		t.Errorf("%d VMs and compute nodes committed, want each once: %d", got, want)
+	}
+	if got, want := sortedDump(t, store), sortedDump(t, whole); !slices.Equal(got, want) {
+		t.Errorf("the zone differs from a first load with the new configuration: %s", firstDiff(got, want))
+	}
+}
+
+// committedVMs adds up the VMs of the "committed" lines logged to logs
+// as JSON.
+func committedVMs(logs *syncBuffer) int {
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "committed" {
+			n += int(m["vms"].(float64))
+		}
+	}
+	return n
+}
+
+// VMs of a parked chunk that change while it is parked, and others that
+// change meanwhile, are all committed, and the chunk goes on: a first load
+// under changes ends with the data center's state.
+func TestParkedChunkChanges(t *testing.T) {
+	var last dc.VM
+	inv, store, u, _ := firstLoadInSlices(t, slog.DiscardHandler, func(u *feeds.Updater) {
+		u.SetVM(stopped(last), "changefeed")
+	})
+	last = byOwnerLast(inv)
+	if err := u.Flush(); err != nil { // the change; the chunk is parked
+		t.Fatal(err)
+	}
+	byOwner := slices.SortedFunc(slices.Values(inv.VMs), func(a, b dc.VM) int {
+		return cmp.Or(cmp.Compare(a.OwnerUUID, b.OwnerUUID), cmp.Compare(a.UUID, b.UUID))
+	})
+	changed := map[string]*dc.VM{last.UUID: stopped(last)}
+	for _, vm := range []dc.VM{byOwner[0], byOwner[150]} { // in the parked chunk's first slice; not in that chunk
+		changed[vm.UUID] = stopped(vm)
+		u.SetVM(changed[vm.UUID], "changefeed")
+	}
+	for flushes := 0; u.Pending() > 0; flushes++ {
+		if flushes == 20 {
+			t.Fatalf("%d VMs still pending after 20 commits", u.Pending())
+		}
+		if err := u.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	final := *inv
+	final.VMs = slices.Clone(inv.VMs)
+	for i, vm := range final.VMs {
+		if c := changed[vm.UUID]; c != nil {
+			final.VMs[i] = *c
+		}
+	}
+	whole, wu := windowUpdater(t, time.Millisecond)
+	wu.SetInventory(&final, "load")
+	flushAll(t, wu)
+	if got, want := sortedDump(t, store), sortedDump(t, whole); !slices.Equal(got, want) {
+		t.Errorf("the zone differs from a first load of the changed inventory: %s", firstDiff(got, want))
 	}
 }

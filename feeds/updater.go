@@ -83,21 +83,26 @@ type Updater struct {
 	order                []string           // the rest of a sorted snapshot of dirty (dirtyInOrder)
 	urgent               []string           // VMs marked while order was being worked through: before it
 	urgentCut            bool               // the last batch ended after urgent VMs: the next goes on with order
-	gen                  uint64
-	causes               map[string]int // why the pending batch exists, for the journal
-	haveFull             bool           // a full listing has been applied
-	kick                 chan struct{}
-	commits              uint64
-	lastCommit           CommitInfo
-	hist                 metrics.Histogram // commit durations
-	latency              metrics.Histogram // a VM's change → the commit that serves it
-	burst                int               // VMs computed since the dirty set was last empty
-	feeds                map[string]FeedStatus
-	health               *serviceHealth  // self-removal hysteresis (selfremoval.go)
-	seenDue              map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
-	sources              []queuedSource  // aggregated sources' changes (sources.go)
-	policy               hysteresis.Policy
-	loaded               chan struct{} // closed once hashes and health are read (load)
+	// parked is a chunk computed in part, set aside for a batch of urgent
+	// VMs (next); its VMs are not taken by another batch.
+	parked *batch
+	// chunking: the last batch was a backlog's chunk (its Backlog set).
+	chunking   bool
+	gen        uint64
+	causes     map[string]int // why the pending batch exists, for the journal
+	haveFull   bool           // a full listing has been applied
+	kick       chan struct{}
+	commits    uint64
+	lastCommit CommitInfo
+	hist       metrics.Histogram // commit durations
+	latency    metrics.Histogram // a VM's change → the commit that serves it
+	burst      int               // VMs computed since the dirty set was last empty
+	feeds      map[string]FeedStatus
+	health     *serviceHealth  // self-removal hysteresis (selfremoval.go)
+	seenDue    map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
+	sources    []queuedSource  // aggregated sources' changes (sources.go)
+	policy     hysteresis.Policy
+	loaded     chan struct{} // closed once hashes and health are read (load)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the
