@@ -295,6 +295,15 @@ func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release 
 			u.parked, open = open, nil
 		}
 		resumed = false
+		if u.listing {
+			// A listing is being put (SetInventory), which wakes the
+			// updater when it is in; a chunk in the making waits for it.
+			if open != nil && u.parked == nil {
+				u.parked = open
+			}
+			u.mu.Unlock()
+			return nil, false
+		}
 		b, release = u.prepare(ctx, inFlight, open, before)
 		if u.parked != nil && (b == nil || !b.open && b.empty()) {
 			// The urgent VMs came to nothing to commit: the chunk goes on.

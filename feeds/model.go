@@ -25,8 +25,17 @@ type serverFacts struct {
 // SetInventory applies a complete description of the data center: VMs
 // missing from it are gone. This is what the file feed and a full SDC
 // listing give.
+//
+// The VMs are put in slices of maxVMsPerSlice, u.mu let go between them
+// (1M VMs: ~2.8 s in all), so that what reads the updater does not wait
+// for the whole listing; no batch is computed meanwhile (listing), as a
+// sorted snapshot of a half-put first listing would scatter its chunks.
+// Listings are applied one at a time; the SDC feed's changes wait for its
+// listing (Feed.applyListing), so none lands between two of its slices.
 func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	facts := factsOfAll(inv.VMs) // before the lock: it takes seconds at 1M VMs
+	u.listingMu.Lock()
+	defer u.listingMu.Unlock()
 	u.lock()
 	defer u.mu.Unlock()
 	u.setUsers(inv.Users, cause)
@@ -44,37 +53,60 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 			u.dirty = make(map[string]dirtyVM, len(facts))
 		}
 	}
-	if first && len(u.hashes) == 0 {
-		// Nothing held, nothing stored: nothing can be gone, and a
-		// fresh data center's first listing needs no set of its UUIDs.
+	u.listing = true
+	// Nothing held, nothing stored: nothing can be gone, and a fresh data
+	// center's first listing needs no set of its UUIDs.
+	var listed map[string]bool
+	if !first || len(u.hashes) > 0 {
+		u.mu.Unlock()
+		listed = make(map[string]bool, len(facts))
 		for _, f := range facts {
-			u.putVM(f, cause)
+			listed[f.uuid] = true
 		}
-	} else {
-		u.putAllForgetOthers(facts, cause)
+		u.mu.Lock()
 	}
+	for i, f := range facts {
+		u.between(i)
+		u.putVM(f, cause)
+	}
+	if listed != nil {
+		u.forgetUnlisted(listed, cause)
+	}
+	u.listing = false
 	u.haveFull = true
 	u.wake()
 }
 
-// putAllForgetOthers puts every VM of a complete listing and forgets the
-// VMs held or stored that it does not list; u.mu is held.
-func (u *Updater) putAllForgetOthers(facts []vmFacts, cause string) {
-	seen := make(map[string]bool, len(facts)+len(u.servers))
-	for id := range u.servers {
-		seen[id] = true // a compute node's CMON names are not a VM's
+// between lets go of u.mu before the i-th step of a listing's work, once
+// every maxVMsPerSlice steps; u.mu is held.
+func (u *Updater) between(i int) {
+	if i == 0 || i%maxVMsPerSlice != 0 {
+		return
 	}
-	for _, f := range facts {
-		seen[f.uuid] = true
-		u.putVM(f, cause)
+	u.mu.Unlock()
+	if betweenSlices != nil {
+		betweenSlices()
 	}
+	u.mu.Lock()
+}
+
+// forgetUnlisted forgets the VMs held or stored that a complete listing
+// does not list; u.mu is held, let go of now and then (between): nothing
+// puts a VM meanwhile (listing).
+func (u *Updater) forgetUnlisted(listed map[string]bool, cause string) {
+	i := 0
 	for uuid := range u.vms {
-		if !seen[uuid] {
+		u.between(i)
+		i++
+		if !listed[uuid] && u.servers[uuid] == nil {
 			u.removeVM(uuid, cause)
 		}
 	}
 	for uuid := range u.hashes {
-		if !seen[uuid] && u.vms[uuid] == nil && !ExternalUUID(uuid) {
+		u.between(i)
+		i++
+		// (A compute node's CMON names are not a VM's.)
+		if !listed[uuid] && u.vms[uuid] == nil && u.servers[uuid] == nil && !ExternalUUID(uuid) {
 			u.mark(uuid) // stored but gone while cns was not looking
 			u.causes[cause]++
 		}

@@ -415,3 +415,36 @@ func TestParkedChunkChanges(t *testing.T) {
 		t.Errorf("the zone differs from a first load of the changed inventory: %s", firstDiff(got, want))
 	}
 }
+
+// A listing is put in slices, letting go of the updater between them, and
+// no batch is computed from a listing half put: a commit then would take
+// the part of a first load that happens to be in.
+func TestListingInSlices(t *testing.T) {
+	defer feeds.SetMaxVMsPerSlice(30)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
+	store, u := windowUpdater(t, time.Millisecond)
+	hooks, pending := 0, 0
+	defer feeds.SetBetweenSlices(func() {
+		if hooks++; hooks == 5 {
+			pending = u.Pending() // takes the updater's lock
+			if err := u.Flush(); err != nil {
+				t.Error(err)
+			}
+		}
+	})()
+	u.SetInventory(inv, "load")
+	nodes := 0 // compute nodes, marked before the VMs (their CMON names)
+	for _, s := range inv.Servers {
+		if s.Setup {
+			nodes++
+		}
+	}
+	if hooks < 300/30-1 || pending != nodes+5*30 || storedVMs(t, store) != 0 {
+		t.Errorf("%d slices let go of the updater (want %d); half-way %d VMs pending (want %d), and %d stored (want none)",
+			hooks, 300/30-1, pending, nodes+5*30, storedVMs(t, store))
+	}
+	flushAll(t, u)
+	if n := storedVMs(t, store); n != nodes+len(inv.VMs) {
+		t.Errorf("%d VMs and compute nodes stored after the listing, want %d", n, nodes+len(inv.VMs))
+	}
+}

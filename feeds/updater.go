@@ -87,10 +87,14 @@ type Updater struct {
 	// VMs (next); its VMs are not taken by another batch.
 	parked *batch
 	// chunking: the last batch was a backlog's chunk (its Backlog set).
-	chunking   bool
-	gen        uint64
-	causes     map[string]int // why the pending batch exists, for the journal
-	haveFull   bool           // a full listing has been applied
+	chunking bool
+	gen      uint64
+	causes   map[string]int // why the pending batch exists, for the journal
+	haveFull bool           // a full listing has been applied
+	// listing: a listing is being put (SetInventory, between its slices):
+	// no batch is computed.
+	listing    bool
+	listingMu  sync.Mutex // one listing at a time
 	kick       chan struct{}
 	commits    uint64
 	lastCommit CommitInfo
