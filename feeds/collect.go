@@ -60,7 +60,7 @@ func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release 
 			// date. Its VMs are still dirty (every one marked again).
 			open = nil
 		}
-		if open != nil && !resumed && u.parked == nil && len(u.urgent) > 0 && !u.urgentCut {
+		if open != nil && !resumed && u.parked == nil && !u.urgentCut && u.urgentBesides(open, inFlight) {
 			u.parked, open = open, nil
 		}
 		resumed = false
@@ -75,8 +75,9 @@ func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release 
 		}
 		b, release = u.prepare(ctx, inFlight, open, before)
 		if u.parked != nil && (b == nil || !b.open && b.empty()) {
-			// The urgent VMs came to nothing to commit: the chunk goes on.
-			open, u.parked = u.parked, nil
+			// The urgent VMs came to nothing to commit: the chunk goes on,
+			// a slice at least before it can be parked again.
+			open, u.parked, resumed = u.parked, nil, true
 			if b != nil {
 				open.before += b.before + b.unchanged
 			}
@@ -98,6 +99,26 @@ func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release 
 			betweenSlices()
 		}
 	}
+}
+
+// urgentBesides reports whether a VM marked out of turn is held by
+// neither open nor inFlight: a change to commit before the rest of open.
+// (A VM either holds that was marked again is urgent too, to go right
+// after that batch; parking open for it would only delay open.) u.mu is
+// held.
+func (u *Updater) urgentBesides(open, inFlight *batch) bool {
+	for _, id := range u.urgent {
+		if _, held := open.gens[id]; held {
+			continue
+		}
+		if inFlight != nil {
+			if _, held := inFlight.gens[id]; held {
+				continue
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // betweenSlices, when set (tests), runs in next between two slices,

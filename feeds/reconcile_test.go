@@ -448,3 +448,49 @@ func TestListingInSlices(t *testing.T) {
 		t.Errorf("%d VMs and compute nodes stored after the listing, want %d", n, nodes+len(inv.VMs))
 	}
 }
+
+// A VM of the chunk being computed that changes again does not park the
+// chunk (it goes after it): under Run, with the chunk before still being
+// written, the backlog's last chunk ends exactly on a slice while one of
+// its VMs waits for its turn again, and the load goes on to its end.
+func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
+	defer feeds.SetMaxVMsPerCommit(200)()
+	defer feeds.SetMaxVMsPerSlice(30)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
+	byOwner := slices.SortedFunc(slices.Values(inv.VMs), func(a, b dc.VM) int {
+		return cmp.Or(cmp.Compare(a.OwnerUUID, b.OwnerUUID), cmp.Compare(a.UUID, b.UUID))
+	})
+	store, u := windowUpdater(t, time.Millisecond)
+	u.SetInventory(inv, "load")
+	hold := make(chan struct{})
+	first := true
+	store.OnCommit(func(c *db.Committed) {
+		if first { // the first chunk's commit lasts until the second chunk is computed
+			first = false
+			<-hold
+		}
+	})
+	hooks := 0
+	defer feeds.SetBetweenSlices(func() {
+		switch hooks++; hooks {
+		case 7: // the second chunk's first slice (the first chunk took 7 slices, 6 of them open)
+			u.SetVM(stopped(byOwner[200]), "changefeed")
+		case 10: // its fourth slice, the backlog's last VMs
+			close(hold)
+		}
+	})()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for u.Pending() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d VMs pending after 10 s", u.Pending())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := storedVMs(t, store); n < len(inv.VMs) {
+		t.Errorf("%d VMs stored, want %d or more", n, len(inv.VMs))
+	}
+}
