@@ -17,12 +17,18 @@ import (
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
-// byOwnerLast returns the VM a backlog takes last: the dirty set goes by
-// owner, then UUID.
-func byOwnerLast(inv *dc.Inventory) dc.VM {
-	return slices.MaxFunc(inv.VMs, func(a, b dc.VM) int {
+// byOwner returns inv's VMs in the order a backlog takes them: the dirty
+// set goes by owner, then UUID.
+func byOwner(inv *dc.Inventory) []dc.VM {
+	return slices.SortedFunc(slices.Values(inv.VMs), func(a, b dc.VM) int {
 		return cmp.Or(cmp.Compare(a.OwnerUUID, b.OwnerUUID), cmp.Compare(a.UUID, b.UUID))
 	})
+}
+
+// byOwnerLast returns the VM a backlog takes last.
+func byOwnerLast(inv *dc.Inventory) dc.VM {
+	vms := byOwner(inv)
+	return vms[len(vms)-1]
 }
 
 // stopped returns vm, stopped.
@@ -82,10 +88,7 @@ func TestChangeDuringABacklogGoesFirst(t *testing.T) {
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	hashes, err := store.VMHashes()
-	if err != nil {
-		t.Fatal(err)
-	}
+	hashes := storedHashes(t, store)
 	if _, ok := hashes[last.UUID]; !ok || len(hashes) != 26 || !slices.Equal(*backlog, []bool{true}) {
 		t.Errorf("after a chunk of 25 and the change: %d VMs stored (want 26), the changed one (the backlog's last) stored: %v; says more of the backlog follows: %v",
 			len(hashes), ok, *backlog)
@@ -93,8 +96,8 @@ func TestChangeDuringABacklogGoesFirst(t *testing.T) {
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if hashes, err = store.VMHashes(); err != nil || len(hashes) != 51 {
-		t.Errorf("the backlog's next chunk: %d VMs stored, want 51 (%v)", len(hashes), err)
+	if n := storedVMs(t, store); n != 51 {
+		t.Errorf("the backlog's next chunk: %d VMs stored, want 51", n)
 	}
 }
 
@@ -212,10 +215,7 @@ func TestBacklogGoesOnUnderChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hashes, err := store.VMHashes()
-	if err != nil {
-		t.Fatal(err)
-	}
+	hashes := storedHashes(t, store)
 	if len(hashes) < 25+3*25 {
 		t.Errorf("after the first chunk and 6 commits under changes: %d VMs stored, want %d or more", len(hashes), 25+3*25)
 	}
@@ -229,10 +229,7 @@ func TestReconcileEndIsLogged(t *testing.T) {
 	defer feeds.SetMaxVMsPerSlice(50)()
 	var logs syncBuffer
 	store, u := restarted(t, inv, slog.NewJSONHandler(&logs, nil))
-	hashes, err := store.VMHashes()
-	if err != nil {
-		t.Fatal(err)
-	}
+	hashes := storedHashes(t, store)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { u.Run(ctx); close(done) }()
@@ -280,14 +277,20 @@ func firstLoadInSlices(t *testing.T, log slog.Handler, f func(*feeds.Updater)) (
 	return inv, store, u, hooks
 }
 
-// storedVMs returns how many VMs store holds.
-func storedVMs(t *testing.T, store *db.DB) int {
+// storedHashes returns the VMs store holds, with their digests.
+func storedHashes(t *testing.T, store *db.DB) map[string]uint64 {
 	t.Helper()
 	hashes, err := store.VMHashes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(hashes)
+	return hashes
+}
+
+// storedVMs returns how many VMs store holds.
+func storedVMs(t *testing.T, store *db.DB) int {
+	t.Helper()
+	return len(storedHashes(t, store))
 }
 
 // A first load's chunk is computed in slices, letting go of the updater
@@ -303,10 +306,7 @@ func TestFirstLoadLetsChangesIn(t *testing.T) {
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	hashes, err := store.VMHashes()
-	if err != nil {
-		t.Fatal(err)
-	}
+	hashes := storedHashes(t, store)
 	if _, ok := hashes[last.UUID]; !ok || len(hashes) != 1 || !slices.Equal(*backlog, []bool{true}) {
 		t.Errorf("first commit: %d VMs stored (want 1), the changed one (the backlog's last) among them: %v; %d slices let go of the updater; says more of the backlog follows: %v",
 			len(hashes), ok, *hooks, *backlog)
@@ -385,11 +385,9 @@ func TestParkedChunkChanges(t *testing.T) {
 	if err := u.Flush(); err != nil { // the change; the chunk is parked
 		t.Fatal(err)
 	}
-	byOwner := slices.SortedFunc(slices.Values(inv.VMs), func(a, b dc.VM) int {
-		return cmp.Or(cmp.Compare(a.OwnerUUID, b.OwnerUUID), cmp.Compare(a.UUID, b.UUID))
-	})
+	inOrder := byOwner(inv)
 	changed := map[string]*dc.VM{last.UUID: stopped(last)}
-	for _, vm := range []dc.VM{byOwner[0], byOwner[150]} { // in the parked chunk's first slice; not in that chunk
+	for _, vm := range []dc.VM{inOrder[0], inOrder[150]} { // in the parked chunk's first slice; not in that chunk
 		changed[vm.UUID] = stopped(vm)
 		u.SetVM(changed[vm.UUID], "changefeed")
 	}
@@ -457,9 +455,7 @@ func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
 	defer feeds.SetMaxVMsPerCommit(200)()
 	defer feeds.SetMaxVMsPerSlice(30)()
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
-	byOwner := slices.SortedFunc(slices.Values(inv.VMs), func(a, b dc.VM) int {
-		return cmp.Or(cmp.Compare(a.OwnerUUID, b.OwnerUUID), cmp.Compare(a.UUID, b.UUID))
-	})
+	inOrder := byOwner(inv)
 	store, u := windowUpdater(t, time.Millisecond)
 	u.SetInventory(inv, "load")
 	hold := make(chan struct{})
@@ -474,7 +470,7 @@ func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
 	defer feeds.SetBetweenSlices(func() {
 		switch hooks++; hooks {
 		case 7: // the second chunk's first slice (the first chunk took 7 slices, 6 of them open)
-			u.SetVM(stopped(byOwner[200]), "changefeed")
+			u.SetVM(stopped(inOrder[200]), "changefeed")
 		case 10: // its fourth slice, the backlog's last VMs
 			close(hold)
 		}
