@@ -246,9 +246,9 @@ func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq
 		defer func() { u.urgent = append(u.urgent, busy...) }()
 		fresh, urgent, cutForUrgent := false, false, false
 		defer func() { u.urgentCut = cutForUrgent }()
-		// A batch's later slices take urgent VMs as the rest: the change
-		// joins the chunk being computed, which is committed as soon as a
-		// batch of its own would be (after the one in flight).
+		// A batch's later slices take urgent VMs as the rest, without
+		// ending: when next cannot park the chunk for a change, the change
+		// joins it.
 		continued := len(b.cs.VMs) > 0
 		yielded := 0
 		for n := 0; len(b.cs.VMs) < b.size; n++ {
@@ -271,9 +271,10 @@ func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq
 				return
 			}
 			var uuid string
+			outOfTurn := false
 			switch {
 			case len(u.urgent) > 0:
-				uuid, u.urgent, urgent = u.urgent[0], u.urgent[1:], true
+				uuid, u.urgent, outOfTurn = u.urgent[0], u.urgent[1:], true
 			case len(u.order) > 0:
 				uuid, u.order = u.order[0], u.order[1:]
 			case fresh:
@@ -298,6 +299,10 @@ func (u *Updater) dirtyInOrder(ctx context.Context, b, inFlight *batch) iter.Seq
 				}
 				continue
 			}
+			// (A VM of the urgent list that is skipped here, in a batch
+			// marked again, does not count: the batch would end after the
+			// first VM of the backlog it took.)
+			urgent = urgent || outOfTurn
 			yielded++
 			if !yield(uuid) {
 				return

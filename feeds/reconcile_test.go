@@ -364,13 +364,23 @@ func TestConfigChangeBetweenSlices(t *testing.T) {
 // as JSON.
 func committedVMs(logs *syncBuffer) int {
 	n := 0
+	for _, c := range commitSizes(logs) {
+		n += c
+	}
+	return n
+}
+
+// commitSizes returns the VMs of each "committed" line logged to logs as
+// JSON.
+func commitSizes(logs *syncBuffer) []int {
+	var sizes []int
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "committed" {
-			n += int(m["vms"].(float64))
+			sizes = append(sizes, int(m["vms"].(float64)))
 		}
 	}
-	return n
+	return sizes
 }
 
 // VMs of a parked chunk that change while it is parked, and others that
@@ -488,5 +498,52 @@ func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
 	}
 	if n := storedVMs(t, store); n < len(inv.VMs) {
 		t.Errorf("%d VMs stored, want %d or more", n, len(inv.VMs))
+	}
+}
+
+// A VM of the chunk being written that changes again goes after it, and
+// the chunk computed meanwhile goes on as a chunk: it does not end after
+// its first VM as if it had taken that change out of turn.
+func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
+	defer feeds.SetMaxVMsPerCommit(200)()
+	defer feeds.SetMaxVMsPerSlice(30)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
+	inOrder := byOwner(inv)
+	var logs syncBuffer
+	store, u := loggingUpdater(t, time.Millisecond, slog.NewJSONHandler(&logs, nil))
+	u.SetInventory(inv, "load")
+	hold := make(chan struct{})
+	first := true
+	store.OnCommit(func(*db.Committed) {
+		if first { // the first chunk's commit lasts until the second chunk is under way
+			first = false
+			select {
+			case <-hold:
+			case <-time.After(2 * time.Second): // (only if the second chunk ended at once)
+			}
+		}
+	})
+	hooks := 0
+	defer feeds.SetBetweenSlices(func() {
+		switch hooks++; hooks {
+		case 6: // the first chunk's last slice is still to come
+			u.SetVM(stopped(inOrder[0]), "changefeed")
+		case 7: // the second chunk's first slice
+			close(hold)
+		}
+	})()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for u.Pending() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d VMs pending after 10 s", u.Pending())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if sizes := commitSizes(&logs); len(sizes) < 2 || sizes[1] < 30 {
+		t.Errorf("commits of %v VMs: the second (the chunk computed while the first was written) should hold 30 or more", sizes)
 	}
 }
