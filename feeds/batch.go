@@ -149,7 +149,6 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		u.releaseMemory()
 	}
 	batches := 0
-	var last *batch
 	for ; b != nil; batches++ {
 		if err := ctx.Err(); err != nil {
 			u.dropped(b) // b may have been cut short: never commit it
@@ -174,7 +173,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		if release { // a reconcile that ended in slices with nothing to commit
 			u.releaseMemory()
 		}
-		last, b = b, next
+		b = next
 		select { // what Run would do between two batches
 		case <-ctx.Done():
 			if b != nil {
@@ -186,16 +185,27 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		default:
 		}
 	}
-	if last != nil && last.cs.Backlog {
+	u.compactDue = u.compactDue || batches > 1
+	u.mu.Lock()
+	// A listing that came during a backlog stopped the drain (next) until
+	// it is in; the backlog goes on after it, and is not over.
+	over := !u.paused
+	endCommit := over && u.backlogOpen
+	u.mu.Unlock()
+	if endCommit {
 		// The backlog ended on a full chunk, which promised another
 		// commit: an empty one tells the hooks that it is over.
 		if _, err := u.store.Commit(&db.ChangeSet{Cause: "end of backlog"}); err != nil {
 			return err
 		}
+		u.mu.Lock()
+		u.backlogOpen = false
+		u.mu.Unlock()
 	}
-	if batches > 1 {
+	if over && u.compactDue {
 		// A backlog in chunks (a first load) is in: give back the pages
 		// its chunks left free.
+		u.compactDue = false
 		u.compactIfSparse()
 	}
 	return nil
@@ -257,6 +267,7 @@ func (u *Updater) commitBatch(b *batch) error {
 		u.lastCommit.Err = err.Error()
 		return err
 	}
+	u.backlogOpen = cs.Backlog
 	if u.settle(b, served) {
 		defer u.releaseMemory()
 	}

@@ -49,7 +49,7 @@ var maxVMsPerSlice = 2048
 func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release bool) {
 	u.mu.Lock()
 	open := u.parked // parked for the batch before: it goes on now, a slice at least
-	u.parked = nil
+	u.parked, u.paused = nil, false
 	u.mu.Unlock()
 	resumed := open != nil
 	before := 0 // found as stored by the slices before b, which had nothing to commit
@@ -70,6 +70,7 @@ func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release 
 			if open != nil && u.parked == nil {
 				u.parked = open
 			}
+			u.paused = true
 			u.mu.Unlock()
 			return nil, false
 		}

@@ -21,3 +21,11 @@ func SetBetweenSlices(f func()) (restore func()) {
 	betweenSlices = f
 	return func() { betweenSlices = old }
 }
+
+// SetBetweenListingSlices runs f between two slices of a listing until
+// the returned func runs.
+func SetBetweenListingSlices(f func()) (restore func()) {
+	old := betweenListingSlices
+	betweenListingSlices = f
+	return func() { betweenListingSlices = old }
+}

@@ -84,11 +84,15 @@ func (u *Updater) between(i int) {
 		return
 	}
 	u.mu.Unlock()
-	if betweenSlices != nil {
-		betweenSlices()
+	if betweenListingSlices != nil {
+		betweenListingSlices()
 	}
 	u.mu.Lock()
 }
+
+// betweenListingSlices, when set (tests), runs in SetInventory between
+// two slices, u.mu not held.
+var betweenListingSlices func()
 
 // forgetUnlisted forgets the VMs held or stored that a complete listing
 // does not list; u.mu is held, let go of now and then (between): nothing

@@ -432,7 +432,7 @@ func TestListingInSlices(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
 	store, u := windowUpdater(t, time.Millisecond)
 	hooks, pending := 0, 0
-	defer feeds.SetBetweenSlices(func() {
+	defer feeds.SetBetweenListingSlices(func() {
 		if hooks++; hooks == 5 {
 			pending = u.Pending() // takes the updater's lock
 			if err := u.Flush(); err != nil {
@@ -545,5 +545,70 @@ func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
 	}
 	if sizes := commitSizes(&logs); len(sizes) < 2 || sizes[1] < 30 {
 		t.Errorf("commits of %v VMs: the second (the chunk computed while the first was written) should hold 30 or more", sizes)
+	}
+}
+
+// A listing that comes during a backlog's chunks pauses the backlog, which
+// goes on once the listing is in: the pause is not its end (an empty
+// commit that ends it has serve build every table of a first load), and
+// only the backlog's last commit says it is over.
+func TestListingDuringABacklog(t *testing.T) {
+	defer feeds.SetMaxVMsPerCommit(200)()
+	defer feeds.SetMaxVMsPerSlice(30)()
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
+	relisted := *inv
+	relisted.VMs = slices.Clone(inv.VMs)
+	relisted.VMs[0] = *stopped(inv.VMs[0])
+	store, u := windowUpdater(t, time.Millisecond)
+	u.SetInventory(inv, "load")
+	backlog := backlogFlags(store)
+	hold := make(chan struct{})
+	first := true
+	store.OnCommit(func(*db.Committed) {
+		if first { // the first chunk's commit lasts until the listing has begun
+			first = false
+			<-hold
+		}
+	})
+	listingIn, listingOn := make(chan struct{}), make(chan struct{})
+	defer feeds.SetBetweenListingSlices(func() {
+		select {
+		case <-listingIn:
+		default:
+			close(listingIn)
+			<-listingOn
+		}
+	})()
+	listed := make(chan struct{})
+	hooks := 0
+	defer feeds.SetBetweenSlices(func() {
+		if hooks++; hooks == 7 { // the second chunk's first slice
+			go func() { u.SetInventory(&relisted, "relisting"); close(listed) }()
+			<-listingIn
+			close(hold)
+		}
+	})()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for u.LastCommit().Time.IsZero() { // the first chunk is in; the second waits for the listing
+		if time.Now().After(deadline) {
+			t.Fatalf("%d VMs pending after 10 s, nothing committed", u.Pending())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(listingOn)
+	<-listed
+	for u.Pending() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d VMs pending after 10 s", u.Pending())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	flags := slices.Clone(*backlog)
+	if len(flags) < 2 || slices.Index(flags, false) != len(flags)-1 {
+		t.Errorf("commits saying whether more of the backlog follows: %v; only the last should say no", flags)
 	}
 }

@@ -88,9 +88,17 @@ type Updater struct {
 	parked *batch
 	// chunking: the last batch was a backlog's chunk (its Backlog set).
 	chunking bool
-	gen      uint64
-	causes   map[string]int // why the pending batch exists, for the journal
-	haveFull bool           // a full listing has been applied
+	// paused: next stopped for a listing (SetInventory) being put.
+	paused bool
+	// backlogOpen: the last commit said a backlog's chunk follows; the
+	// drain that ends the backlog says it is over (an empty commit).
+	backlogOpen bool
+	// compactDue: a drain committed several batches (a first load's
+	// chunks) and the store was not compacted after them yet. Run's.
+	compactDue bool
+	gen        uint64
+	causes     map[string]int // why the pending batch exists, for the journal
+	haveFull   bool           // a full listing has been applied
 	// listing: a listing is being put (SetInventory, between its slices):
 	// no batch is computed.
 	listing    bool
