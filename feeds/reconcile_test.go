@@ -112,14 +112,14 @@ func TestReconcileLetsChangesIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer feeds.SetMaxVMsPerSlice(50)()
+	t.Cleanup(feeds.SetMaxVMsPerSlice(50))
 	last := byOwnerLast(inv)
 	cuts := 0
-	defer feeds.SetBetweenSlices(func() {
+	t.Cleanup(feeds.SetBetweenSlices(func() {
 		if cuts++; cuts == 1 {
 			u.SetVM(stopped(last), "changefeed") // takes the updater's lock
 		}
-	})()
+	}))
 	backlog := backlogFlags(store)
 	// The first commit holds the zone config (a restart writes it) and
 	// the first slice; the change comes after it, with the second.
@@ -177,15 +177,12 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	defer feeds.SetMaxVMsPerSlice(50)()
+	t.Cleanup(feeds.SetMaxVMsPerSlice(50))
 	store, u := restarted(t, inv, slog.DiscardHandler)
 	u.SetInventory(&changed, "relisting")
 	commits := make(chan *db.Committed, 100)
 	store.OnCommit(func(c *db.Committed) { commits <- c })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	running(t, u)
 	n := 0
 	for u.Pending() > 0 {
 		select {
@@ -226,21 +223,12 @@ func TestBacklogGoesOnUnderChanges(t *testing.T) {
 // is counted once as unchanged, and the last has nothing pending.
 func TestReconcileEndIsLogged(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
-	defer feeds.SetMaxVMsPerSlice(50)()
+	t.Cleanup(feeds.SetMaxVMsPerSlice(50))
 	var logs syncBuffer
 	store, u := restarted(t, inv, slog.NewJSONHandler(&logs, nil))
 	hashes := storedHashes(t, store)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for u.Pending() > 0 { // the last line is written before the lock is let go
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pending after 10 s", u.Pending())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	running(t, u)
+	settled(t, u) // (the last line is written before the lock is let go)
 	var total, lines int
 	var last map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
@@ -428,18 +416,18 @@ func TestParkedChunkChanges(t *testing.T) {
 // no batch is computed from a listing half put: a commit then would take
 // the part of a first load that happens to be in.
 func TestListingInSlices(t *testing.T) {
-	defer feeds.SetMaxVMsPerSlice(30)()
+	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
 	store, u := windowUpdater(t, time.Millisecond)
 	hooks, pending := 0, 0
-	defer feeds.SetBetweenListingSlices(func() {
+	t.Cleanup(feeds.SetBetweenListingSlices(func() {
 		if hooks++; hooks == 5 {
 			pending = u.Pending() // takes the updater's lock
 			if err := u.Flush(); err != nil {
 				t.Error(err)
 			}
 		}
-	})()
+	}))
 	u.SetInventory(inv, "load")
 	nodes := 0 // compute nodes, marked before the VMs (their CMON names)
 	for _, s := range inv.Servers {
@@ -462,8 +450,8 @@ func TestListingInSlices(t *testing.T) {
 // written, the backlog's last chunk ends exactly on a slice while one of
 // its VMs waits for its turn again, and the load goes on to its end.
 func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(200)()
-	defer feeds.SetMaxVMsPerSlice(30)()
+	t.Cleanup(feeds.SetMaxVMsPerCommit(200))
+	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
 	inOrder := byOwner(inv)
 	store, u := windowUpdater(t, time.Millisecond)
@@ -477,25 +465,16 @@ func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
 		}
 	})
 	hooks := 0
-	defer feeds.SetBetweenSlices(func() {
+	t.Cleanup(feeds.SetBetweenSlices(func() {
 		switch hooks++; hooks {
 		case 7: // the second chunk's first slice (the first chunk took 7 slices, 6 of them open)
 			u.SetVM(stopped(inOrder[200]), "changefeed")
 		case 10: // its fourth slice, the backlog's last VMs
 			close(hold)
 		}
-	})()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for u.Pending() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d VMs pending after 10 s", u.Pending())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}))
+	running(t, u)
+	settled(t, u)
 	if n := storedVMs(t, store); n < len(inv.VMs) {
 		t.Errorf("%d VMs stored, want %d or more", n, len(inv.VMs))
 	}
@@ -505,8 +484,8 @@ func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
 // the chunk computed meanwhile goes on as a chunk: it does not end after
 // its first VM as if it had taken that change out of turn.
 func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(200)()
-	defer feeds.SetMaxVMsPerSlice(30)()
+	t.Cleanup(feeds.SetMaxVMsPerCommit(200))
+	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
 	inOrder := byOwner(inv)
 	var logs syncBuffer
@@ -524,25 +503,16 @@ func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
 		}
 	})
 	hooks := 0
-	defer feeds.SetBetweenSlices(func() {
+	t.Cleanup(feeds.SetBetweenSlices(func() {
 		switch hooks++; hooks {
 		case 6: // the first chunk's last slice is still to come
 			u.SetVM(stopped(inOrder[0]), "changefeed")
 		case 7: // the second chunk's first slice
 			close(hold)
 		}
-	})()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for u.Pending() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d VMs pending after 10 s", u.Pending())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}))
+	running(t, u)
+	settled(t, u)
 	if sizes := commitSizes(&logs); len(sizes) < 2 || sizes[1] < 30 {
 		t.Errorf("commits of %v VMs: the second (the chunk computed while the first was written) should hold 30 or more", sizes)
 	}
@@ -553,8 +523,8 @@ func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
 // commit that ends it has serve build every table of a first load), and
 // only the backlog's last commit says it is over.
 func TestListingDuringABacklog(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(200)()
-	defer feeds.SetMaxVMsPerSlice(30)()
+	t.Cleanup(feeds.SetMaxVMsPerCommit(200))
+	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
 	relisted := *inv
 	relisted.VMs = slices.Clone(inv.VMs)
@@ -571,44 +541,56 @@ func TestListingDuringABacklog(t *testing.T) {
 		}
 	})
 	listingIn, listingOn := make(chan struct{}), make(chan struct{})
-	defer feeds.SetBetweenListingSlices(func() {
+	t.Cleanup(feeds.SetBetweenListingSlices(func() {
 		select {
 		case <-listingIn:
 		default:
 			close(listingIn)
 			<-listingOn
 		}
-	})()
+	}))
 	listed := make(chan struct{})
 	hooks := 0
-	defer feeds.SetBetweenSlices(func() {
+	t.Cleanup(feeds.SetBetweenSlices(func() {
 		if hooks++; hooks == 7 { // the second chunk's first slice
 			go func() { u.SetInventory(&relisted, "relisting"); close(listed) }()
 			<-listingIn
 			close(hold)
 		}
-	})()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for u.LastCommit().Time.IsZero() { // the first chunk is in; the second waits for the listing
-		if time.Now().After(deadline) {
-			t.Fatalf("%d VMs pending after 10 s, nothing committed", u.Pending())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}))
+	running(t, u)
+	waitUntil(t, "the first chunk committed", func() bool { return !u.LastCommit().Time.IsZero() }) // the second waits for the listing
 	close(listingOn)
 	<-listed
-	for u.Pending() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d VMs pending after 10 s", u.Pending())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	settled(t, u)
 	flags := slices.Clone(*backlog)
 	if len(flags) < 2 || slices.Index(flags, false) != len(flags)-1 {
 		t.Errorf("commits saying whether more of the backlog follows: %v; only the last should say no", flags)
+	}
+}
+
+// running runs u until the test ends.
+func running(t *testing.T, u *feeds.Updater) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// settled waits, at most 10 s, until nothing is pending in u.
+func settled(t *testing.T, u *feeds.Updater) {
+	t.Helper()
+	waitUntil(t, "nothing pending", func() bool { return u.Pending() == 0 })
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after 10 s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
