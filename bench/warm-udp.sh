@@ -14,8 +14,11 @@
 #      updater has read its state: cns is fully started);
 #   3. dnsperf as run-anchors runs it (-e -c 8 -q 200 -l DURATION, the
 #      prepared queries.txt) on CLIENT_CPU; qps / quota is the figure.
+#      MODE=tcp runs it as run-anchors' TCP step does (-m tcp): at 1M VMs
+#      that step catches cns warming up too.
 # usage: bench/warm-udp.sh [CNS_BINARY]   (default: go build of this tree)
 # Knobs: WORK (${TMPDIR:-/tmp}/cns-bench) N (1000000) REPS (3) DURATION (8)
+#   MODE (udp; tcp)
 #   CPU_QUOTA (40) PORT (5397) SERVER_CPU (0) CLIENT_CPU (1) WARM_TIMEOUT (300 s)
 # Output: one line per repetition, then the median (min-max).
 set -euo pipefail
@@ -29,6 +32,8 @@ PORT=${PORT:-5397}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 WARM_TIMEOUT=${WARM_TIMEOUT:-300}
+MODE=${MODE:-udp}
+case $MODE in udp|tcp) ;; *) echo "warm-udp: MODE must be udp or tcp, not '$MODE'" >&2; exit 2 ;; esac
 export CPU_QUOTA SERVER_CPU CLIENT_CPU
 prep=$WORK/prep/N$N
 queries=$WORK/zones/N$N/queries.txt
@@ -54,17 +59,17 @@ for rep in $(seq 1 "$REPS"); do
         sleep 0.1
     done
     grep -q '"stored VMs read"' "$run/log" || { echo "warm-udp: not started in $WARM_TIMEOUT s" >&2; exit 1; }
-    out=$("$capped" -c "$CLIENT_CPU" dnsperf -e -s 127.0.0.1 -p "$PORT" -d "$queries" -c 8 -q 200 -l "$DURATION" 2>&1)
+    out=$("$capped" -c "$CLIENT_CPU" dnsperf -e -m "$MODE" -s 127.0.0.1 -p "$PORT" -d "$queries" -c 8 -q 200 -l "$DURATION" 2>&1)
     q=$(awk '/Queries per second/ {print $4}' <<<"$out")
     lost=$(awk '/Queries lost/ {print $3}' <<<"$out")
     capped_qps=$(python3 -c "print(round($q / ($CPU_QUOTA / 100)))")
-    echo "N=$N rep $rep: $q qps, lost $lost, per capped CPU-s $capped_qps"
+    echo "N=$N $MODE rep $rep: $q qps, lost $lost, per capped CPU-s $capped_qps"
     qps+=("$capped_qps")
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
     pid=""
 done
-python3 - "${qps[@]}" <<'EOF'
+python3 - "${MODE^^}" "${qps[@]}" <<'EOF'
 import statistics, sys
-v = sorted(int(x) for x in sys.argv[1:])
-print(f"UDP answers per capped CPU-s, warm: median {statistics.median(v):,.0f} ({v[0]:,}-{v[-1]:,})")
+v = sorted(int(x) for x in sys.argv[2:])
+print(f"{sys.argv[1]} answers per capped CPU-s, warm: median {statistics.median(v):,.0f} ({v[0]:,}-{v[-1]:,})")
 EOF
