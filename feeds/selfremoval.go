@@ -35,6 +35,12 @@ type serviceHealth struct {
 	byVM     memberships                    // VM UUID → the services it is a member of
 	dirty    map[string]uint64              // keys to write, by the generation that changed them
 	gen      uint64
+	// pending holds the keys of the services with a check to come
+	// (NextCheck set): the few the timer looks at, where scanning every
+	// service on each of the updater's loops cost 1.7 % of cns's CPU at
+	// 20k VMs under a busy data center's churn (BENCHMARKS round 15),
+	// with the updater's lock held.
+	pending map[string]struct{}
 }
 
 // loadServiceHealth reads the stored state. A record that does not
@@ -45,7 +51,7 @@ func loadServiceHealth(store *db.DB, p hysteresis.Policy, now time.Time, log *sl
 	if err != nil {
 		return nil, err
 	}
-	h := &serviceHealth{policy: p, services: map[string]*hysteresis.Service{}, dirty: map[string]uint64{}}
+	h := &serviceHealth{policy: p, services: map[string]*hysteresis.Service{}, dirty: map[string]uint64{}, pending: map[string]struct{}{}}
 	for key, b := range stored {
 		s, err := hysteresis.Decode(b)
 		if err != nil || s.Key() != key {
@@ -59,6 +65,7 @@ func loadServiceHealth(store *db.DB, p hysteresis.Policy, now time.Time, log *sl
 			s.NextCheck = now
 		}
 		h.services[key] = s
+		h.scheduled(key, s)
 		for vm := range s.Up {
 			h.join(vm, s)
 		}
@@ -120,6 +127,16 @@ func (m *memberships) leave(vm string, s *hysteresis.Service) {
 	default:
 		m.more[vm] = more
 	}
+}
+
+// scheduled keeps key in pending while s has a check to come; s is nil
+// for a service that is gone.
+func (h *serviceHealth) scheduled(key string, s *hysteresis.Service) {
+	if s == nil || s.NextCheck.IsZero() {
+		delete(h.pending, key)
+		return
+	}
+	h.pending[key] = struct{}{}
 }
 
 func (h *serviceHealth) touch(key string) {
@@ -319,7 +336,9 @@ func (u *Updater) applyHysteresis(key, owner, name string, c hysteresis.Change, 
 	}
 	if s.Empty() {
 		delete(h.services, key)
+		s = nil
 	}
+	h.scheduled(key, s)
 	for _, d := range decisions {
 		u.log.Info("hysteresis", "service", key, "vm", d.VM, "action", string(d.Action), "reason", d.Reason)
 		if d.Action == hysteresis.ActionReleased && d.VM != current && u.vms[d.VM] != nil {
@@ -337,9 +356,8 @@ func (u *Updater) releaseDue() {
 		return
 	}
 	now := u.now()
-	for _, key := range slices.Sorted(maps.Keys(u.health.services)) {
-		s := u.health.services[key]
-		if !s.NextCheck.IsZero() && !now.Before(s.NextCheck) {
+	for _, key := range slices.Sorted(maps.Keys(u.health.pending)) {
+		if !now.Before(u.health.services[key].NextCheck) {
 			u.applyHysteresis(key, "", "", hysteresis.Change{}, "", now)
 		}
 	}
@@ -354,8 +372,8 @@ func (u *Updater) untilNextRelease() (d time.Duration, ok bool) {
 		return 0, false
 	}
 	var next time.Time
-	for _, s := range u.health.services {
-		if !s.NextCheck.IsZero() && (next.IsZero() || s.NextCheck.Before(next)) {
+	for key := range u.health.pending {
+		if s := u.health.services[key]; next.IsZero() || s.NextCheck.Before(next) {
 			next = s.NextCheck
 		}
 	}
