@@ -323,3 +323,24 @@ func TestSerialGE(t *testing.T) {
 		}
 	}
 }
+
+// A port picked ahead comes from below the kernel's ephemeral range, where
+// no process's next outgoing connection can be given it meanwhile.
+func TestFreePortBelowEphemeral(t *testing.T) {
+	low := ephemeralLow()
+	if low <= belowEphemeral {
+		t.Skipf("no ephemeral range to stay below (low %d)", low)
+	}
+	for range 20 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port < belowEphemeral || port >= low {
+			t.Fatalf("FreePort gave %d, outside [%d, %d)", port, belowEphemeral, low)
+		}
+		if !portFree("127.0.0.1", port) {
+			t.Fatalf("FreePort gave %d, which is not free", port)
+		}
+	}
+}
