@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,13 +181,13 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 	t.Cleanup(feeds.SetMaxVMsPerSlice(50))
 	store, u := restarted(t, inv, slog.DiscardHandler)
 	u.SetInventory(&changed, "relisting")
-	commits := make(chan *db.Committed, 100)
-	store.OnCommit(func(c *db.Committed) { commits <- c })
+	var commits atomic.Int64
+	store.OnCommit(func(*db.Committed) { commits.Add(1) })
 	running(t, u)
 	// (A commit's hook runs before the updater settles its VMs: waiting
 	// for one more commit while the last is settling waited forever.)
 	settled(t, u)
-	n := len(commits)
+	n := commits.Load()
 	got, err := store.VMHashes()
 	if err != nil {
 		t.Fatal(err)
