@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tritondatacenter/cns/admin/config"
@@ -38,8 +42,12 @@ func apiAddresses(cfg *config.Config, nics func() ([]byte, error)) ([]string, er
 	return addrs, err
 }
 
+// adminNICTag is triton-netconfig's isNicAdmin, which the reference uses:
+// the admin NIC tag, or a rack-aware one ("admin_rack_r12", any case).
+var adminNICTag = regexp.MustCompile(`(?i)^admin(_rack_[a-z0-9_-]+)?$`)
+
 // adminAddrs picks, from the sdc:nics metadata (a JSON list of the zone's
-// NICs), the private addresses of the NICs tagged admin.
+// NICs), the private addresses of the admin NICs.
 func adminAddrs(raw []byte) ([]netip.Addr, error) {
 	var nics []struct {
 		Tag string   `json:"nic_tag"`
@@ -51,7 +59,7 @@ func adminAddrs(raw []byte) ([]netip.Addr, error) {
 	}
 	var out []netip.Addr
 	for _, n := range nics {
-		if n.Tag != "admin" {
+		if !adminNICTag.MatchString(n.Tag) {
 			continue
 		}
 		for _, s := range append([]string{n.IP}, n.IPs...) {
@@ -71,9 +79,43 @@ func adminAddrs(raw []byte) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// mdataNICs runs `mdata-get sdc:nics`.
-func mdataNICs() ([]byte, error) {
+// zoneMetadata reads the SDC zone's metadata as the SMF service's user
+// may. cns runs as user cns (smf/cns.xml), and on SmartOS a non-root
+// mdata-get cannot reach the metadata socket: it fails with "could not
+// initialise protocol: Could not find metadata socket." (exit 2) unless it
+// runs with file_dac_search, which the "Metadata Reader" rbac profile
+// grants it (exec_attr: mdata-get, privs=file_dac_search). The boot
+// scripts give user cns that profile; pfexec runs mdata-get under it, as
+// the reference does through /usr/bin/pfsh (lib/api-server.js).
+type zoneMetadata struct {
+	pfexec   string // the profile exec; absent outside SmartOS
+	mdataGet string // absent outside an SDC zone
+}
+
+// sdcZone is where SmartOS keeps the two commands.
+var sdcZone = zoneMetadata{pfexec: "/usr/bin/pfexec", mdataGet: "/usr/sbin/mdata-get"}
+
+// get returns the value of key, or an error that says why not: not an SDC
+// zone, or mdata-get's own message.
+func (z zoneMetadata) get(key string) ([]byte, error) {
+	if _, err := os.Stat(z.mdataGet); err != nil {
+		return nil, fmt.Errorf("not an SDC zone: %w", err)
+	}
+	name, args := z.mdataGet, []string{key}
+	if _, err := os.Stat(z.pfexec); err == nil {
+		name, args = z.pfexec, []string{z.mdataGet, key}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return exec.CommandContext(ctx, "mdata-get", "sdc:nics").Output()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
 }
+
+// mdataNICs is the zone's sdc:nics.
+func mdataNICs() ([]byte, error) { return sdcZone.get("sdc:nics") }
