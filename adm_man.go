@@ -88,7 +88,42 @@ The terminal's width: the help column of config and the width of the zones table
 .I /opt/triton/cns/etc/config.json
 The server's configuration (\fB\-\-config\-file\fR).
 `)
+	b.WriteString(".SH EXAMPLES\n")
+	for _, ex := range cnsadmExamples {
+		words := []string{"cnsadm"}
+		for _, a := range ex.Args {
+			words = append(words, roffWord(a))
+		}
+		if ex.What != "" { // else: a second command for the task above
+			fmt.Fprintf(&b, ".PP\n%s\n", roffText(ex.What))
+		}
+		fmt.Fprintf(&b, ".PP\n.RS\n.nf\n%s\n.fi\n.RE\n", strings.Join(words, " "))
+	}
 	return b.String(), nil
+}
+
+// cnsadmExamples are the page's EXAMPLES: an operator's tasks, in the
+// order an incident meets them. TestCnsadmManExamples parses each with
+// the CLI, so a renamed command or flag cannot leave one behind.
+var cnsadmExamples = []struct {
+	What string
+	Args []string
+}{
+	{"Are the zones served, and does every secondary have the current serial?",
+		[]string{"status"}},
+	{"Why does an instance have the names it has, or none?",
+		[]string{"vm", "4e0b4d4c-7a8e-4ab4-9d0e-3b1b8e0e2c11"}},
+	{"What changed in a zone, serial by serial, and why:",
+		[]string{"history", "us-west-1.cns.example.com"}},
+	{"Let a new secondary transfer the zones, and send it NOTIFYs for one zone:",
+		[]string{"config", "allow_transfer+=10.1.2.3"}},
+	{"", []string{"zones", "us-west-1.cns.example.com", "peers+=ns2.example.com"}},
+	{"After a change, wait until every secondary of the zone serves it (at most 5 minutes):",
+		[]string{"wait", "--timeout=5m", "us-west-1.cns.example.com"}},
+	{"Forget a secondary that was taken out of service:",
+		[]string{"peers", "-d", "10.1.2.3"}},
+	{"Watch zones, secondaries, services and feeds live:",
+		[]string{"tui"}},
 }
 
 // manCommand writes one command: its synopsis and help, then its
