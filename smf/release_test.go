@@ -75,39 +75,54 @@ func TestReleaseTarball(t *testing.T) {
 	if filepath.Base(tarball) != "cns-pkg-1.2.3-test.tar.gz" {
 		t.Errorf("tarball %s", tarball)
 	}
+	// The layout of the reference's Makefile: the service under
+	// /opt/triton/cns, what every core zone has at /opt/smartdc/boot
+	// (there: sdc-scripts, then the repository's boot/), cnsadm and its
+	// man page under /opt/local.
 	want := map[string]string{
-		"root/":                                                "d755",
-		"root/opt/":                                            "d755",
-		"root/opt/local/":                                      "d755",
-		"root/opt/local/bin/":                                  "d755",
-		"root/opt/local/bin/cnsadm":                            "-> /opt/triton/cns/bin/cnsadm",
-		"root/opt/smartdc/":                                    "d755",
-		"root/opt/smartdc/boot/":                               "d755",
-		"root/opt/smartdc/boot/configure.sh":                   "-> /opt/triton/cns/boot/configure.sh",
-		"root/opt/smartdc/boot/setup.sh":                       "-> /opt/triton/cns/boot/setup.sh",
-		"root/opt/triton/":                                     "d755",
-		"root/opt/triton/cns/":                                 "d755",
-		"root/opt/triton/cns/bin/":                             "d755",
-		"root/opt/triton/cns/bin/cns":                          "f755",
-		"root/opt/triton/cns/bin/cnsadm":                       "-> cns",
-		"root/opt/triton/cns/boot/":                            "d755",
-		"root/opt/triton/cns/boot/configure.sh":                "f755",
-		"root/opt/triton/cns/boot/lib.sh":                      "f644",
-		"root/opt/triton/cns/boot/setup.sh":                    "f755",
-		"root/opt/triton/cns/etc/":                             "d755",
-		"root/opt/triton/cns/man/":                             "d755",
-		"root/opt/triton/cns/man/man1/":                        "d755",
-		"root/opt/triton/cns/man/man1/cnsadm.1":                "f644",
-		"root/opt/triton/cns/sapi_manifests/":                  "d755",
-		"root/opt/triton/cns/sapi_manifests/cns/":              "d755",
-		"root/opt/triton/cns/sapi_manifests/cns/manifest.json": "f644",
-		"root/opt/triton/cns/sapi_manifests/cns/template":      "f644",
-		"root/opt/triton/cns/smf/":                             "d755",
-		"root/opt/triton/cns/smf/manifests/":                   "d755",
-		"root/opt/triton/cns/smf/manifests/cns.xml":            "f644",
-		"root/opt/triton/cns/smf/method/":                      "d755",
-		"root/opt/triton/cns/smf/method/cns":                   "f755",
-		"site/":                                                "d755",
+		"root/":                                                      "d755",
+		"root/opt/":                                                  "d755",
+		"root/opt/local/":                                            "d755",
+		"root/opt/local/bin/":                                        "d755",
+		"root/opt/local/bin/cnsadm":                                  "-> /opt/triton/cns/bin/cnsadm",
+		"root/opt/local/man/":                                        "d755",
+		"root/opt/local/man/man1/":                                   "d755",
+		"root/opt/local/man/man1/cnsadm.1":                           "f644",
+		"root/opt/smartdc/":                                          "d755",
+		"root/opt/smartdc/boot/":                                     "d755",
+		"root/opt/smartdc/boot/configure.sh":                         "f755",
+		"root/opt/smartdc/boot/etc/":                                 "d755",
+		"root/opt/smartdc/boot/etc/root.bashrc":                      "f644",
+		"root/opt/smartdc/boot/etc/security/":                        "d755",
+		"root/opt/smartdc/boot/etc/security/exec_attr.d/":            "d755",
+		"root/opt/smartdc/boot/etc/security/exec_attr.d/mdata":       "f644",
+		"root/opt/smartdc/boot/etc/security/prof_attr.d/":            "d755",
+		"root/opt/smartdc/boot/etc/security/prof_attr.d/mdata":       "f644",
+		"root/opt/smartdc/boot/lib/":                                 "d755",
+		"root/opt/smartdc/boot/lib/cns.sh":                           "f644",
+		"root/opt/smartdc/boot/lib/util.sh":                          "f644",
+		"root/opt/smartdc/boot/sbin/":                                "d755",
+		"root/opt/smartdc/boot/sbin/postlogrotate.sh":                "f755",
+		"root/opt/smartdc/boot/setup.sh":                             "f755",
+		"root/opt/triton/":                                           "d755",
+		"root/opt/triton/cns/":                                       "d755",
+		"root/opt/triton/cns/bin/":                                   "d755",
+		"root/opt/triton/cns/bin/cns":                                "f755",
+		"root/opt/triton/cns/bin/cnsadm":                             "-> cns",
+		"root/opt/triton/cns/etc/":                                   "d755",
+		"root/opt/triton/cns/sapi_manifests/":                        "d755",
+		"root/opt/triton/cns/sapi_manifests/cns/":                    "d755",
+		"root/opt/triton/cns/sapi_manifests/cns/manifest.json":       "f644",
+		"root/opt/triton/cns/sapi_manifests/cns/template":            "f644",
+		"root/opt/triton/cns/sapi_manifests/registrar/":              "d755",
+		"root/opt/triton/cns/sapi_manifests/registrar/manifest.json": "f644",
+		"root/opt/triton/cns/sapi_manifests/registrar/template":      "f644",
+		"root/opt/triton/cns/smf/":                                   "d755",
+		"root/opt/triton/cns/smf/manifests/":                         "d755",
+		"root/opt/triton/cns/smf/manifests/cns.xml":                  "f644",
+		"root/opt/triton/cns/smf/method/":                            "d755",
+		"root/opt/triton/cns/smf/method/cns":                         "f755",
+		"site/":                                                      "d755",
 	}
 	got := tarEntries(t, tarball)
 	var names []string
@@ -127,17 +142,26 @@ func TestReleaseTarball(t *testing.T) {
 	}
 	// The shipped files are the repository's.
 	for src, dst := range map[string]string{
-		"cns.xml":                          "smf/manifests/cns.xml",
-		"method/cns":                       "smf/method/cns",
-		"boot/setup.sh":                    "boot/setup.sh",
-		"boot/lib.sh":                      "boot/lib.sh",
-		"sapi_manifests/cns/template":      "sapi_manifests/cns/template",
-		"sapi_manifests/cns/manifest.json": "sapi_manifests/cns/manifest.json",
+		"cns.xml":                                "opt/triton/cns/smf/manifests/cns.xml",
+		"method/cns":                             "opt/triton/cns/smf/method/cns",
+		"sapi_manifests/cns/template":            "opt/triton/cns/sapi_manifests/cns/template",
+		"sapi_manifests/cns/manifest.json":       "opt/triton/cns/sapi_manifests/cns/manifest.json",
+		"sapi_manifests/registrar/template":      "opt/triton/cns/sapi_manifests/registrar/template",
+		"sapi_manifests/registrar/manifest.json": "opt/triton/cns/sapi_manifests/registrar/manifest.json",
+		"boot/setup.sh":                          "opt/smartdc/boot/setup.sh",
+		"boot/configure.sh":                      "opt/smartdc/boot/configure.sh",
+		"boot/lib/util.sh":                       "opt/smartdc/boot/lib/util.sh",
+		"boot/lib/cns.sh":                        "opt/smartdc/boot/lib/cns.sh",
+		"boot/sbin/postlogrotate.sh":             "opt/smartdc/boot/sbin/postlogrotate.sh",
+		"boot/etc/root.bashrc":                   "opt/smartdc/boot/etc/root.bashrc",
+		"boot/etc/security/exec_attr.d/mdata":    "opt/smartdc/boot/etc/security/exec_attr.d/mdata",
+		"boot/etc/security/prof_attr.d/mdata":    "opt/smartdc/boot/etc/security/prof_attr.d/mdata",
+		"man/cnsadm.1":                           "opt/local/man/man1/cnsadm.1",
 	} {
 		a, _ := os.ReadFile(src)
-		b, err := os.ReadFile(filepath.Join(tree, "root/opt/triton/cns", dst))
+		b, err := os.ReadFile(filepath.Join(tree, "root", dst))
 		if err != nil || string(a) != string(b) {
-			t.Errorf("%s in the tarball differs from smf/%s (%v)", dst, src, err)
+			t.Errorf("/%s in the tarball differs from smf/%s (%v)", dst, src, err)
 		}
 	}
 	bin := filepath.Join(tree, "root/opt/triton/cns/bin")

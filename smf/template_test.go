@@ -2,6 +2,7 @@ package smf
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -290,13 +291,86 @@ func TestTemplateListSlots(t *testing.T) {
 	checkWithBinary(t, outs[1], 96)
 }
 
-// render renders the template with config-agent's hogan.js, once per
-// metadata set, in one node process.
+// registrar's config, rendered from the cns instance's metadata: the
+// name CloudAPI, sdc-docker and triton-prometheus look cns up by
+// (SERVICE_DOMAIN, which sdcadm post-setup cns sets; else the same name
+// from the data center's), the admin address, and binder's ZooKeeper
+// servers however many there are.
+func TestRegistrarTemplate(t *testing.T) {
+	zk := func(n int) []any {
+		var servers []any
+		for i := 1; i <= n; i++ {
+			s := map[string]any{"host": fmt.Sprintf("10.99.99.%d", 10+i), "port": 2181, "num": i}
+			if i == n {
+				s["last"] = true
+			}
+			servers = append(servers, s)
+		}
+		return servers
+	}
+	withDomain, without := minimalMetadata(), minimalMetadata()
+	withDomain["SERVICE_DOMAIN"] = "cns.us-west-1.example.com"
+	withDomain["ZK_SERVERS"], without["ZK_SERVERS"] = zk(1), zk(3)
+	for _, m := range []map[string]any{withDomain, without} {
+		m["auto"] = map[string]any{"ADMIN_IP": "10.99.99.40"}
+	}
+	outs := renderTemplate(t, "sapi_manifests/registrar/template", withDomain, without)
+	for i, zkCount := range []int{1, 3} {
+		var reg struct {
+			Registration struct {
+				Domain, Type string
+				Service      struct {
+					Type    string
+					Service struct {
+						Srvce, Proto string
+						Port         int
+					}
+				}
+			}
+			Zookeeper struct {
+				Servers []struct {
+					Host string
+					Port int
+				}
+			}
+			AdminIP string
+		}
+		if err := json.Unmarshal([]byte(outs[i]), &reg); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, outs[i])
+		}
+		r := reg.Registration
+		if r.Domain != "cns.us-west-1.example.com" || r.Type != "load_balancer" || r.Service.Type != "service" ||
+			r.Service.Service.Srvce != "_http" || r.Service.Service.Proto != "_tcp" || r.Service.Service.Port != config.DefaultAPIPort {
+			t.Errorf("registration %+v", r)
+		}
+		if reg.AdminIP != "10.99.99.40" || len(reg.Zookeeper.Servers) != zkCount ||
+			reg.Zookeeper.Servers[zkCount-1] != (struct {
+				Host string
+				Port int
+			}{fmt.Sprintf("10.99.99.%d", 10+zkCount), 2181}) {
+			t.Errorf("adminIp %q zookeeper %+v", reg.AdminIP, reg.Zookeeper)
+		}
+	}
+	var manifest struct{ Name, Path string }
+	raw, _ := os.ReadFile("sapi_manifests/registrar/manifest.json")
+	if err := json.Unmarshal(raw, &manifest); err != nil || manifest.Name != "registrar" || manifest.Path != "/opt/smartdc/registrar/etc/config.json" {
+		t.Errorf("registrar manifest %+v %v: want name registrar, registrar's config path", manifest, err)
+	}
+}
+
+// render renders cns's template with config-agent's hogan.js.
 func render(t *testing.T, metadata ...map[string]any) []string {
+	t.Helper()
+	return renderTemplate(t, templatePath, metadata...)
+}
+
+// renderTemplate renders a template with config-agent's hogan.js, once
+// per metadata set, in one node process.
+func renderTemplate(t *testing.T, template string, metadata ...map[string]any) []string {
 	t.Helper()
 	dir := hoganDir(t)
 	in, _ := json.Marshal(metadata)
-	cmd := exec.Command("node", filepath.Join(dir, "render.js"), templatePath)
+	cmd := exec.Command("node", filepath.Join(dir, "render.js"), template)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
 	cmd.Stdin = strings.NewReader(string(in))
 	var stderr strings.Builder

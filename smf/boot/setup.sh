@@ -1,35 +1,44 @@
 #!/bin/bash
 #
-# setup.sh: the first boot of a cns zone. The zone's user-script runs
-# /opt/smartdc/boot/setup.sh (a link to this file) once, until
-# /var/svc/setup_complete exists, and configure.sh at every boot.
+# setup.sh: the first boot of a cns zone (and the first after each
+# reprovision). The zone's user-script runs /opt/smartdc/boot/setup.sh
+# until /var/svc/setup_complete exists, then configure.sh at every boot.
 #
 # The reference's boot/setup.sh, for one service instead of three (no
-# redis, and cns-server and cns-updater are one process):
-#   mount the delegated dataset at /data, create user (and group) cns,
-#   point config-agent at the manifests in this image and render the
-#   config, import and enable the SMF service, rotate its log.
-# The sdc-scripts steps it ran through sdc_common_setup are in lib.sh.
+# redis; cns-server and cns-updater are one process): the delegated
+# dataset at /data, the steps of every core zone (lib/util.sh:
+# sdc_common_setup, with config-agent rendering config.json and
+# registrar's config, registrar registering cns.<dc>.<dns_domain> in
+# binder), user cns, the db directory, the service, its log rotation.
 
 export PS4='[\D{%FT%TZ}] ${BASH_SOURCE}:${LINENO}: ${FUNCNAME[0]:+${FUNCNAME[0]}(): }'
 set -o xtrace -o errexit -o pipefail -o nounset
 
+# ZONE_ROOT: see lib/util.sh. Empty in the zone.
+ZONE_ROOT=${ZONE_ROOT:-}
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+if [[ -n $ZONE_ROOT ]]; then
+	PATH=$ZONE_ROOT/usr/sbin:$ZONE_ROOT/usr/bin:$PATH
+fi
 
-# shellcheck source=lib.sh
-. /opt/triton/cns/boot/lib.sh
+# shellcheck source=lib/util.sh
+. "$ZONE_ROOT/opt/smartdc/boot/lib/util.sh"
+# shellcheck source=lib/cns.sh
+. "$ZONE_ROOT/opt/smartdc/boot/lib/cns.sh"
 
-cns_dcinfo
+export CONFIG_AGENT_LOCAL_MANIFESTS_DIRS=$CNS_ROOT
+
 cns_mount_data
+sdc_common_setup
 cns_user
 cns_db_dir
-cns_mdata_profile
-# config.json exists before the service first starts.
-cns_config_agent
-cns_log_rotation
 cns_service
 
-# sdc_setup_complete
-touch /var/svc/setup_complete
-echo "setup done" >&2
+sdc_log_rotation_add amon-agent '/var/svc/log/*amon-agent*.log' 1g
+sdc_log_rotation_add config-agent '/var/svc/log/*config-agent*.log' 1g
+sdc_log_rotation_add registrar '/var/svc/log/*registrar*.log' 1g
+sdc_log_rotation_add cns '/var/svc/log/*triton-application-cns*.log' 1g
+sdc_log_rotation_setup_end
+
+sdc_setup_complete
 exit 0

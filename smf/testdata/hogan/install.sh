@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install.sh: puts the template renderer config-agent uses into a cache
 # directory outside the git tree and prints that directory (the last line
-# of stdout). Used by smf/smf_test.go and by .ci/run (to prefetch).
+# of stdout). Used by the smf tests and by .ci/run (to prefetch).
 #
 # config-agent (sdc-config-agent) renders SAPI templates with hogan.js,
 # pinned to joyent/hogan.js#c5cb8e8: npm's hogan.js 3.0.2 plus one change,
