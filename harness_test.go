@@ -25,6 +25,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -508,7 +509,7 @@ func ixfrFrom(addr, zone string, serial uint32, soa *dns.SOA) (ixfrResult, []dns
 		for i++; i < len(rrs)-1 && rrs[i].Header().Rrtype != dns.TypeSOA; i++ {
 			seq[1] = append(seq[1], rrText(rrs[i]))
 		}
-		if !dnsSerialLess(at, to.Serial) {
+		if !db.SerialLess(at, to.Serial) {
 			return res, nil, fmt.Errorf("IXFR from %d: sequence %d goes from %d to %d", serial, len(res.sequences), at, to.Serial)
 		}
 		at = to.Serial
@@ -519,8 +520,6 @@ func ixfrFrom(addr, zone string, serial uint32, soa *dns.SOA) (ixfrResult, []dns
 	}
 	return res, rrs, nil
 }
-
-func dnsSerialLess(a, b uint32) bool { return a != b && b-a < 1<<31 }
 
 // apply plays the difference sequences forward on c: every deleted
 // record must be there and every added one absent.

@@ -113,7 +113,7 @@ func TestKill9DuringChanges(t *testing.T) {
 		p := startCNS(t, cfg)
 		// What the db held is served at once, at its serial or later.
 		if k > 0 {
-			if got := soaSerial(t, p, zone); dnsSerialLess(got, lastSerial) {
+			if got := soaSerial(t, p, zone); db.SerialLess(got, lastSerial) {
 				t.Fatalf("kill %d: restarted server serves serial %d, the db held %d", k, got, lastSerial)
 			}
 		}
@@ -159,7 +159,7 @@ func TestKill9DuringChanges(t *testing.T) {
 			t.Fatalf("kill %d: cns db check failed (exit %d):\n%s%s", k, code, out, stderr)
 		}
 		serial := zoneSerialOffline(t, dbPath, zone)
-		if !dnsSerialLess(lastSerial, serial) && k > 0 {
+		if !db.SerialLess(lastSerial, serial) && k > 0 {
 			t.Fatalf("kill %d: serial did not increase: %d after %d (a commit was logged in between)", k, serial, lastSerial)
 		}
 		lastSerial = serial
@@ -289,7 +289,7 @@ func checkJournalChain(t *testing.T, dbPath, zone string, seen map[uint32]zoneCo
 		return rrText(rr)
 	}
 	serials := slices.SortedFunc(maps.Keys(seen), func(a, b uint32) int {
-		if dnsSerialLess(a, b) {
+		if db.SerialLess(a, b) {
 			return -1
 		}
 		return 1

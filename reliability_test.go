@@ -22,6 +22,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
@@ -161,7 +162,7 @@ func TestDiskFull(t *testing.T) {
 	if r := p.query("udp", newName, dns.TypeA); len(r.Answer) != 1 {
 		t.Errorf("new VM not served after the disk has room: %v", r)
 	}
-	if got := soaSerial(t, p, demoZone); !dnsSerialLess(serial, got) {
+	if got := soaSerial(t, p, demoZone); !db.SerialLess(serial, got) {
 		t.Errorf("serial %d after the retry, was %d", got, serial)
 	}
 	waitFor(t, "the db feed healthy again", 5*time.Second, func() bool { h, _ := feedHealthy(t, api, "db"); return h })

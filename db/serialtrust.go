@@ -51,9 +51,11 @@ func (d *DB) RaiseSerial(zone string, floor uint32, cause string) (*Committed, e
 	return d.Commit(&ChangeSet{SerialFloors: map[string]uint32{zone: floor}, Cause: cause})
 }
 
-// raiseSerials marks the zones whose serial must pass a floor. A floor
-// exactly 2^31 - 1 or more ahead cannot be passed in one step (RFC 1982
-// §7 needs two); such a zone is left alone.
+// raiseSerials marks the zones whose serial must pass a floor: the next
+// serial is at least floor+1, which must come after the current serial
+// (RFC 1982). A floor behind the serial is passed already; one 2^31 - 1
+// or more ahead cannot be passed in one step (RFC 1982 §7 needs two).
+// Such zones are left alone.
 func (c *commit) raiseSerials(floors map[string]uint32) error {
 	for name, floor := range floors {
 		z, err := c.zone(name)
@@ -63,7 +65,7 @@ func (c *commit) raiseSerials(floors map[string]uint32) error {
 		if z == nil || !z.exists || z.remove {
 			continue
 		}
-		if d := floor - z.meta.Serial; int32(d) < 0 || d >= 1<<31-1 {
+		if !SerialLess(z.meta.Serial, floor+1) {
 			continue
 		}
 		z.floor, z.raise = floor, true

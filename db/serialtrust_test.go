@@ -45,6 +45,17 @@ func TestRaiseSerial(t *testing.T) {
 	if c, err := d.RaiseSerial(zone, start+5002+1<<31, "x"); err != nil || len(c.Zones) != 0 {
 		t.Fatalf("incomparable floor: %+v, %v", c, err)
 	}
+	// Across the wrap, in steps of less than 2^31: past 2^32-16, then
+	// past 5, which comes after 2^32-15 in RFC 1982 terms (the clock,
+	// 1.8e9, is after 5 too, so the serial follows the clock).
+	prev := zoneSerial(t, d, zone)
+	for _, c := range []struct{ floor, want uint32 }{{start + 1<<30, start + 1<<30 + 1}, {0xFFFFFFF0, 0xFFFFFFF1}, {5, uint32(clk.t.Unix())}} {
+		got, err := d.RaiseSerial(zone, c.floor, "x")
+		if err != nil || len(got.Zones) != 1 || got.Zones[0].Serial != c.want {
+			t.Fatalf("raise from %d to pass %d: %+v, %v; want serial %d", prev, c.floor, got, err, c.want)
+		}
+		prev = c.want
+	}
 	if probs, err := d.Check(); err != nil || len(probs) > 0 {
 		t.Fatalf("check: %v %v", probs, err)
 	}

@@ -159,7 +159,7 @@ func (f *follower) syncFrom(primary string) error {
 	f.mu.Lock()
 	have, serial := f.have, f.st.Serial
 	f.mu.Unlock()
-	if have && !newer(soa.Serial, serial) {
+	if have && !db.SerialLess(serial, soa.Serial) {
 		f.checked()
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
 )
 
 // transfer is what one zone transfer from a source said: either the whole
@@ -178,7 +180,7 @@ func (a *collector) finish() (*transfer, error) {
 	case 0:
 		return nil, errors.New("empty transfer")
 	case 1:
-		if a.ixfr && !newer(a.first.Serial, a.serial) {
+		if a.ixfr && !db.SerialLess(a.serial, a.first.Serial) {
 			return nil, errUpToDate
 		}
 		return nil, errors.New("transfer has only its SOA")
@@ -230,6 +232,3 @@ func (t *transfer) parseDiffs(rrs []dns.RR, serial uint32) error {
 	}
 	return nil
 }
-
-// newer reports whether a is after b in RFC 1982 arithmetic.
-func newer(a, b uint32) bool { return a != b && int32(a-b) > 0 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/db"
 )
 
 // Serial returns the SOA serial the secondary serves for zone, and false
@@ -70,7 +72,7 @@ func (s *Secondary) WaitSerial(zone string, serial uint32, timeout time.Duration
 }
 
 // SerialGE reports whether a >= b in RFC 1982 serial arithmetic.
-func SerialGE(a, b uint32) bool { return a == b || int32(a-b) > 0 }
+func SerialGE(a, b uint32) bool { return a == b || db.SerialLess(b, a) }
 
 // Transfer reads zone from the secondary by AXFR over TCP. The records come
 // in transfer order with the SOA first and the closing SOA dropped.
