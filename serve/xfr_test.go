@@ -276,11 +276,13 @@ func TestTSIGSignVerifies(t *testing.T) {
 }
 
 // notifyListener records the NOTIFYs it receives and answers the first
-// `silent` of them not at all.
+// `silent` of them not at all, the rest with rcode (NOERROR unless set
+// before the first NOTIFY comes).
 type notifyListener struct {
 	conn   *net.UDPConn
 	got    chan *dns.Msg
 	silent int
+	rcode  int
 }
 
 func listenNotify(t *testing.T, silent int) *notifyListener {
@@ -306,7 +308,7 @@ func listenNotify(t *testing.T, silent int) *notifyListener {
 				continue
 			}
 			r := new(dns.Msg)
-			r.SetReply(&m)
+			r.SetRcode(&m, l.rcode)
 			b, _ := r.Pack()
 			c.WriteToUDP(b, from)
 		}
@@ -376,6 +378,59 @@ func TestNotify(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatalf("the last serial %d was never announced (%d NOTIFYs)", last, count)
+		}
+	}
+}
+
+// A NOTIFY answered with an error (BIND and Knot answer NOTAUTH, NSD
+// NXDOMAIN, for a zone they do not serve) has been answered: RFC 1996
+// §4.7 retransmits only while no answer comes, so nothing more is
+// scheduled for that peer until the next change. A peer that does not
+// answer has its retransmission scheduled (what the check would see).
+func TestNotifyErrorAnswerNotRetried(t *testing.T) {
+	peers := map[string]*notifyListener{}
+	var targets []netip.AddrPort
+	for name, rcode := range map[string]int{"NOERROR": dns.RcodeSuccess, "NOTAUTH": dns.RcodeNotAuth,
+		"REFUSED": dns.RcodeRefused, "NXDOMAIN": dns.RcodeNameError, "SERVFAIL": dns.RcodeServerFailure, "silent": -1} {
+		l := listenNotify(t, 0)
+		if rcode < 0 {
+			l.silent = 1 << 30
+		} else {
+			l.rcode = rcode
+		}
+		peers[name] = l
+		targets = append(targets, l.addr())
+	}
+	s, d, _ := xfrServer(t, 5, Access{Zones: map[string]ZoneAccess{zoneName: {Notify: targets}}, MinNotifyInterval: 50 * time.Millisecond})
+	runServer(t, s)
+	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{
+		{Zone: zoneName, RR: mustRR(t, "n.dc.example.com. 30 IN A 10.0.0.1")},
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range peers {
+		l.next(t, 2*time.Second)
+	}
+	// Each answer is in once the NOTIFY is no longer in flight.
+	state := func(l *notifyListener) notifyState {
+		return s.notify.pending()[notifyKey{zoneName, l.addr()}]
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for name, l := range peers {
+		for name != "silent" && state(l).inFlight != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: cns never took the answer to its NOTIFY", name)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for name, l := range peers {
+		st := state(l)
+		switch scheduled := !st.next.IsZero(); {
+		case name == "silent" && !scheduled:
+			t.Errorf("the silent peer has no retransmission scheduled (%+v)", st)
+		case name != "silent" && scheduled:
+			t.Errorf("the peer that answered %s gets the NOTIFY again at %v (try %d): an answer, even an error, ends the retransmissions", name, st.next.Format(time.StampMilli), st.tries)
 		}
 	}
 }

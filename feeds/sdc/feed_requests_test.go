@@ -456,3 +456,39 @@ func TestFeedDelayHistogram(t *testing.T) {
 		t.Errorf("delay %v, outside (0, %v]", got, elapsed)
 	}
 }
+
+// A changefeed that reconnects may have missed changes while it was down
+// (the publisher keeps nothing for a listener that is gone): the feed
+// lists every VM again after each bootstrap, at once, not at its
+// periodic listing (an hour here).
+func TestFeedRelistsAfterReconnect(t *testing.T) {
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 20, VMsPerCN: 10, Seed: 17})
+	s := startSim(t, inv, sdcsim.Options{})
+	log := &requestLog{}
+	_, sink := runFeed(t, quietConfig(simEndpoints(t, s), log))
+	vm := inv.VMs[0]
+	id := strings.ToLower(vm.UUID)
+
+	// The change item is lost on the way, as if published while the
+	// feed was not listening.
+	s.SetFeedFaults(sdcsim.FeedFaults{DropItems: 1})
+	if err := s.SetAlias(vm.UUID, "changed-while-away"); err != nil {
+		t.Fatal(err)
+	}
+	s.FlushFeed()
+	if n := s.PendingFeedItems(); n != 0 {
+		t.Fatalf("%d change items still queued in the publisher", n)
+	}
+	s.SetFeedFaults(sdcsim.FeedFaults{})
+	mark := log.len()
+	if n := s.DropFeeds(sdcsim.DropClose); n != 1 {
+		t.Fatalf("%d changefeed connections dropped, want 1", n)
+	}
+	waitUntil(t, "the lost change applied after the changefeed reconnected", func() bool {
+		v, _ := sink.vm(id)
+		return v.AliasString() == "changed-while-away"
+	})
+	if got := log.since(mark, pathIs("/vms")); len(got) == 0 {
+		t.Error("the change was applied without a full listing")
+	}
+}

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""The mutation check: each entry below puts one bug back (a one-line
+change of the source) in a scratch copy of the tree and runs the tests
+that exist to catch it; every one of them must fail. Each is also run on
+the unchanged copy first, where it must pass: a test that fails either
+way catches nothing.
+
+    .ci/mutations.py                  every mutation (~15 min on 2 cores)
+    .ci/mutations.py -k notify        those whose name matches a regexp
+    .ci/mutations.py --list           the table, without running anything
+    .ci/mutations.py --markdown       also print the result as a table
+
+A mutation names its target by a snippet that must occur exactly once in
+its file, not by a line number, so it follows the code when a refactor
+moves it; when the snippet is gone the check fails and says which entry
+to update. The scratch copy holds the working tree's files (tracked and
+untracked, not ignored), so uncommitted work is checked as it is.
+RELIABILITY.md ("Mutation check") has the last result.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Mutation:
+    name: str  # what the bug is
+    file: str  # relative to the repository root
+    find: str  # a snippet that occurs exactly once in file
+    replace: str  # what it becomes: the bug
+    tests: list  # (package, test name): each must fail with the bug
+
+
+MUTATIONS = [
+    Mutation(
+        "a NOTIFY answered with an error is retransmitted (RFC 1996 §4.7)",
+        "serve/notify.go",
+        "\t\t\tif st.serial == serial {",
+        "\t\t\tif st.serial == serial && rcode == dns.RcodeSuccess {",
+        [("./serve", "TestNotifyErrorAnswerNotRetried"), (".", "TestInteropNotifyAnsweredNotRetried")],
+    ),
+    Mutation(
+        "UDP IXFR: no transfer ACL",
+        "serve/xfr.go",
+        "if q.signed || acc.requiredKey(q.src.Addr()) != nil || !acc.mayTransfer(z.name, q.src.Addr()) {",
+        "if q.signed || acc.requiredKey(q.src.Addr()) != nil {",
+        [("./serve", "TestUDPIXFRAccess"), (".", "TestInteropSecondaries")],
+    ),
+    Mutation(
+        "UDP IXFR: no key binding (peer_keys)",
+        "serve/xfr.go",
+        "if q.signed || acc.requiredKey(q.src.Addr()) != nil || !acc.mayTransfer(z.name, q.src.Addr()) {",
+        "if q.signed || !acc.mayTransfer(z.name, q.src.Addr()) {",
+        [("./serve", "TestUDPIXFRAccess"), (".", "TestInteropSecondaries")],
+    ),
+    Mutation(
+        "UDP IXFR: neither ACL nor key binding",
+        "serve/xfr.go",
+        "if q.signed || acc.requiredKey(q.src.Addr()) != nil || !acc.mayTransfer(z.name, q.src.Addr()) {",
+        "if q.signed {",
+        [("./serve", "TestUDPIXFRAccess"), (".", "TestInteropSecondaries")],
+    ),
+    Mutation(
+        "TCP transfer: a key-bound peer may sign with any configured key",
+        "serve/xfr.go",
+        "if need := acc.requiredKey(src.Addr()); need != nil && need != key {",
+        "if need := acc.requiredKey(src.Addr()); need != nil && key == nil {",
+        [("./serve", "TestTransferKeyBinding")],
+    ),
+    Mutation(
+        "serials compared as plain integers, not RFC 1982",
+        "db/serial.go",
+        "return a != b && int32(b-a) > 0",
+        "return a < b",
+        [("./db", "TestSerialLess"), ("./db", "TestNextSerial"), ("./db", "TestRaiseSerial")],
+    ),
+    Mutation(
+        "no full listing after a changefeed reconnect",
+        "feeds/sdc/queue.go",
+        "\t\t\tf.requestRelist()\n",
+        "",
+        [("./feeds/sdc", "TestFeedRelistsAfterReconnect")],
+    ),
+    Mutation(
+        "no global TCP connection limit",
+        "serve/tcp.go",
+        "if s.tcpActive.Load() >= int64(s.cfg.MaxTCPConns) {",
+        "if false {",
+        [("./serve", "TestTCPGlobalLimit")],
+    ),
+]
+
+
+def tree_files(root):
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=root, check=True, capture_output=True).stdout
+    return [f for f in out.decode().split("\0") if f and os.path.isfile(os.path.join(root, f))]
+
+
+def scratch_copy(root):
+    dst = tempfile.mkdtemp(prefix="cns-mutations-")
+    for f in tree_files(root):
+        os.makedirs(os.path.join(dst, os.path.dirname(f)), exist_ok=True)
+        shutil.copy2(os.path.join(root, f), os.path.join(dst, f))
+    return dst
+
+
+def run_tests(tree, tests):
+    """Runs each (package, test) and returns {test: (passed, output)}."""
+    results = {}
+    for pkg, name in tests:
+        cmd = ["go", "test", "-count=1", "-timeout", "15m", "-run", f"^{name}$", pkg]
+        p = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+        out = p.stdout + p.stderr
+        ran = re.search(rf"^(---|ok|FAIL)\b", out, re.M) is not None
+        failed_test = re.search(rf"^\s*--- FAIL: {re.escape(name)}\b", out, re.M) is not None
+        if p.returncode == 0 and f"no tests to run" in out:
+            results[(pkg, name)] = ("missing", out)
+        elif p.returncode == 0:
+            results[(pkg, name)] = ("pass", out)
+        elif failed_test:
+            results[(pkg, name)] = ("FAIL", out)
+        else:
+            # A build failure or a crash outside the test: not a catch.
+            results[(pkg, name)] = ("error" if ran else "build", out)
+    return results
+
+
+def apply(tree, m):
+    path = os.path.join(tree, m.file)
+    with open(path) as f:
+        src = f.read()
+    n = src.count(m.find)
+    if n != 1:
+        return None, f"{m.file}: the snippet occurs {n} times (want 1): update this entry to where the code went: {m.find!r}"
+    with open(path, "w") as f:
+        f.write(src.replace(m.find, m.replace))
+    return src, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-k", default=".", help="run the mutations whose name matches this regexp")
+    ap.add_argument("--list", action="store_true", help="print the table and exit")
+    ap.add_argument("--markdown", action="store_true", help="print the result as a Markdown table too")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
+    args = ap.parse_args()
+    chosen = [m for m in MUTATIONS if re.search(args.k, m.name, re.I)]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}\n  {m.file}: {m.find!r}\n    -> {m.replace!r}\n  caught by: {', '.join(t for _, t in m.tests)}")
+        return 0
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True, text=True).stdout.strip()
+    tree = scratch_copy(root)
+    print(f"scratch copy: {tree}", flush=True)
+    rows, bad = [], 0
+    try:
+        for m in chosen:
+            start = time.time()
+            before = run_tests(tree, m.tests)
+            src, err = apply(tree, m)
+            if err:
+                print(f"STALE  {m.name}: {err}", flush=True)
+                rows.append((m, {t: ("stale", "") for t in m.tests}, before))
+                bad += 1
+                continue
+            try:
+                after = run_tests(tree, m.tests)
+            finally:
+                with open(os.path.join(tree, m.file), "w") as f:
+                    f.write(src)
+            caught = all(after[t][0] == "FAIL" for t in m.tests)
+            clean = all(before[t][0] == "pass" for t in m.tests)
+            verdict = "caught" if caught and clean else "NOT CAUGHT" if clean else "TEST FAILS WITHOUT THE BUG"
+            if verdict != "caught":
+                bad += 1
+            print(f"{verdict:6}  {m.name} ({time.time() - start:.0f} s)", flush=True)
+            for t in m.tests:
+                print(f"        {t[1]} ({t[0]}): without the bug {before[t][0]}, with it {after[t][0]}", flush=True)
+                for state, out in (before[t], after[t]):
+                    if state in ("build", "error", "missing"):
+                        print("          " + "\n          ".join(out.strip().splitlines()[-15:]))
+            rows.append((m, after, before))
+    finally:
+        if not args.keep:
+            shutil.rmtree(tree, ignore_errors=True)
+    if args.markdown:
+        print("\n| mutation | file: change | test | without the bug | with it |\n|---|---|---|---|---|")
+        def code(s):
+            return "`" + s.strip().replace("|", "\\|") + "`"
+        for m, after, before in rows:
+            for i, t in enumerate(m.tests):
+                head = f"{m.name} | `{m.file}`: {code(m.find)} → {code(m.replace)}" if i == 0 else " | "
+                print(f"| {head} | `{t[1]}` ({t[0]}) | {before[t][0]} | {after[t][0]} |")
+    print(f"\n{len(rows) - bad} of {len(rows)} mutations caught by every test named for them")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
