@@ -219,8 +219,13 @@ func TestShutdownDuringCommit(t *testing.T) {
 	p.waitLog(30*time.Second, func(l logLine) bool { return l.str("msg") == "inventory applied" })
 	start := time.Now()
 	p.stop(syscall.SIGTERM)
-	if took := time.Since(start); took > 4*time.Second {
+	// What shows the batch was not waited for is the log below (the
+	// batch given up, nothing committed after SIGTERM); the time is a
+	// hang guard with room for two loaded CPUs under -race.
+	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("shutdown took %v", took)
+	} else {
+		t.Logf("shutdown took %v", took.Round(time.Millisecond))
 	}
 	p.waitLog(time.Second, func(l logLine) bool {
 		return l.str("msg") == "shutting down: batch not committed; the next start computes it again"

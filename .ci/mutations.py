@@ -94,6 +94,13 @@ MUTATIONS = [
         "if false {",
         [("./serve", "TestTCPGlobalLimit")],
     ),
+    Mutation(
+        "journal entries never trimmed by age",
+        "db/journal.go",
+        "\t\tif !over && lim.MaxAge > 0 {",
+        "\t\tif false {",
+        [("./db", "TestChurnDBSize")],
+    ),
 ]
 
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,8 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 
 	// Run drains the backlog while VMs keep changing.
 	piped, u := windowUpdater(t, time.Millisecond)
-	var commits int
-	piped.OnCommit(func(*db.Committed) { commits++ })
+	var commits atomic.Int64 // counted on the updater's commit goroutine
+	piped.OnCommit(func(*db.Committed) { commits.Add(1) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { u.Run(ctx); close(done) }()
@@ -56,8 +57,8 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if commits < len(inv.VMs)/150 {
-		t.Errorf("%d commits for %d VMs in chunks of 150", commits, len(inv.VMs))
+	if n := commits.Load(); n < int64(len(inv.VMs)/150) {
+		t.Errorf("%d commits for %d VMs in chunks of 150", n, len(inv.VMs))
 	}
 
 	// The same final inventory, one Flush at a time.
@@ -390,9 +391,9 @@ func TestShutdownDropsBacklog(t *testing.T) {
 	var logs bytes.Buffer
 	store, u := loggingUpdater(t, time.Millisecond, slog.NewJSONHandler(&logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
-	commits := 0
+	var commits atomic.Int64
 	store.OnCommit(func(*db.Committed) { // the updater's commit goroutine
-		if commits++; commits == 1 {
+		if commits.Add(1) == 1 {
 			cancel()
 		}
 	})
@@ -405,8 +406,8 @@ func TestShutdownDropsBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if commits != 1 || len(hashes) != 150 {
-		t.Errorf("after a shutdown in the first chunk's hook: %d commits, %d VMs stored; want 1 and 150", commits, len(hashes))
+	if n := commits.Load(); n != 1 || len(hashes) != 150 {
+		t.Errorf("after a shutdown in the first chunk's hook: %d commits, %d VMs stored; want 1 and 150", n, len(hashes))
 	}
 	if p := u.Pending(); p != before-150 {
 		t.Errorf("%d pending, want the %d not committed", p, before-150)

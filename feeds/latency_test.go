@@ -57,9 +57,12 @@ func TestChangeLatency(t *testing.T) {
 	}
 	// change makes a change and returns the histogram's one new
 	// observation once it is committed, checked against the wall clock
-	// since start (when the change was made at the latest).
+	// since start (when the change was made at the latest), and how long
+	// the store took to commit it. The bounds below leave the commit out:
+	// on two loaded CPUs under -race, bbolt's part alone can take a
+	// window; what they test is how long a change waited for its turn.
 	var last metrics.Histogram
-	change := func(what string, start time.Time, do func()) time.Duration {
+	change := func(what string, start time.Time, do func()) (time.Duration, time.Duration) {
 		t.Helper()
 		do()
 		h := counted(what, last.Count+1, start)
@@ -72,10 +75,11 @@ func TestChangeLatency(t *testing.T) {
 		}
 		last = h
 		// The commit says how long its oldest change waited: this one.
-		if lc := u.LastCommit(); lc.VMs != 1 || (lc.Oldest-got).Abs() > time.Microsecond {
+		lc := u.LastCommit()
+		if lc.VMs != 1 || (lc.Oldest-got).Abs() > time.Microsecond {
 			t.Fatalf("%s: the last commit had %d VMs, its oldest change waited %v; want 1 and %v", what, lc.VMs, lc.Oldest, got)
 		}
-		return got
+		return got, lc.Duration
 	}
 
 	start := time.Now()
@@ -89,21 +93,23 @@ func TestChangeLatency(t *testing.T) {
 	}
 
 	time.Sleep(window) // the quiet spell itself, not a synchronisation
-	if got := change("a change after a quiet spell", time.Now(), func() { u.RemoveVM(inv.VMs[0].UUID, "destroyed") }); got >= window/2 {
-		t.Errorf("a change after a quiet spell: latency %v, want well under the %v window", got, window)
+	if got, commit := change("a change after a quiet spell", time.Now(), func() { u.RemoveVM(inv.VMs[0].UUID, "destroyed") }); got-commit >= window/2 {
+		t.Errorf("a change after a quiet spell: latency %v (%v of it the commit), want well under the %v window", got, commit, window)
 	}
-	if got := change("the change right after it", time.Now(), func() { u.RemoveVM(inv.VMs[1].UUID, "destroyed") }); got < window/2 {
+	if got, _ := change("the change right after it", time.Now(), func() { u.RemoveVM(inv.VMs[1].UUID, "destroyed") }); got < window/2 {
 		t.Errorf("a change right after another: latency %v, want about the %v window", got, window)
 	}
 	again := time.Now()
-	change("a change made again during its commit", again, func() {
+	_, interrupted := change("a change made again during its commit", again, func() {
 		armed.Store(true)
 		u.SetVM(renamed(2, "first"), "test")
 	})
 	// The hook's change, timed from when the commit it interrupted was
-	// computed: about a window. From the first change it would be two.
-	if got := change("the change made during the commit", again, func() {}); got > window*3/2 {
-		t.Errorf("a VM changed again during its commit: latency %v, counted from its earlier change", got)
+	// computed: that commit, then the rest of a window (drains begin a
+	// window apart), then its own commit. From the first change it would
+	// be a window more.
+	if got, commit := change("the change made during the commit", again, func() {}); got-commit > max(window, interrupted)+window/2 {
+		t.Errorf("a VM changed again during its commit: latency %v (%v of it its commit, %v the commit it interrupted), counted from its earlier change", got, commit, interrupted)
 	}
 }
 

@@ -99,7 +99,9 @@ func TestPropagation(t *testing.T) {
 	s.prop.mu.Lock() // settle reads it under mu, from the polling goroutines
 	s.prop.policy.ThresholdPercent = 50
 	s.prop.mu.Unlock()
-	d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{{Zone: zoneName, RR: mustRR(t, "p.dc.example.com. 30 IN A 10.0.0.8")}}}}})
+	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{{Zone: zoneName, RR: mustRR(t, "p.dc.example.com. 30 IN A 10.0.0.8")}}}}}); err != nil {
+		t.Fatal(err)
+	}
 	serial2, _ := s.ZoneSerial(zoneName)
 	slow.serial.Store(serial2)
 	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, serial2)
