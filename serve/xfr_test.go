@@ -276,8 +276,7 @@ func TestTSIGSignVerifies(t *testing.T) {
 }
 
 // notifyListener records the NOTIFYs it receives and answers the first
-// `silent` of them not at all, the rest with rcode (NOERROR unless set
-// before the first NOTIFY comes).
+// `silent` of them not at all, the rest with rcode.
 type notifyListener struct {
 	conn   *net.UDPConn
 	got    chan *dns.Msg
@@ -285,12 +284,12 @@ type notifyListener struct {
 	rcode  int
 }
 
-func listenNotify(t *testing.T, silent int) *notifyListener {
+func listenNotify(t *testing.T, silent, rcode int) *notifyListener {
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &notifyListener{conn: c, got: make(chan *dns.Msg, 100), silent: silent}
+	l := &notifyListener{conn: c, got: make(chan *dns.Msg, 100), silent: silent, rcode: rcode}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -333,8 +332,8 @@ func (l *notifyListener) next(t *testing.T, within time.Duration) *dns.Msg {
 // Ensure a commit sends a NOTIFY carrying the new SOA, a silent peer gets
 // retransmissions, and a burst of commits is coalesced.
 func TestNotify(t *testing.T) {
-	quiet := listenNotify(t, 0)
-	deaf := listenNotify(t, 2)
+	quiet := listenNotify(t, 0, dns.RcodeSuccess)
+	deaf := listenNotify(t, 2, dns.RcodeSuccess)
 	a := Access{Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{quiet.addr(), deaf.addr()}}}, MinNotifyInterval: 300 * time.Millisecond}
 	s, d, _ := xfrServer(t, 5, a)
 	runServer(t, s)
@@ -392,12 +391,11 @@ func TestNotifyErrorAnswerNotRetried(t *testing.T) {
 	var targets []netip.AddrPort
 	for name, rcode := range map[string]int{"NOERROR": dns.RcodeSuccess, "NOTAUTH": dns.RcodeNotAuth,
 		"REFUSED": dns.RcodeRefused, "NXDOMAIN": dns.RcodeNameError, "SERVFAIL": dns.RcodeServerFailure, "silent": -1} {
-		l := listenNotify(t, 0)
+		silent := 0
 		if rcode < 0 {
-			l.silent = 1 << 30
-		} else {
-			l.rcode = rcode
+			silent = 1 << 30
 		}
+		l := listenNotify(t, silent, rcode)
 		peers[name] = l
 		targets = append(targets, l.addr())
 	}
