@@ -161,11 +161,7 @@ func TestAggregateRegion(t *testing.T) {
 
 	var secPorts []int
 	var kinds []secondarytest.Kind
-	for _, k := range []secondarytest.Kind{secondarytest.BIND, secondarytest.Knot} {
-		if err := secondarytest.Available(k); err != nil {
-			t.Logf("no %s secondary: %v", k, err)
-			continue
-		}
+	for _, k := range secondarytest.Installed(t, secondarytest.BIND, secondarytest.Knot) {
 		kinds = append(kinds, k)
 		secPorts = append(secPorts, aggFreePort(t))
 	}

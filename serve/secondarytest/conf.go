@@ -190,9 +190,6 @@ func nsdConf(cfg *Config, port int, identity string) (string, error) {
 	if len(cfg.ZoneFiles) > 0 {
 		return nsdFilesConf(cfg, port, identity), nil
 	}
-	if cfg.Catalog != "" {
-		return "", fmt.Errorf("nsd: catalog zones not supported")
-	}
 	host, pport := hostPort(cfg.Primary)
 	d := cfg.Dir
 	var b strings.Builder
@@ -231,12 +228,8 @@ remote-control:
 		fmt.Fprintf(&b, "\nkey:\n    name: %s\n    algorithm: %s\n    secret: %s\n", quote(cfg.Key.Name), cfg.Key.algorithm(), quote(cfg.Key.Secret))
 		keyName = quote(cfg.Key.Name)
 	}
-	for _, z := range cfg.Zones {
-		fmt.Fprintf(&b, `
-zone:
-    name: %s
-    zonefile: %s
-    request-xfr: %s@%s %s
+	// What every slaved zone is told, catalog members included.
+	secondary := fmt.Sprintf(`    request-xfr: %s@%s %s
     outgoing-interface: %s
     allow-notify: 127.0.0.1 %s
     allow-axfr-fallback: yes
@@ -244,7 +237,18 @@ zone:
     min-refresh-time: 1
     min-retry-time: 1
     max-retry-time: 2
-`, quote(z+"."), quote(zoneFile(z)), host, pport, keyName, cfg.Address, keyName)
+`, host, pport, keyName, cfg.Address, keyName)
+	for _, z := range cfg.Zones {
+		fmt.Fprintf(&b, "\nzone:\n    name: %s\n    zonefile: %s\n%s", quote(z+"."), quote(zoneFile(z)), secondary)
+	}
+	if cfg.Catalog != "" {
+		// NSD 4.9's catalog consumer (nsd.conf(5): catalog,
+		// catalog-member-pattern): the member zones it lists are added
+		// with the pattern, and kept in the zonelistfile. CatalogSupported
+		// keeps older versions from getting here.
+		fmt.Fprintf(&b, "\npattern:\n    name: \"catalog-member\"\n    zonefile: \"%%s.zone\"\n%s", secondary)
+		fmt.Fprintf(&b, "\nzone:\n    name: %s\n    zonefile: %s\n    catalog: consumer\n    catalog-member-pattern: \"catalog-member\"\n%s",
+			quote(cfg.Catalog+"."), quote(zoneFile(cfg.Catalog)), secondary)
 	}
 	return b.String(), nil
 }

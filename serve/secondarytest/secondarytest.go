@@ -23,8 +23,9 @@
 //     within 10 ms rather than up to 500 ms (Config.StockRates keeps 20/s);
 //   - BIND keeps its default max-records-per-type (100 since 9.18.28).
 //
-// A catalog zone (RFC 9432, Config.Catalog) is consumed by BIND and Knot;
-// NSD before 4.9 has no catalog support and Start skips the test.
+// A catalog zone (RFC 9432, Config.Catalog) is consumed by BIND, Knot and
+// NSD 4.9 or later; with an older NSD (Debian 12 ships 4.6) Start skips
+// the test, saying so.
 package secondarytest
 
 import (
@@ -122,7 +123,9 @@ type kindInfo struct {
 	args    func(conf string) []string
 	conf    func(cfg *Config, port int, identity string) (string, error)
 	confExt string
-	catalog bool
+	// catalog reports whether the installed server consumes catalog
+	// zones, from its version line.
+	catalog func(version string) bool
 	// bindFailed reports a log line that means the listening port was
 	// taken, so Start retries on another port.
 	bindFailed []string
@@ -135,7 +138,7 @@ var kinds = map[Kind]kindInfo{
 		args:       func(conf string) []string { return []string{"-f", "-d", "3", "-4", "-n", "1", "-c", conf} },
 		conf:       bindConf,
 		confExt:    "named.conf",
-		catalog:    true,
+		catalog:    func(string) bool { return true },
 		bindFailed: []string{"address in use", "unable to listen on any configured interfaces", "interface ignored"},
 	},
 	Knot: {
@@ -144,7 +147,7 @@ var kinds = map[Kind]kindInfo{
 		args:       func(conf string) []string { return []string{"-c", conf} },
 		conf:       knotConf,
 		confExt:    "knot.conf",
-		catalog:    true,
+		catalog:    func(string) bool { return true },
 		bindFailed: []string{"cannot bind address", "failed to bind", "address already in use"},
 	},
 	NSD: {
@@ -153,7 +156,7 @@ var kinds = map[Kind]kindInfo{
 		args:       func(conf string) []string { return []string{"-d", "-c", conf} },
 		conf:       nsdConf,
 		confExt:    "nsd.conf",
-		catalog:    false,
+		catalog:    nsdConsumesCatalogs,
 		bindFailed: []string{"address already in use", "can't bind"},
 	},
 }
@@ -181,10 +184,53 @@ func CatalogSupported(k Kind) error {
 	if err := Available(k); err != nil {
 		return err
 	}
-	if !kinds[k].catalog {
-		return fmt.Errorf("secondarytest: %s %s does not consume catalog zones here (NSD needs 4.9 or later)", k, version(k))
+	if v := version(k); !kinds[k].catalog(v) {
+		return fmt.Errorf("secondarytest: %s (%s) does not consume catalog zones (NSD needs 4.9 or later)", k, v)
 	}
 	return nil
+}
+
+// nsdConsumesCatalogs reports whether NSD's version line ("NSD version
+// 4.6.1") is 4.9 or later, the first with catalog zones.
+func nsdConsumesCatalogs(version string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "NSD version %d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 4 || (major == 4 && minor >= 9)
+}
+
+// Installed returns those of kinds (every kind when none is given) that
+// are installed here. Each missing one shows as a skipped subtest of t
+// named for it, whose message names the Debian package to install: the
+// run says what it did not test, and CI, which installs them all, fails
+// on such a skip.
+func Installed(t *testing.T, kinds ...Kind) []Kind {
+	t.Helper()
+	return usable(t, Available, kinds)
+}
+
+// CatalogConsumers is Installed for the kinds that consume catalog zones
+// here.
+func CatalogConsumers(t *testing.T, kinds ...Kind) []Kind {
+	t.Helper()
+	return usable(t, CatalogSupported, kinds)
+}
+
+func usable(t *testing.T, check func(Kind) error, kinds []Kind) []Kind {
+	t.Helper()
+	if len(kinds) == 0 {
+		kinds = Kinds
+	}
+	var out []Kind
+	for _, k := range kinds {
+		if err := check(k); err != nil {
+			t.Run(string(k), func(t *testing.T) { t.Skip(err) })
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 func version(k Kind) string {

@@ -263,6 +263,34 @@ func TestMissingBinary(t *testing.T) {
 	if err := Available("powerdns"); err == nil {
 		t.Error("Available of an unknown kind is nil")
 	}
+	// Each missing kind is a skipped subtest (TestMissingBinary/knot),
+	// not a line of log.
+	if got := Installed(t, Knot, NSD); len(got) != 0 {
+		t.Errorf("Installed = %v with every binary missing", got)
+	}
+}
+
+// NSD consumes catalog zones from 4.9 on, judged by its version line; the
+// consumer's configuration is written for those versions only.
+func TestNSDCatalog(t *testing.T) {
+	for v, want := range map[string]bool{
+		"NSD version 4.6.1": false, "NSD version 4.8.0": false, "NSD version 4.9.0": true,
+		"NSD version 4.10.1": true, "NSD version 5.0.0": true, "nsd: unknown option -v": false, "": false,
+	} {
+		if got := nsdConsumesCatalogs(v); got != want {
+			t.Errorf("nsdConsumesCatalogs(%q) = %v, want %v", v, got, want)
+		}
+	}
+	conf, err := nsdConf(&Config{Kind: NSD, Primary: "127.0.0.1:5300", Catalog: "catalog.test", Address: "127.0.0.1", Dir: t.TempDir()}, 5301, "nsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{`name: "catalog.test."`, "catalog: consumer", `catalog-member-pattern: "catalog-member"`,
+		`name: "catalog-member"`, `zonefile: "%s.zone"`, "request-xfr: 127.0.0.1@5300 NOKEY"} {
+		if !strings.Contains(conf, "    "+line+"\n") {
+			t.Errorf("nsd.conf for a catalog lacks %q:\n%s", line, conf)
+		}
+	}
 }
 
 // Ensure that Start moves to another port when the one it picked is taken

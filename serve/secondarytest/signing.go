@@ -145,14 +145,13 @@ func VerifyZone(dir, zone string, rrs []dns.RR) (string, error) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return "", err
 	}
-	var cmd *exec.Cmd
-	switch {
-	case fileExists("/usr/bin/ldns-verify-zone"):
-		cmd = exec.Command("/usr/bin/ldns-verify-zone", path)
-	case fileExists("/usr/bin/dnssec-verify"):
-		cmd = exec.Command("/usr/bin/dnssec-verify", "-o", dns.Fqdn(zone), path)
-	default:
-		return "", fmt.Errorf("%w: neither ldns-verify-zone (ldnsutils) nor dnssec-verify (bind9-utils) is installed", ErrNoVerifier)
+	tool, err := Verifier()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(tool, path)
+	if filepath.Base(tool) == "dnssec-verify" {
+		cmd = exec.Command(tool, "-o", dns.Fqdn(zone), path)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -163,6 +162,18 @@ func VerifyZone(dir, zone string, rrs []dns.RR) (string, error) {
 
 // ErrNoVerifier is VerifyZone's error when no verifier is installed.
 var ErrNoVerifier = errors.New("no zone verifier")
+
+// Verifier returns the zone verifier VerifyZone runs: ldns-verify-zone,
+// else dnssec-verify; or an error naming the Debian packages that provide
+// them.
+func Verifier() (string, error) {
+	for _, p := range []string{"/usr/bin/ldns-verify-zone", "/usr/bin/dnssec-verify"} {
+		if fileExists(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: neither ldns-verify-zone (apt-get install ldnsutils) nor dnssec-verify (apt-get install bind9-utils) is installed", ErrNoVerifier)
+}
 
 func fileExists(p string) bool {
 	_, err := os.Stat(p)

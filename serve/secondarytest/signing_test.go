@@ -1,7 +1,6 @@
 package secondarytest
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -20,6 +19,9 @@ func TestSigningSecondary(t *testing.T) {
 		nsec3 bool
 	}{{Knot, false}, {BIND, true}, {Knot, true}, {BIND, false}} {
 		t.Run(fmt.Sprintf("%s/nsec3=%v", c.kind, c.nsec3), func(t *testing.T) {
+			if _, err := Verifier(); err != nil {
+				t.Skip(err)
+			}
 			p := newToyPrimary(t, nil)
 			p.addZone(testZone, 100, 20)
 			// BIND listens only on an interface's address: 127.0.0.1 on
@@ -48,13 +50,10 @@ func TestSigningSecondary(t *testing.T) {
 			own, _ := s.Serial(testZone)
 			t.Logf("%s serves serial %d as %d", c.kind, serial, own)
 			rrs, tool, err := s.WaitVerified(t.TempDir(), testZone, 20*time.Second)
-			if errors.Is(err, ErrNoVerifier) {
-				t.Log(err)
-			} else if err != nil {
+			if err != nil {
 				t.Fatal(err)
-			} else {
-				t.Logf("%s: %d records verify", tool, len(rrs))
 			}
+			t.Logf("%s: %d records verify", tool, len(rrs))
 			denial := dns.TypeNSEC
 			if c.nsec3 {
 				denial = dns.TypeNSEC3
