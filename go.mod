@@ -12,6 +12,7 @@ require (
 	github.com/go-asn1-ber/asn1-ber v1.5.8
 	github.com/go-ldap/ldap/v3 v3.4.15
 	github.com/gorilla/websocket v1.5.3
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/miekg/dns v1.1.73
 	github.com/muesli/termenv v0.16.0
 	go.etcd.io/bbolt v1.5.0
