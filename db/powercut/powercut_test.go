@@ -13,64 +13,18 @@ import (
 	"testing"
 )
 
-// disk is a mounted file system for a test: dir holds the disk, mnt is
-// where it is mounted.
+// disk is a Disk with a test's file helpers.
 type disk struct {
-	t        *testing.T
-	dir, mnt string
-	fs       *FS
+	*Disk
+	t *testing.T
 }
 
-// mountDisk mounts a fresh file system, or skips the test saying what
-// this machine lacks.
-func mountDisk(t *testing.T) *disk {
-	t.Helper()
-	if err := Available(); err != nil {
-		t.Skipf("powercut needs FUSE and root: %v", err)
-	}
-	base := t.TempDir()
-	d := &disk{t: t, dir: filepath.Join(base, "disk"), mnt: filepath.Join(base, "mnt")}
-	for _, p := range []string{d.dir, d.mnt} {
-		if err := os.Mkdir(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d.mount()
-	t.Cleanup(func() {
-		if d.fs != nil {
-			d.fs.Unmount()
-		}
-	})
-	return d
-}
-
-func (d *disk) mount() {
-	d.t.Helper()
-	fs, err := Mount(d.dir, d.mnt)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	d.fs = fs
-}
-
-// cutAndRemount cuts the power, unmounts and mounts again: the file
-// system as it comes back after a power cut.
-func (d *disk) cutAndRemount() Lost {
-	d.t.Helper()
-	lost := d.fs.Cut()
-	if err := d.fs.Unmount(); err != nil {
-		d.t.Fatal(err)
-	}
-	d.mount()
-	return lost
-}
-
-func (d *disk) path(name string) string { return filepath.Join(d.mnt, name) }
+func mountDisk(t *testing.T) *disk { return &disk{NewDisk(t), t} }
 
 // write creates name with data, syncing the file when syncFile.
 func (d *disk) write(name string, data []byte, syncFile bool) {
 	d.t.Helper()
-	f, err := os.OpenFile(d.path(name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(d.Path(name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -89,7 +43,7 @@ func (d *disk) write(name string, data []byte, syncFile bool) {
 
 func (d *disk) syncDir(name string) {
 	d.t.Helper()
-	if err := syncDir(d.path(name)); err != nil {
+	if err := syncDir(d.Path(name)); err != nil {
 		d.t.Fatal(err)
 	}
 }
@@ -106,7 +60,7 @@ func syncDir(path string) error {
 // read returns name's bytes, or nil when it does not exist.
 func (d *disk) read(name string) []byte {
 	d.t.Helper()
-	b, err := os.ReadFile(d.path(name))
+	b, err := os.ReadFile(d.Path(name))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -120,7 +74,7 @@ func TestUnsyncedWriteIsLost(t *testing.T) {
 	d := mountDisk(t)
 	d.write("f", []byte("synced"), true)
 	d.syncDir("")
-	f, err := os.OpenFile(d.path("f"), os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(d.Path("f"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +83,7 @@ func TestUnsyncedWriteIsLost(t *testing.T) {
 	if got := d.read("f"); string(got) != "synced and more, never synced" {
 		t.Fatalf("before the cut: %q", got)
 	}
-	lost := d.cutAndRemount()
+	lost := d.CutAndRemount()
 	if got := d.read("f"); string(got) != "synced" {
 		t.Errorf("after the cut: %q, want the synced bytes", got)
 	}
@@ -141,16 +95,16 @@ func TestUnsyncedWriteIsLost(t *testing.T) {
 func TestSyncedFileWithoutDirSyncIsLost(t *testing.T) {
 	d := mountDisk(t)
 	d.write("f", []byte("data"), true)
-	if err := os.Mkdir(d.path("sub"), 0o755); err != nil {
+	if err := os.Mkdir(d.Path("sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	d.write("sub/g", []byte("in a directory never named durably"), true)
 	d.syncDir("sub")
-	lost := d.cutAndRemount()
+	lost := d.CutAndRemount()
 	if got := d.read("f"); got != nil {
 		t.Errorf("a file synced but not its directory survived: %q", got)
 	}
-	if _, err := os.Stat(d.path("sub")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(d.Path("sub")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a directory whose parent was never synced survived: %v", err)
 	}
 	if lost.Entries != 2 || lost.Removed != 3 {
@@ -161,7 +115,7 @@ func TestSyncedFileWithoutDirSyncIsLost(t *testing.T) {
 func TestDirSyncMakesDurable(t *testing.T) {
 	d := mountDisk(t)
 	d.write("f", []byte("data"), true)
-	if err := os.Mkdir(d.path("sub"), 0o700); err != nil {
+	if err := os.Mkdir(d.Path("sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	d.write("sub/g", []byte("deeper"), true)
@@ -171,14 +125,14 @@ func TestDirSyncMakesDurable(t *testing.T) {
 	d.write("h", []byte("unsynced"), false)
 	d.write("sub/empty", []byte("bytes never synced"), false)
 	d.syncDir("sub")
-	d.cutAndRemount()
+	d.CutAndRemount()
 	if got := d.read("f"); string(got) != "data" {
 		t.Errorf("f = %q", got)
 	}
 	if got := d.read("sub/g"); string(got) != "deeper" {
 		t.Errorf("sub/g = %q", got)
 	}
-	if fi, err := os.Stat(d.path("sub")); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(d.Path("sub")); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("sub: %v %v", fi, err)
 	}
 	if got := d.read("h"); got != nil {
@@ -195,16 +149,16 @@ func TestUnlinkWithoutDirSyncComesBack(t *testing.T) {
 	d := mountDisk(t)
 	d.write("f", []byte("kept"), true)
 	d.syncDir("")
-	if err := os.Remove(d.path("f")); err != nil {
+	if err := os.Remove(d.Path("f")); err != nil {
 		t.Fatal(err)
 	}
-	d.cutAndRemount()
+	d.CutAndRemount()
 	if got := d.read("f"); string(got) != "kept" {
 		t.Errorf("an unlink never synced stuck: %q", got)
 	}
-	os.Remove(d.path("f"))
+	os.Remove(d.Path("f"))
 	d.syncDir("")
-	d.cutAndRemount()
+	d.CutAndRemount()
 	if got := d.read("f"); got != nil {
 		t.Errorf("a synced unlink came back: %q", got)
 	}
@@ -221,7 +175,7 @@ func TestRenameIsAtomic(t *testing.T) {
 	d.write("f", old, true)
 	d.syncDir("")
 	update := func() error {
-		tmp := d.path(".f.tmp")
+		tmp := d.Path(".f.tmp")
 		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
@@ -234,19 +188,19 @@ func TestRenameIsAtomic(t *testing.T) {
 			err = cerr
 		}
 		if err == nil {
-			err = os.Rename(tmp, d.path("f"))
+			err = os.Rename(tmp, d.Path("f"))
 		}
 		if err == nil {
-			err = syncDir(d.mnt)
+			err = syncDir(d.Mnt)
 		}
 		return err
 	}
 	// A dry run counts the operations.
-	start := d.fs.Ops()
+	start := d.FS.Ops()
 	if err := update(); err != nil {
 		t.Fatal(err)
 	}
-	n := d.fs.Ops() - start
+	n := d.FS.Ops() - start
 	if n < 5 {
 		t.Fatalf("the update took %d operations", n)
 	}
@@ -254,10 +208,10 @@ func TestRenameIsAtomic(t *testing.T) {
 	d.syncDir("")
 	kinds := map[OpKind]bool{}
 	for k := 1; k <= n+1; k++ {
-		base := d.fs.Ops()
-		d.fs.CutBefore(func(op Op) bool { return op.N == base+k })
+		base := d.FS.Ops()
+		d.FS.CutBefore(func(op Op) bool { return op.N == base+k })
 		err := update()
-		op, _, cut := d.fs.CutAt()
+		op, _, cut := d.FS.CutAt()
 		if cut != (k <= n) {
 			t.Fatalf("cut %d: cut=%v", k, cut)
 		}
@@ -267,10 +221,8 @@ func TestRenameIsAtomic(t *testing.T) {
 				t.Fatalf("cut before %v: the update says %v, want EIO", op, err)
 			}
 		}
-		if err := d.fs.Unmount(); err != nil {
-			t.Fatal(err)
-		}
-		d.mount()
+		d.Unmount()
+		d.Mount()
 		got := d.read("f")
 		switch {
 		case bytes.Equal(got, old):
@@ -303,12 +255,12 @@ func TestRenameIsAtomic(t *testing.T) {
 func TestCutStopsEverything(t *testing.T) {
 	d := mountDisk(t)
 	d.write("f", []byte("x"), true)
-	f, err := os.OpenFile(d.path("f"), os.O_RDWR, 0)
+	f, err := os.OpenFile(d.Path("f"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	d.fs.CutBefore(func(op Op) bool { return op.Kind == OpFsync })
+	d.FS.CutBefore(func(op Op) bool { return op.Kind == OpFsync })
 	if _, err := f.Write([]byte("y")); err != nil {
 		t.Fatalf("write before the cut: %v", err)
 	}
@@ -316,17 +268,17 @@ func TestCutStopsEverything(t *testing.T) {
 		t.Fatalf("the fsync the power was cut before: %v, want EIO", err)
 	}
 	select {
-	case <-d.fs.CutDone():
+	case <-d.FS.CutDone():
 	default:
 		t.Fatal("CutDone not closed")
 	}
-	if op, _, ok := d.fs.CutAt(); !ok || op.Kind != OpFsync || op.Path != "f" {
+	if op, _, ok := d.FS.CutAt(); !ok || op.Kind != OpFsync || op.Path != "f" {
 		t.Errorf("cut at %v %v", op, ok)
 	}
 	if _, err := f.Write([]byte("z")); !errors.Is(err, syscall.EIO) {
 		t.Errorf("write after the cut: %v, want EIO", err)
 	}
-	if _, err := os.Stat(d.path("f")); !errors.Is(err, syscall.EIO) {
+	if _, err := os.Stat(d.Path("f")); !errors.Is(err, syscall.EIO) {
 		t.Errorf("stat after the cut: %v, want EIO", err)
 	}
 }
@@ -335,27 +287,25 @@ func TestCutStopsEverything(t *testing.T) {
 // back what an unmount wrote, hard links included.
 func TestCleanUnmountKeepsAll(t *testing.T) {
 	d := mountDisk(t)
-	if err := os.MkdirAll(d.path("a/b"), 0o755); err != nil {
+	if err := os.MkdirAll(d.Path("a/b"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	d.write("a/b/f", []byte("never synced"), false)
-	if err := os.Link(d.path("a/b/f"), d.path("g")); err != nil {
+	if err := os.Link(d.Path("a/b/f"), d.Path("g")); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.fs.Unmount(); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := os.ReadFile(filepath.Join(d.dir, "a/b/f")); err != nil || string(got) != "never synced" {
+	d.Unmount()
+	if got, err := os.ReadFile(filepath.Join(d.Dir, "a/b/f")); err != nil || string(got) != "never synced" {
 		t.Fatalf("on disk after a clean unmount: %q %v", got, err)
 	}
-	d.mount()
-	if err := os.WriteFile(d.path("g"), []byte("one file, two names"), 0o644); err != nil {
+	d.Mount()
+	if err := os.WriteFile(d.Path("g"), []byte("one file, two names"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.read("a/b/f"); string(got) != "one file, two names" {
 		t.Errorf("hard link lost across a mount: %q", got)
 	}
-	if entries, _ := os.ReadDir(d.mnt); len(entries) != 2 {
+	if entries, _ := os.ReadDir(d.Mnt); len(entries) != 2 {
 		t.Errorf("root lists %v, want a and g", entries)
 	}
 }
@@ -368,7 +318,7 @@ func TestRandomWritesAgainstModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	d.write("f", nil, true)
 	d.syncDir("")
-	f, err := os.OpenFile(d.path("f"), os.O_RDWR, 0)
+	f, err := os.OpenFile(d.Path("f"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +359,7 @@ func TestRandomWritesAgainstModel(t *testing.T) {
 		}
 	}
 	f.Close()
-	d.cutAndRemount()
+	d.CutAndRemount()
 	if got := d.read("f"); !bytes.Equal(got, synced) {
 		t.Fatalf("after the cut: %d bytes, not the %d last synced", len(got), len(synced))
 	}
@@ -420,13 +370,13 @@ func TestOSyncWrite(t *testing.T) {
 	d := mountDisk(t)
 	d.write("f", nil, true)
 	d.syncDir("")
-	f, err := os.OpenFile(d.path("f"), os.O_WRONLY|os.O_SYNC, 0)
+	f, err := os.OpenFile(d.Path("f"), os.O_WRONLY|os.O_SYNC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Write([]byte("at once"))
 	f.Close()
-	d.cutAndRemount()
+	d.CutAndRemount()
 	if got := d.read("f"); string(got) != "at once" {
 		t.Errorf("O_SYNC write lost: %q", got)
 	}
