@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/tritondatacenter/cns/db/durable"
 )
 
 // Compaction. A bbolt file never shrinks: pages freed by deleted records
@@ -68,21 +70,7 @@ func Compact(path string) (CompactResult, error) {
 	if fi, err := os.Stat(tmp); err == nil {
 		res.After = fi.Size()
 	}
-	return res, renameSynced(tmp, path)
-}
-
-// renameSynced renames tmp to path and syncs the directory, so the new
-// file is what path names after a crash.
-func renameSynced(tmp, path string) error {
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return res, durable.Rename(tmp, path)
 }
 
 // Live compaction. A data center's first load leaves a third of the
@@ -150,7 +138,7 @@ func (d *DB) CompactLive() (CompactResult, error) {
 		return res, fmt.Errorf("compacted copy: %w", err)
 	}
 	nb.AllocSize = allocSize
-	if err := renameSynced(tmp, d.path); err != nil {
+	if err := durable.Rename(tmp, d.path); err != nil {
 		nb.Close()
 		return res, fmt.Errorf("compact %s: %w", d.path, err)
 	}

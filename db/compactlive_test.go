@@ -15,6 +15,14 @@ import (
 // contents is every key and value of the file, by bucket path, hashed.
 func contents(t *testing.T, d *DB) map[string][32]byte {
 	t.Helper()
+	out, err := contentsErr(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func contentsErr(d *DB) (map[string][32]byte, error) {
 	out := map[string][32]byte{}
 	var walk func(path string, b *bolt.Bucket) error
 	walk = func(path string, b *bolt.Bucket) error {
@@ -29,10 +37,7 @@ func contents(t *testing.T, d *DB) map[string][32]byte {
 	err := d.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(string(name), b) })
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return out, err
 }
 
 // CompactLive swaps a sparse file for its compacted copy under a running

@@ -22,7 +22,9 @@ package db
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/tritondatacenter/cns/db/durable"
 )
 
 // SchemaVersion is the layout this code reads and writes.
@@ -130,11 +134,11 @@ func Open(path string, opts Options) (*DB, error) {
 			timeout = 100 * time.Millisecond
 		}
 	}
-	if opts.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("open db %s: %w", path, err)
-		}
+	_, statErr := os.Stat(path)
+	if opts.ReadOnly && statErr != nil {
+		return nil, fmt.Errorf("open db %s: %w", path, statErr)
 	}
+	created := errors.Is(statErr, fs.ErrNotExist)
 	bdb, err := openBolt(path, boltOptions(opts, timeout))
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
@@ -165,6 +169,15 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := d.checkSchema(); err != nil {
 		bdb.Close()
 		return nil, fmt.Errorf("open db %s: %w", path, err)
+	}
+	if created {
+		// bbolt syncs the file's pages, not the directory that names
+		// it: without this, a power cut can take the new file back,
+		// and every commit in it (TestPowerCut).
+		if err := durable.SyncDir(filepath.Dir(path)); err != nil {
+			bdb.Close()
+			return nil, fmt.Errorf("open db %s: %w", path, err)
+		}
 	}
 	return d, nil
 }

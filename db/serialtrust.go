@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/tritondatacenter/cns/db/durable"
 )
 
 // Serial trust. A zone's stored serial is only known to be the newest one
@@ -121,7 +123,7 @@ func Restore(backup, path string) error {
 	if err != nil {
 		return err
 	}
-	return renameSynced(tmp, path)
+	return durable.Rename(tmp, path)
 }
 
 // copyToTemp copies src next to path, 0600, synced, and returns the
