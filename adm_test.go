@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"maps"
@@ -17,15 +18,20 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/admin"
 )
 
 // startWithAPI runs the demo data center with the API on an ephemeral
 // port and returns the process, its API address and its config path.
-func startWithAPI(t *testing.T) (*proc, string, string) {
+func startWithAPI(t *testing.T, edits ...func(map[string]any)) (*proc, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "testdata/inventory.json", func(c map[string]any) {
 		c["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+		for _, edit := range edits {
+			edit(c)
+		}
 	})
 	p := startCNS(t, cfg)
 	l := p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" })
@@ -78,8 +84,9 @@ func admGolden(t *testing.T, name, got string) {
 // hand from the reference cnsadm's layout, and compared to the space.
 func TestCnsadmOutput(t *testing.T) {
 	t.Setenv("COLUMNS", "80")
-	p, api, cfg := startWithAPI(t)
-	// A transfer, so there is a peer to show.
+	// A secondary on 127.0.0.1 that the config names, and its transfer,
+	// so there is a peer to show (an unnamed loopback client is none).
+	p, api, cfg := startWithAPI(t, mirrorSecondary(t))
 	tr := new(dns.Transfer)
 	m := new(dns.Msg)
 	m.SetAxfr(demoZone + ".")
@@ -89,6 +96,22 @@ func TestCnsadmOutput(t *testing.T) {
 	}
 	for range ch {
 	}
+	// Every zone's serial reaches the secondary (cnsadm wait), and its
+	// probe after the transfer is answered: the output no longer moves.
+	c := admin.NewClient(api, "")
+	zones, err := c.Zones(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range zones {
+		if out, _, code := runCNS(t, "adm", "--api", api, "wait", z.Name, "--timeout", "20s"); code != 0 || !strings.Contains(out, ": ACTIVE") {
+			t.Fatalf("wait %s: exit %d: %s", z.Name, code, out)
+		}
+	}
+	waitFor(t, "the probe after the transfer", 10*time.Second, func() bool {
+		p, err := c.Peer(context.Background(), "127.0.0.1")
+		return err == nil && p.Counters["goodxfer"] == 1
+	})
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -133,7 +156,7 @@ func TestCnsadmOutput(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "not found") {
 		t.Errorf("unknown vm: exit %d: %s", code, stderr)
 	}
-	// wait with no peers configured is done at once.
+	// wait once the peer serves the zone is done at once.
 	out, _, code = runCNS(t, "adm", "--api", api, "wait", demoZone, "--timeout", "2s")
 	if code != 0 || !strings.Contains(out, ": ACTIVE") {
 		t.Errorf("wait: exit %d: %s", code, out)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/netip"
 	"time"
 
@@ -72,7 +71,10 @@ func (d apiDNS) Metrics() admin.DNSMetrics {
 // (admin) derives its drift and flags.
 func apiPeer(p serve.Peer) admin.Peer {
 	out := admin.Peer{Address: p.Address, Version: p.Version, NotifyFailures: p.NotifyFailures, Counters: p.Counters,
-		Zones: map[string]admin.PeerZone{}}
+		State: string(p.State), Zones: map[string]admin.PeerZone{}}
+	if p.Configured {
+		out.State = "configured"
+	}
 	for z, pz := range p.Zones {
 		if pz == nil {
 			continue
@@ -87,8 +89,8 @@ func apiPeer(p serve.Peer) admin.Peer {
 // decodeStoredPeer reads a peer as the DNS server stores it in the db
 // (serve's form), for the offline read model.
 func decodeStoredPeer(raw []byte) (admin.Peer, error) {
-	var p serve.Peer
-	if err := json.Unmarshal(raw, &p); err != nil {
+	p, err := serve.StoredPeer(raw)
+	if err != nil {
 		return admin.Peer{}, err
 	}
 	return apiPeer(p), nil

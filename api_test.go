@@ -45,10 +45,13 @@ const (
 	aliceUUID  = "6c96670e-4204-4bc0-bd64-b4c576c09876"
 )
 
-func startAPIDemo(t *testing.T) *apiDemo {
+func startAPIDemo(t *testing.T, edits ...func(map[string]any)) *apiDemo {
 	t.Helper()
 	cfg := testConfig(t, t.TempDir(), "testdata/inventory.json", func(m map[string]any) {
 		m["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
+		for _, edit := range edits {
+			edit(m)
+		}
 	})
 	r := startService(t, cfg, serviceTuning{})
 	s := r.service
@@ -185,9 +188,22 @@ func TestAPIContract(t *testing.T) {
 	}
 }
 
-// A transfer makes a peer; the API lists it and DELETE forgets it.
+// A transfer makes a peer of a secondary the config names (on loopback,
+// only those are); the API lists it and DELETE forgets it.
 func TestPeersLifecycle(t *testing.T) {
-	d := startAPIDemo(t)
+	d := startAPIDemo(t, mirrorSecondary(t))
+	c := admin.NewClient(d.base, "")
+	ctx := context.Background()
+	// The NOTIFYs of the first commit are answered before the test goes on.
+	zones, err := c.Zones(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range zones {
+		if w, err := c.Wait(ctx, z.Name, 0, 10*time.Second); err != nil || !w.Done {
+			t.Fatalf("the first commit of %s never reached the secondary: %+v %v", z.Name, w, err)
+		}
+	}
 	tr := new(dns.Transfer)
 	m := new(dns.Msg)
 	m.SetAxfr(publicZone + ".")
@@ -211,8 +227,6 @@ func TestPeersLifecycle(t *testing.T) {
 			t.Fatalf("no peer recorded after an AXFR: %+v", d.dns.Peers())
 		}
 	}
-	c := admin.NewClient(d.base, "")
-	ctx := context.Background()
 	peers, err := c.Peers(ctx)
 	if err != nil || len(peers) != 1 || peers[0].Address != "127.0.0.1" || peers[0].Serials[publicZone] == 0 {
 		t.Fatalf("peers after an AXFR: %+v %v", peers, err)

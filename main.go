@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -48,6 +49,13 @@ type VersionCmd struct{}
 func (VersionCmd) Run() error {
 	fmt.Println(versionString())
 	return nil
+}
+
+// metaVersionString answers version._cns_meta in the reference's form,
+// "<version>, <runtime>" ("0.1.0, node v6.17.1" there), which its peer
+// version probe shows as "Triton CNS <answer>".
+func metaVersionString() string {
+	return strings.TrimPrefix(versionString(), "cns ") + ", " + runtime.Version()
 }
 
 func versionString() string {

@@ -86,9 +86,9 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	if cfg.HideIdentity {
 		identity = ""
 	}
-	version := versionString()
+	version, meta := versionString(), metaVersionString()
 	if cfg.HideVersion {
-		version = ""
+		version, meta = "", ""
 	}
 	// The updater reads the stored VMs in Run, which start calls once the
 	// tables are built.
@@ -114,7 +114,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
-	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, Identity: identity, Logger: log,
+	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, MetaVersion: meta, Identity: identity, Logger: log,
 		Access: transferAccess(context.Background(), cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding),
 		Propagation: servePropagation(cfg.Propagation), Signers: cfg.Signers, Notified: s.notified,
 		ClientAnswers: serveClientAnswers(cfg.ClientAnswers)}, s.store)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
 // The terminal UI end to end: the real binary's `cns tui` in a real
@@ -122,11 +124,18 @@ func TestTUIEndToEnd(t *testing.T) {
 	}
 	invPath := filepath.Join(dir, "inventory.json")
 	writeInventory(t, invPath, &inv)
+	deadPort, err := secondarytest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := testConfig(t, dir, "", func(m map[string]any) {
 		m["inventory_file"] = invPath
 		m["api_server"] = map[string]any{"listen": "127.0.0.1:0"}
 		m["hysteresis_window_ms"] = (10 * time.Minute).Milliseconds()
 		m["hysteresis_last_member_delay_ms"] = (20 * time.Minute).Milliseconds()
+		// A secondary on 127.0.0.1 (named, or its transfer would not make
+		// it a peer) that stays behind: nothing answers at its port.
+		m["forward_zones"].(map[string]any)[demoZone].(map[string]any)["also_notify"] = []string{fmt.Sprintf("127.0.0.1:%d", deadPort)}
 	})
 	p := startCNS(t, cfg)
 	api := "http://" + p.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "API listening" }).str("addr")

@@ -75,6 +75,10 @@ type Peer struct {
 	UsingNotify    bool              `json:"using_notify"`
 	UsingIXFR      bool              `json:"using_ixfr"`
 	Counters       map[string]uint64 `json:"counters"`
+	// State (added by cns): "configured" (the config names it: always
+	// NOTIFYed), or a learned peer's "answering" or "silent" (its NOTIFYs
+	// go unanswered: NOTIFYed with backoff, not waited for).
+	State string `json:"state,omitempty"`
 	// Added by cns: per zone detail, drift included.
 	Zones map[string]PeerZone `json:"zones,omitempty"`
 }

@@ -47,7 +47,7 @@ type ReadModel interface {
 // (zoneSerial; 0 for a zone not served) and the drift against it.
 func peerView(store *db.DB, p Peer, zoneSerial func(zone string) uint32, now time.Time) Peer {
 	out := Peer{Address: p.Address, Serials: map[string]uint32{}, Version: cmp.Or(p.Version, "unknown"),
-		NotifyFailures: p.NotifyFailures, UsingNotify: p.NotifyFailures < 5, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"],
+		NotifyFailures: p.NotifyFailures, UsingNotify: p.State != "silent", State: p.State, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"],
 		Counters: map[string]uint64{}, Zones: map[string]PeerZone{}}
 	for _, c := range []string{"soa", "axfr", "ixfr", "goodxfer"} {
 		out.Counters[c] = p.Counters[c]

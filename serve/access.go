@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -42,10 +43,21 @@ type ZoneAccess struct {
 type access struct {
 	Access
 	keys map[string]*tsigKey // by fully qualified lower-case name
+	// secondaries are the addresses the config names as a zone's peers or
+	// NOTIFY targets.
+	secondaries map[netip.Addr]bool
 }
 
 func compileAccess(a *Access) (*access, error) {
-	c := &access{Access: *a, keys: map[string]*tsigKey{}}
+	c := &access{Access: *a, keys: map[string]*tsigKey{}, secondaries: map[netip.Addr]bool{}}
+	for _, za := range append(slices.Collect(maps.Values(a.Zones)), a.Reverse) {
+		for _, p := range za.Peers {
+			c.secondaries[p.Unmap()] = true
+		}
+		for _, n := range za.Notify {
+			c.secondaries[n.Addr().Unmap()] = true
+		}
+	}
 	for _, k := range a.Keys {
 		tk, err := newTSIGKey(k)
 		if err != nil {
@@ -119,3 +131,7 @@ func (a *access) notifyTargets(zone string) []netip.AddrPort {
 	}
 	return out
 }
+
+// configured reports whether the config names addr as a secondary of any
+// zone: a peer (on port 53) or an also_notify target (at its port).
+func (a *access) configured(addr netip.Addr) bool { return a.secondaries[addr.Unmap()] }

@@ -148,6 +148,9 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	var r response
 	r.start(q, b, limit, s.udpSize)
 	switch {
+	case s.metaVersion != "" && !q.clientOnly() && underMeta(q.lower()):
+		s.answerMeta(&r, q)
+		return r.finish(q.id)
 	case q.qclass == dns.ClassCHAOS && !q.clientOnly():
 		s.answerChaos(&r, q)
 		return r.finish(q.id)
@@ -367,15 +370,65 @@ func (s *Server) answerChaos(r *response, q *query) {
 		r.rcode = dns.RcodeRefused
 		return
 	}
+	r.flags |= flagAA
+	if !r.appendRRs(txtRR(dns.ClassCHAOS, 0, txt), headerLen, &r.an) {
+		r.truncate()
+	}
+}
+
+// The reference's meta names: version._cns_meta (any class) answers the
+// version as TXT, for its own peer version probe (and cns's); any other
+// name under _cns_meta does not exist. Hidden with the version.
+var (
+	metaSuffix      = []byte("\x09_cns_meta\x00")
+	metaVersionName = "\x07version\x09_cns_meta\x00"
+)
+
+// underMeta reports whether a wire name (lower case) ends in the label
+// _cns_meta: a cheap test of the last bytes first, for every query.
+func underMeta(name []byte) bool {
+	if !bytes.HasSuffix(name, metaSuffix) {
+		return false
+	}
+	for off := 0; off < len(name) && name[off] != 0; off += 1 + int(name[off]) {
+		if len(name)-off == len(metaSuffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// metaTTL is the reference's: its TTL 0 goes out as mname's default, 5.
+const metaTTL = 5
+
+// answerMeta answers a name under _cns_meta: the version TXT (to a TXT or
+// ANY query; other types get no data), NXDOMAIN for any other name.
+func (s *Server) answerMeta(r *response, q *query) {
+	r.flags |= flagAA
+	if string(q.lower()) != metaVersionName {
+		r.rcode = dns.RcodeNameError
+		return
+	}
+	if q.qtype != dns.TypeTXT && q.qtype != dns.TypeANY {
+		return
+	}
+	class := q.qclass
+	if class == dns.ClassANY {
+		class = dns.ClassINET
+	}
+	if !r.appendRRs(txtRR(class, metaTTL, s.metaVersion), headerLen, &r.an) {
+		r.truncate()
+	}
+}
+
+// txtRR is a one-string TXT record without its owner (appendRRs adds it),
+// txt cut at 255 bytes.
+func txtRR(class uint16, ttl uint32, txt string) []byte {
 	if len(txt) > 255 {
 		txt = txt[:255]
 	}
-	rr := []byte{0, byte(dns.TypeTXT), 0, byte(dns.ClassCHAOS), 0, 0, 0, 0, 0, byte(len(txt) + 1), byte(len(txt))}
-	rr = append(rr, txt...)
-	r.flags |= flagAA
-	if !r.appendRRs(rr, headerLen, &r.an) {
-		r.truncate()
-	}
+	rr := []byte{0, byte(dns.TypeTXT), byte(class >> 8), byte(class), byte(ttl >> 24), byte(ttl >> 16), byte(ttl >> 8), byte(ttl), 0, byte(len(txt) + 1), byte(len(txt))}
+	return append(rr, txt...)
 }
 
 // errorReply answers a request that cannot be answered normally with

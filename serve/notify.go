@@ -46,6 +46,7 @@ type notifyState struct {
 	sent     time.Time
 	next     time.Time // zero: nothing to do
 	tries    int
+	limit    int // tries this announcement gets (the target's plan)
 	id       uint16
 	inFlight uint32 // serial of the outstanding NOTIFY
 }
@@ -75,7 +76,7 @@ func (n *notifier) commit(c *db.Committed) {
 			continue // announced once the secondaries' serials are known (serialcheck.go)
 		}
 		for _, to := range n.targetsOf(acc, zu.Zone) {
-			n.queue(zu.Zone, to, zu.Serial)
+			n.queue(acc, zu.Zone, to, zu.Serial)
 		}
 	}
 	n.mu.Unlock()
@@ -87,31 +88,50 @@ func (n *notifier) release(zone string, serial uint32) {
 	acc := n.s.access.Load()
 	n.mu.Lock()
 	for _, to := range n.targetsOf(acc, zone) {
-		n.queue(zone, to, serial)
+		n.queue(acc, zone, to, serial)
 	}
 	n.mu.Unlock()
 	n.poke()
 }
 
-// targetsOf is the configured targets of zone plus the secondaries that
-// transferred it before (on port 53, unless configured with a port).
+// targetsOf is where a change of zone is announced: the configured
+// targets, and the learned peers that transferred it (answering or
+// silent: see peerstate.go), on port 53.
 func (n *notifier) targetsOf(acc *access, zone string) []netip.AddrPort {
+	return n.s.peerTargets(acc, zone, true)
+}
+
+// peerTargets is the configured targets of zone plus the learned peers
+// that transferred it: those answering, and with silent those silent too.
+func (s *Server) peerTargets(acc *access, zone string, silent bool) []netip.AddrPort {
 	out := acc.notifyTargets(zone)
 	known := map[netip.Addr]bool{}
 	for _, t := range out {
 		known[t.Addr().Unmap()] = true
 	}
-	for _, a := range n.s.peers.transferredZone(zone) {
+	for _, a := range s.peers.learned(zone, silent) {
 		if !known[a] {
-			out = append(out, netip.AddrPortFrom(a, 53))
+			out = append(out, netip.AddrPortFrom(a, s.peers.port))
 		}
 	}
 	return out
 }
 
-// queue schedules a NOTIFY of serial; a burst of commits leaves one
-// NOTIFY per min_notify_interval.
-func (n *notifier) queue(zone string, to netip.AddrPort, serial uint32) {
+// expectedTargets is where zone's changes are expected to be served: the
+// configured targets and the learned peers that answer. Propagation and
+// the serial check follow these.
+func (s *Server) expectedTargets(acc *access, zone string) []netip.AddrPort {
+	return s.peerTargets(acc, zone, false)
+}
+
+// queue schedules a NOTIFY of serial, as the target's plan allows
+// (peerstate.go); a burst of commits leaves one NOTIFY per
+// min_notify_interval. Callers hold mu.
+func (n *notifier) queue(acc *access, zone string, to netip.AddrPort, serial uint32) {
+	limit, notBefore, ok := n.s.peers.notifyPlan(acc, to.Addr())
+	if !ok {
+		return
+	}
 	k := notifyKey{zone, to}
 	st := n.targets[k]
 	if st == nil {
@@ -119,11 +139,19 @@ func (n *notifier) queue(zone string, to netip.AddrPort, serial uint32) {
 		n.targets[k] = st
 	}
 	st.serial = serial
-	st.tries = 0
-	gap := n.gap()
-	at := time.Now()
-	if !st.sent.IsZero() && st.sent.Add(gap).After(at) {
-		at = st.sent.Add(gap)
+	st.tries, st.limit = 0, limit
+	if st.inFlight != 0 && !st.next.IsZero() {
+		// The NOTIFY in flight has until its retransmission to be
+		// answered; the retransmission, or the NOTIFY that follows its
+		// answer, carries the new serial.
+		return
+	}
+	at := n.s.now()
+	if !st.sent.IsZero() && st.sent.Add(n.gap()).After(at) {
+		at = st.sent.Add(n.gap())
+	}
+	if notBefore.After(at) {
+		at = notBefore
 	}
 	st.next = at
 }
@@ -152,7 +180,7 @@ func (n *notifier) run(ctx context.Context) {
 		if next.IsZero() {
 			t.Reset(time.Hour)
 		} else {
-			t.Reset(time.Until(next))
+			t.Reset(next.Sub(n.s.now()))
 		}
 		select {
 		case <-ctx.Done():
@@ -165,9 +193,11 @@ func (n *notifier) run(ctx context.Context) {
 }
 
 // sendDue sends every NOTIFY whose time has come and returns when the
-// next one is due.
+// next one is due. A NOTIFY still unanswered when its retransmission is
+// due counts against its target (peerstate.go).
 func (n *notifier) sendDue() time.Time {
-	now := time.Now()
+	acc := n.s.access.Load()
+	now := n.s.now()
 	var next time.Time
 	type out struct {
 		k  notifyKey
@@ -176,27 +206,19 @@ func (n *notifier) sendDue() time.Time {
 	var due []out
 	n.mu.Lock()
 	for k, st := range n.targets {
-		if st.next.IsZero() {
-			continue
-		}
-		if st.acked == st.serial && st.tries == 0 && st.inFlight == 0 {
-			st.next = time.Time{}
-			continue
-		}
-		if !st.next.After(now) {
-			if st.tries >= notifyMaxTries {
-				n.s.log.Warn("NOTIFY unanswered, giving up until the next change", "zone", k.zone, "peer", k.to.String(), "serial", st.serial, "tries", st.tries)
-				n.s.peers.notifyFailed(k.to.Addr(), k.zone)
-				st.next = time.Time{}
-				continue
+		if !st.next.IsZero() && !st.next.After(now) {
+			if st.inFlight != 0 {
+				st.inFlight = 0
+				n.s.peers.notifyUnanswered(k.to.Addr(), k.zone)
 			}
-			st.tries++
-			st.id = uint16(rand.UintN(1 << 16))
-			st.sent = now
-			st.inFlight = st.serial
-			backoff := min(notifyFirstRetry<<(st.tries-1), notifyMaxRetry)
-			st.next = now.Add(backoff)
-			due = append(due, out{k, *st})
+			if n.sendable(acc, k, st, now) {
+				st.tries++
+				st.id = uint16(rand.UintN(1 << 16))
+				st.sent = now
+				st.inFlight = st.serial
+				st.next = now.Add(min(notifyFirstRetry<<(st.tries-1), notifyMaxRetry))
+				due = append(due, out{k, *st})
+			}
 		}
 		if !st.next.IsZero() && (next.IsZero() || st.next.Before(next)) {
 			next = st.next
@@ -207,6 +229,30 @@ func (n *notifier) sendDue() time.Time {
 		n.send(d.k, d.st)
 	}
 	return next
+}
+
+// sendable decides what a due target gets: a NOTIFY (true), a later time
+// (its plan's backoff), or nothing until the next change. Callers hold mu.
+func (n *notifier) sendable(acc *access, k notifyKey, st *notifyState, now time.Time) bool {
+	if st.acked == st.serial && st.tries == 0 {
+		st.next = time.Time{}
+		return false
+	}
+	limit, notBefore, ok := n.s.peers.notifyPlan(acc, k.to.Addr())
+	st.limit = min(st.limit, limit)
+	switch {
+	case !ok:
+		st.next = time.Time{}
+		return false
+	case st.tries >= st.limit:
+		n.s.log.Warn("NOTIFY unanswered, giving up until the next change", "zone", k.zone, "peer", k.to.String(), "serial", st.serial, "tries", st.tries)
+		st.next = time.Time{}
+		return false
+	case notBefore.After(now):
+		st.next = notBefore
+		return false
+	}
+	return true
 }
 
 // send writes one NOTIFY.
@@ -261,15 +307,18 @@ func (n *notifier) readReplies() {
 			// Any answer means the peer got it: retransmitting cannot change
 			// a refusal (RFC 1996 §4.7), so the NOTIFY is done either way.
 			st.acked = serial
+			st.tries = 0
 			if st.serial == serial {
 				st.next = time.Time{}
-				st.tries = 0
+			} else {
+				st.next = st.sent.Add(n.gap()) // a newer serial waits no longer
+				n.poke()
 			}
 			if rcode == dns.RcodeSuccess {
-				n.s.peers.notifyAcked(k.to.Addr(), k.zone, serial)
+				n.s.peers.notifyAnswered(k.to.Addr(), k.zone)
 			} else {
 				n.s.log.Warn("NOTIFY refused; not retried until the next change", "zone", k.zone, "peer", k.to.String(), "rcode", dns.RcodeToString[rcode])
-				n.s.peers.notifyFailed(k.to.Addr(), k.zone)
+				n.s.peers.notifyUnanswered(k.to.Addr(), k.zone)
 			}
 		}
 		n.mu.Unlock()

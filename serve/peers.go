@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,15 +18,30 @@ import (
 // Peer is what cns knows of one secondary, persisted in the store.
 type Peer struct {
 	Address string `json:"address"`
+	// State is where a learned peer stands (peerstate.go); a configured
+	// peer is NOTIFYed and counted whatever its state. Configured is set
+	// on the copies Peers returns: the config names the peer.
+	State      PeerState `json:"state"`
+	Configured bool      `json:"-"`
 	// Version is what the peer says it runs (CHAOS version.server or
-	// version.bind), "" when it does not say.
+	// version.bind, or version._cns_meta), "" when it does not say;
+	// VersionAt is when it last answered the version probe.
 	Version   string    `json:"version,omitempty"`
 	VersionAt time.Time `json:"version_at,omitzero"`
+	// VersionFailures counts version probes in a row that got no answer
+	// at all, the last at VersionTriedAt: retried with backoff.
+	VersionFailures int       `json:"version_failures,omitempty"`
+	VersionTriedAt  time.Time `json:"version_tried_at,omitzero"`
 	// Zones it transfers, by zone name.
 	Zones map[string]*PeerZone `json:"zones"`
-	// NotifyFailures counts NOTIFYs that went unanswered since the last
-	// answered one.
-	NotifyFailures int `json:"notify_failures"`
+	// NotifyFailures counts NOTIFYs that went unanswered (or were
+	// refused) since the last answered one, the last at NotifyFailedAt.
+	NotifyFailures int       `json:"notify_failures"`
+	NotifyFailedAt time.Time `json:"notify_failed_at,omitzero"`
+	// ProbeFailures counts SOA probes in a row left unanswered, the last
+	// at ProbedAt.
+	ProbeFailures int       `json:"probe_failures,omitempty"`
+	ProbedAt      time.Time `json:"probed_at,omitzero"`
 	// Counters are the reference implementation's: soa, axfr, ixfr,
 	// goodxfer.
 	Counters map[string]uint64 `json:"counters"`
@@ -70,24 +84,35 @@ type PeerZone struct {
 type peerTracker struct {
 	store *db.DB
 	s     *Server
+	// local tells the addresses never learned from (loopback), port is
+	// where learned peers are probed and NOTIFYed (53), probeDelay the
+	// wait between a transfer and its probe, probeTimeout the wait for
+	// each answer; tests change them.
+	local        func(netip.Addr) bool
+	port         uint16
+	probeDelay   time.Duration
+	probeTimeout time.Duration
 
-	mu     sync.Mutex
-	peers  map[netip.Addr]*Peer
-	dirty  map[netip.Addr]bool
-	probes chan probe
-	change chan struct{} // closed and replaced on every change
+	mu      sync.Mutex
+	peers   map[netip.Addr]*Peer
+	dirty   map[netip.Addr]bool
+	pending map[probe]bool // probes queued or running
+	probes  chan probe
+	change  chan struct{} // closed and replaced on every change
 }
 
-// probe asks a peer for its SOA serial of a zone and its version, a moment
-// after it transferred.
+// probe asks a client, after it transferred a zone, for the zone's SOA
+// serial and its version.
 type probe struct {
 	addr netip.Addr
 	zone string
-	at   time.Time
+	to   netip.AddrPort
 }
 
 func newPeerTracker(s *Server, store *db.DB) *peerTracker {
-	t := &peerTracker{store: store, s: s, peers: map[netip.Addr]*Peer{}, dirty: map[netip.Addr]bool{}, probes: make(chan probe, 256), change: make(chan struct{})}
+	t := &peerTracker{store: store, s: s, local: netip.Addr.IsLoopback, port: 53, probeDelay: probeDelay, probeTimeout: 2 * time.Second,
+		peers: map[netip.Addr]*Peer{}, dirty: map[netip.Addr]bool{}, pending: map[probe]bool{},
+		probes: make(chan probe, 256), change: make(chan struct{})}
 	stored, err := store.Peers()
 	if err != nil {
 		s.log.Warn("stored peers unreadable; starting without", "err", err)
@@ -98,19 +123,32 @@ func newPeerTracker(s *Server, store *db.DB) *peerTracker {
 		if err != nil {
 			continue
 		}
-		var p Peer
-		if json.Unmarshal(v, &p) != nil {
+		p, err := StoredPeer(v)
+		if err != nil {
 			continue
-		}
-		if p.Zones == nil {
-			p.Zones = map[string]*PeerZone{}
-		}
-		if p.Counters == nil {
-			p.Counters = map[string]uint64{}
 		}
 		t.peers[addr] = &p
 	}
 	return t
+}
+
+// StoredPeer decodes a peer as the store holds it. A peer stored before
+// states existed gets the state it has now (legacyState).
+func StoredPeer(raw []byte) (Peer, error) {
+	var p Peer
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return Peer{}, err
+	}
+	if p.Zones == nil {
+		p.Zones = map[string]*PeerZone{}
+	}
+	if p.Counters == nil {
+		p.Counters = map[string]uint64{}
+	}
+	if addr, err := netip.ParseAddr(p.Address); err == nil && p.State == "" {
+		p.State = legacyState(addr, &p)
+	}
+	return p, nil
 }
 
 // peer returns the record of addr, creating it. Callers hold mu.
@@ -118,13 +156,18 @@ func (t *peerTracker) peer(addr netip.Addr) *Peer {
 	addr = addr.Unmap()
 	p := t.peers[addr]
 	if p == nil {
-		p = &Peer{Address: addr.String(), Zones: map[string]*PeerZone{}, Counters: map[string]uint64{}}
+		p = &Peer{Address: addr.String(), State: PeerProbing, Zones: map[string]*PeerZone{}, Counters: map[string]uint64{}}
 		t.peers[addr] = p
 	}
+	t.touch(addr)
+	return p
+}
+
+// touch notes a change of addr's record. Callers hold mu.
+func (t *peerTracker) touch(addr netip.Addr) {
 	t.dirty[addr] = true
 	close(t.change)
 	t.change = make(chan struct{})
-	return p
 }
 
 // changed returns a channel closed at the next change.
@@ -143,9 +186,30 @@ func (p *Peer) zone(name string) *PeerZone {
 	return z
 }
 
+// listed reports whether a record is a peer: configured, or a learned
+// one that answered. Callers hold mu.
+func (t *peerTracker) listed(acc *access, addr netip.Addr, p *Peer) bool {
+	if acc.configured(addr) {
+		return true
+	}
+	return !t.local(addr) && p.State != PeerProbing
+}
+
+// transferred notes a transfer to addr and, unless the client is one
+// never learned from, has it probed.
 func (t *peerTracker) transferred(addr netip.Addr, zone string, r transferResult) {
-	now := time.Now()
+	addr = addr.Unmap()
+	acc := t.s.access.Load()
+	configured := acc.configured(addr)
+	if !configured && t.local(addr) {
+		return // a loopback client is no secondary cns can reach
+	}
+	now := t.s.now()
 	t.mu.Lock()
+	if t.peers[addr] == nil && !configured && t.candidates() >= maxCandidates {
+		t.mu.Unlock()
+		return
+	}
 	p := t.peer(addr)
 	z := p.zone(zone)
 	z.sent(r.serial)
@@ -162,11 +226,48 @@ func (t *peerTracker) transferred(addr netip.Addr, zone string, r transferResult
 		z.IXFR++
 		p.Counters["ixfr"]++
 	}
+	to, ok := t.probeTarget(acc, addr, zone)
+	pr := probe{addr: addr, zone: zone, to: to}
+	if !ok || !p.probeDue(now) || t.pending[pr] {
+		t.mu.Unlock()
+		return
+	}
+	t.pending[pr] = true
 	t.mu.Unlock()
 	select {
-	case t.probes <- probe{addr: addr.Unmap(), zone: zone, at: now.Add(time.Second)}:
+	case t.probes <- pr:
 	default: // probes are a courtesy; never block a transfer on them
+		t.mu.Lock()
+		delete(t.pending, pr)
+		t.mu.Unlock()
 	}
+}
+
+// candidates counts the clients waiting to answer a probe. Callers hold
+// mu.
+func (t *peerTracker) candidates() int {
+	n := 0
+	for _, p := range t.peers {
+		if p.State == PeerProbing {
+			n++
+		}
+	}
+	return n
+}
+
+// probeTarget is where addr is asked about zone: its also_notify target
+// for the zone, else port 53 (t.port), except on loopback, where only a
+// configured target is known.
+func (t *peerTracker) probeTarget(acc *access, addr netip.Addr, zone string) (netip.AddrPort, bool) {
+	for _, n := range acc.notifyTargets(zone) {
+		if n.Addr().Unmap() == addr {
+			return n, true
+		}
+	}
+	if t.local(addr) {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(addr, t.port), true
 }
 
 // soaQuery notes an SOA query at a zone apex from a known peer.
@@ -178,7 +279,7 @@ func (t *peerTracker) soaQuery(addr netip.Addr, zone string) {
 		return
 	}
 	p := t.peer(addr)
-	p.zone(zone).LastSOAQuery = time.Now()
+	p.zone(zone).LastSOAQuery = t.s.now()
 	p.Counters["soa"]++
 }
 
@@ -186,30 +287,64 @@ func (t *peerTracker) notifySent(addr netip.Addr, zone string, serial uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	z := t.peer(addr).zone(zone)
-	z.NotifySerial, z.NotifySent = serial, time.Now()
+	z.NotifySerial, z.NotifySent = serial, t.s.now()
 }
 
-func (t *peerTracker) notifyAcked(addr netip.Addr, zone string, serial uint32) {
+// notifyPlan says how addr is NOTIFYed (Peer.notifyPlan); ok is false
+// when it is not to be NOTIFYed.
+func (t *peerTracker) notifyPlan(acc *access, addr netip.Addr) (tries int, notBefore time.Time, ok bool) {
+	addr = addr.Unmap()
+	configured := acc.configured(addr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	p := t.peers[addr]
+	if p == nil {
+		return notifyMaxTries, time.Time{}, configured
+	}
+	return p.notifyPlan(configured)
+}
+
+func (t *peerTracker) notifyAnswered(addr netip.Addr, zone string) {
+	now := t.s.now()
+	t.mu.Lock()
 	p := t.peer(addr)
-	p.zone(zone).NotifyAcked = time.Now()
-	p.NotifyFailures = 0
+	was := p.State
+	p.zone(zone).NotifyAcked = now
+	p.on(notifyAnswered, now)
+	t.mu.Unlock()
+	if was == PeerSilent {
+		t.s.log.Info("peer answers NOTIFY again", "peer", addr.Unmap().String(), "zone", zone)
+	}
 }
 
-func (t *peerTracker) notifyFailed(addr netip.Addr, zone string) {
+func (t *peerTracker) notifyUnanswered(addr netip.Addr, zone string) {
+	now := t.s.now()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.peer(addr).NotifyFailures++
+	p := t.peer(addr)
+	was := p.State
+	p.on(notifyUnanswered, now)
+	failures := p.NotifyFailures
+	t.mu.Unlock()
+	if was != PeerSilent && p.State == PeerSilent {
+		t.s.log.Warn("peer leaves NOTIFYs unanswered: NOTIFYing it with backoff (up to an hour) and not waiting for it in propagation until it answers",
+			"peer", addr.Unmap().String(), "zone", zone, "unanswered", failures)
+	}
 }
 
-// transferredZone lists the peers that have transferred zone.
-func (t *peerTracker) transferredZone(zone string) []netip.Addr {
+// learned lists the learned peers that transferred zone and are
+// answering (and, with silent, those that are silent too).
+func (t *peerTracker) learned(zone string, silent bool) []netip.Addr {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []netip.Addr
 	for a, p := range t.peers {
-		if z := p.Zones[zone]; z != nil && !z.LastTransfer.IsZero() {
+		if t.local(a) {
+			continue
+		}
+		if z := p.Zones[zone]; z == nil || z.LastTransfer.IsZero() {
+			continue
+		}
+		if p.State == PeerAnswering || (silent && p.State == PeerSilent) {
 			out = append(out, a)
 		}
 	}
@@ -219,11 +354,16 @@ func (t *peerTracker) transferredZone(zone string) []netip.Addr {
 
 // list returns copies of every peer, by address.
 func (t *peerTracker) list() []Peer {
+	acc := t.s.access.Load()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]Peer, 0, len(t.peers))
 	for _, a := range slices.SortedFunc(maps.Keys(t.peers), func(a, b netip.Addr) int { return a.Compare(b) }) {
-		out = append(out, t.peers[a].clone())
+		if p := t.peers[a]; t.listed(acc, a, p) {
+			c := p.clone()
+			c.Configured = acc.configured(a)
+			out = append(out, c)
+		}
 	}
 	return out
 }
@@ -243,18 +383,50 @@ func (p *Peer) clone() Peer {
 // forget deletes a peer; it returns false when it was unknown.
 func (t *peerTracker) forget(addr netip.Addr) bool {
 	addr = addr.Unmap()
+	acc := t.s.access.Load()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.peers[addr] == nil {
+	p := t.peers[addr]
+	if p == nil {
 		return false
 	}
 	delete(t.peers, addr)
-	t.dirty[addr] = true
-	return true
+	t.touch(addr)
+	return t.listed(acc, addr, p)
 }
 
-// flush writes changed peers to the store.
+// prune drops what is no peer any more: loopback records the config no
+// longer names (a reload), and clients that never answered a probe and
+// stopped transferring.
+func (t *peerTracker) prune(now time.Time) {
+	acc := t.s.access.Load()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for a, p := range t.peers {
+		if acc.configured(a) {
+			continue
+		}
+		if t.local(a) || (p.State == PeerProbing && now.Sub(p.lastTransfer()) > candidateTTL) {
+			delete(t.peers, a)
+			t.touch(a)
+		}
+	}
+}
+
+func (p *Peer) lastTransfer() time.Time {
+	var last time.Time
+	for _, z := range p.Zones {
+		if z.LastTransfer.After(last) {
+			last = z.LastTransfer
+		}
+	}
+	return last
+}
+
+// flush writes changed peers to the store; what is no peer is not
+// stored.
 func (t *peerTracker) flush() error {
+	acc := t.s.access.Load()
 	t.mu.Lock()
 	if len(t.dirty) == 0 {
 		t.mu.Unlock()
@@ -262,7 +434,7 @@ func (t *peerTracker) flush() error {
 	}
 	batch := map[string][]byte{}
 	for a := range t.dirty {
-		if p := t.peers[a]; p != nil {
+		if p := t.peers[a]; p != nil && t.listed(acc, a, p) {
 			b, _ := json.Marshal(p)
 			batch[a.String()] = b
 		} else {
@@ -284,6 +456,7 @@ func (t *peerTracker) run(ctx context.Context) {
 			t.flush()
 			return
 		case <-tick.C:
+			t.prune(t.s.now())
 			// A read-only db (cns serve said so at start) keeps peers in memory.
 			if err := t.flush(); err != nil && !errors.Is(err, db.ErrReadOnly) {
 				t.s.log.Warn("saving peer state", "err", err)
@@ -294,57 +467,60 @@ func (t *peerTracker) run(ctx context.Context) {
 	}
 }
 
-// probe asks the peer, at its NOTIFY address, for the zone's SOA serial
-// and, once an hour, its version.
+// probe asks the client for the zone's SOA a moment after its transfer:
+// an authoritative answer makes it a peer, and tells the serial it
+// serves. Then, when due, it asks for its version.
 func (t *peerTracker) probe(ctx context.Context, p probe) {
+	defer func() {
+		t.mu.Lock()
+		delete(t.pending, p)
+		t.mu.Unlock()
+	}()
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(time.Until(p.at)):
+	case <-time.After(t.probeDelay):
 	}
-	to := netip.AddrPortFrom(p.addr, 53)
-	for _, n := range t.s.access.Load().notifyTargets(p.zone) {
-		if n.Addr().Unmap() == p.addr {
-			to = n
-			break
-		}
-	}
-	c := &dns.Client{Timeout: 2 * time.Second}
+	c := &dns.Client{Timeout: t.probeTimeout}
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(p.zone), dns.TypeSOA)
-	if r, _, err := c.Exchange(m, to.String()); err == nil && len(r.Answer) > 0 {
-		if soa, ok := r.Answer[0].(*dns.SOA); ok {
-			serves, _ := t.observeSOA(p.addr, p.zone, soa.Serial, time.Now())
-			t.mu.Lock()
-			if cur, ok := t.s.ZoneSerial(p.zone); ok && cur == serves {
-				t.peer(p.addr).Counters["goodxfer"]++
-			}
-			t.mu.Unlock()
-		}
+	var soa *dns.SOA
+	r, _, err := c.ExchangeContext(ctx, m, p.to.String())
+	if err == nil && r.Authoritative && r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+		soa, _ = r.Answer[0].(*dns.SOA)
 	}
-	t.mu.Lock()
-	stale := time.Since(t.peer(p.addr).VersionAt) > time.Hour
-	t.mu.Unlock()
-	if !stale {
+	if ctx.Err() != nil {
 		return
 	}
-	version := ""
-	for _, name := range []string{"version.server.", "version.bind."} {
-		m := new(dns.Msg)
-		m.SetQuestion(name, dns.TypeTXT)
-		m.Question[0].Qclass = dns.ClassCHAOS
-		if r, _, err := c.Exchange(m, to.String()); err == nil && len(r.Answer) > 0 {
-			if txt, ok := r.Answer[0].(*dns.TXT); ok && len(txt.Txt) > 0 {
-				version = strings.Join(txt.Txt, "")
-				if name == "version.bind." && strings.HasPrefix(version, "9.") {
-					version = "ISC BIND " + version
-				}
-				break
-			}
-		}
-	}
+	now := t.s.now()
 	t.mu.Lock()
-	pp := t.peer(p.addr)
-	pp.Version, pp.VersionAt = version, time.Now()
+	pp := t.peers[p.addr]
+	if pp == nil { // forgotten meanwhile
+		t.mu.Unlock()
+		return
+	}
+	was := pp.State
+	if soa != nil {
+		pp.on(probeAnswered, now)
+	} else {
+		pp.on(probeUnanswered, now)
+	}
+	t.touch(p.addr)
 	t.mu.Unlock()
+	if soa == nil {
+		return
+	}
+	if was == PeerProbing {
+		t.s.log.Info("secondary answered its SOA probe: now a peer", "peer", p.addr.String(), "zone", p.zone, "at", p.to.String())
+	}
+	serves, _ := t.observeSOA(p.addr, p.zone, soa.Serial, now)
+	t.mu.Lock()
+	if cur, ok := t.s.ZoneSerial(p.zone); ok && cur == serves {
+		t.peer(p.addr).Counters["goodxfer"]++
+	}
+	due := pp.versionDue(now)
+	t.mu.Unlock()
+	if due {
+		t.probeVersion(ctx, c, p.addr, p.to)
+	}
 }

@@ -138,7 +138,7 @@ func (t *propagation) commit(c *db.Committed, now time.Time) {
 			continue
 		}
 		p := &Propagation{Zone: zu.Zone, Serial: zu.Serial, State: StatePending, Committed: now, Peers: []PeerPropagation{}}
-		for _, to := range t.s.notify.targetsOf(acc, zu.Zone) {
+		for _, to := range t.s.expectedTargets(acc, zu.Zone) {
 			p.Peers = append(p.Peers, PeerPropagation{Address: to.Addr().Unmap().String(), State: StatePending, Seconds: -1, Target: to})
 		}
 		// What peers had for the previous serial carries over.
@@ -362,8 +362,11 @@ func (t *propagation) soa(ctx context.Context, target netip.AddrPort, zone strin
 }
 
 // resync NOTIFYs again the peers that lag behind a zone's newest serial
-// and polls them, so an ERROR heals once the peer catches up.
+// and polls them, so an ERROR heals once the peer catches up. A peer no
+// longer expected to serve the zone (forgotten, silent, no longer
+// configured) leaves the serial's tracking.
 func (t *propagation) resync() {
+	acc := t.s.access.Load()
 	t.mu.Lock()
 	var lagging []struct {
 		zone   string
@@ -372,6 +375,17 @@ func (t *propagation) resync() {
 	}
 	for zone, list := range t.zones {
 		p := list[len(list)-1]
+		expected := t.s.expectedTargets(acc, zone)
+		kept := p.Peers[:0]
+		for _, pp := range p.Peers {
+			if pp.State == StateActive || slices.Contains(expected, pp.Target) {
+				kept = append(kept, pp)
+			}
+		}
+		if len(kept) != len(p.Peers) {
+			p.Peers = kept
+			t.dirty[zone] = true
+		}
 		for i := range p.Peers {
 			pp := &p.Peers[i]
 			if pp.State == StateActive {
@@ -393,7 +407,7 @@ func (t *propagation) resync() {
 	}
 	t.s.notify.mu.Lock()
 	for _, l := range lagging {
-		t.s.notify.queue(l.zone, l.to, l.serial)
+		t.s.notify.queue(acc, l.zone, l.to, l.serial)
 	}
 	t.s.notify.mu.Unlock()
 	t.s.notify.poke()

@@ -180,7 +180,7 @@ func (c *serialCheck) round(ctx context.Context) bool {
 	names := slices.Sorted(maps.Keys(c.zones))
 	for _, zone := range names {
 		zc := c.zones[zone]
-		for _, to := range c.s.notify.targetsOf(acc, zone) {
+		for _, to := range c.s.expectedTargets(acc, zone) {
 			if !zc.answered[to] {
 				jobs = append(jobs, job{zone, to})
 			}
@@ -261,7 +261,7 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 			release = append(release, zone)
 		}
 		zc.held = false
-		targets := c.s.notify.targetsOf(acc, zone)
+		targets := c.s.expectedTargets(acc, zone)
 		done := true
 		for _, to := range targets {
 			done = done && zc.answered[to]

@@ -38,6 +38,9 @@ type Config struct {
 	Version string
 	// Identity answers id.server/hostname.bind; empty hides it.
 	Identity string
+	// MetaVersion answers version._cns_meta TXT, the reference's meta
+	// name ("0.1.0, node v6.17.1" there); empty hides it (REFUSED).
+	MetaVersion string
 	// TCPIdleTimeout closes a TCP connection that sent nothing for this
 	// long (default 10 s, RFC 7766 §6.2.3).
 	TCPIdleTimeout time.Duration
@@ -78,6 +81,8 @@ type Server struct {
 	udpSize  uint16
 	version  string
 	identity string
+	// metaVersion answers version._cns_meta (answer.go).
+	metaVersion string
 
 	snap atomic.Pointer[snapshot]
 	mu   sync.Mutex // serialises snapshot writers
@@ -95,6 +100,8 @@ type Server struct {
 	fwd              *forwarder // nil: forwarding off
 	prop             *propagation
 	serials          *serialCheck
+	// now is the clock of peer state and NOTIFY timing (tests move it).
+	now func() time.Time
 
 	lmu       sync.Mutex
 	udp       []net.PacketConn
@@ -118,8 +125,8 @@ type Server struct {
 // looking names up in the store until Warm has built the in-memory
 // tables, and follows every later commit.
 func New(cfg Config, store *db.DB) (*Server, error) {
-	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, conns: map[net.Conn]struct{}{}, perIP: map[netip.Addr]int{},
-		rewarm: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, metaVersion: cfg.MetaVersion, conns: map[net.Conn]struct{}{}, perIP: map[netip.Addr]int{},
+		rewarm: make(chan struct{}, 1), now: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

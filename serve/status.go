@@ -77,7 +77,7 @@ func (s *Server) AllowedPeers() []AllowedPeer {
 func (s *Server) ZonePeers(zone string) []netip.Addr {
 	a := s.access.Load()
 	var out []netip.Addr
-	for _, t := range s.notify.targetsOf(a, zone) {
+	for _, t := range s.expectedTargets(a, zone) {
 		if addr := t.Addr().Unmap(); !slices.Contains(out, addr) {
 			out = append(out, addr)
 		}
