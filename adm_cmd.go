@@ -193,7 +193,13 @@ func (a *AdmCmd) editor() *config.Editor {
 		}
 	}
 	if sapi != "" {
-		store = config.SAPIStore{URL: sapi, Base: config.FileStore{Path: a.ConfigFile}}
+		// The zone's name is its SAPI instance UUID, whose merged
+		// metadata (GET /configs/<zonename>) is what config-agent renders.
+		var instance string
+		if out, err := exec.Command("zonename").Output(); err == nil {
+			instance = strings.TrimSpace(string(out))
+		}
+		store = config.SAPIStore{URL: sapi, Instance: instance, Base: config.FileStore{Path: a.ConfigFile}}
 	}
 	return &config.Editor{
 		Store:  store,
@@ -235,7 +241,7 @@ func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	e := a.editor()
-	var cfg map[string]any
+	var cfg *config.JSONObject
 	if len(mods) == 0 {
 		cfg, err = e.Store.Load()
 	} else {
@@ -279,7 +285,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		if err != nil {
 			return err
 		}
-		return a.out(cfg["forward_zones"], func(w io.Writer) error { return admin.WriteZones(w, cfg, columns()) })
+		return a.out(cfg.Value("forward_zones"), func(w io.Writer) error { return admin.WriteZones(w, cfg, columns()) })
 	}
 	mods, err := parseModifiers(z.Modifiers)
 	if err != nil {

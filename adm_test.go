@@ -3,16 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"maps"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -379,61 +374,5 @@ func TestCnsadmManPage(t *testing.T) {
 	out, err := exec.Command("groff", "-man", "-Tutf8", "-P-cbou", cnsadmManPath).Output()
 	if err != nil || !strings.Contains(string(out), "EXIT STATUS") || !strings.Contains(string(out), "allow_transfer") {
 		t.Errorf("rendered page: %v\n%s", err, out)
-	}
-}
-
-// In an SDC zone cnsadm config reads and writes the cns service's SAPI
-// metadata; keys whose metadata config-agent has not yet rendered into
-// the file are marked "*", with the reference's footer.
-func TestCnsadmConfigSAPI(t *testing.T) {
-	var mu sync.Mutex
-	meta := map[string]any{"hostmaster": "other@example.com", "allow_transfer": []any{"10.0.0.0/8"}}
-	var puts []string
-	sapi := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case r.Method == "GET" && r.URL.Path == "/services" && r.URL.Query().Get("name") == "cns":
-			json.NewEncoder(w).Encode([]any{map[string]any{"uuid": "5b8c7a4e-1b9c-4e52-8f36-3d2b1c0a9e77", "metadata": meta}})
-		case r.Method == "PUT" && r.URL.Path == "/services/5b8c7a4e-1b9c-4e52-8f36-3d2b1c0a9e77":
-			var body struct{ Metadata map[string]any }
-			data, _ := io.ReadAll(r.Body)
-			json.Unmarshal(data, &body)
-			puts = append(puts, string(data))
-			maps.Copy(meta, body.Metadata)
-			w.Write([]byte("{}"))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer sapi.Close()
-	t.Setenv("CNS_SAPI_URL", sapi.URL)
-	t.Setenv("COLUMNS", "80")
-	cfg := testConfig(t, t.TempDir(), "", nil)
-	adm := func(args ...string) (string, string, int) {
-		return runCNS(t, append([]string{"adm", "--api", "http://127.0.0.1:1", "--config-file", cfg}, args...)...)
-	}
-	out, stderr, code := adm("config")
-	want := "my_name:         cns.us-west-1.example.com\n" +
-		"hostmaster:      other@example.com*\n" +
-		"use_login:       true\n" +
-		"use_alias:       true\n" +
-		"allow_transfer:  10.0.0.0/8*\n" +
-		"* - changes waiting on config-agent to apply\n"
-	if code != 0 || out != want {
-		t.Errorf("config: exit %d: %s\ngot\n%s\nwant\n%s", code, stderr, out, want)
-	}
-	before, _ := os.ReadFile(cfg)
-	out, stderr, code = adm("config", "use_alias=false")
-	if code != 0 || !strings.Contains(out, "use_alias:       false*\n") {
-		t.Errorf("config use_alias=false: exit %d: %s\n%s", code, stderr, out)
-	}
-	mu.Lock()
-	if len(puts) != 1 || puts[0] != `{"metadata":{"use_alias":false}}` {
-		t.Errorf("PUTs to SAPI: %q", puts)
-	}
-	mu.Unlock()
-	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
-		t.Error("a SAPI edit wrote the file (config-agent renders it)")
 	}
 }

@@ -268,7 +268,7 @@ func (v DBVMCmd) Run(c *DBCmd) error {
 	if !ok {
 		return fmt.Errorf("VM %s is not in %s", v.UUID, c.Path)
 	}
-	out := admin.VMJSON(vm)
+	out := admin.VMJSON(vm, nil)
 	return c.print(out, func(w io.Writer) error {
 		if err := admin.WriteVM(w, &out, time.Now()); err != nil {
 			return err

@@ -154,6 +154,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		s.feed = f
 		if s.api != nil {
 			s.api.Changefeed = f.DelayHistogram
+			s.api.Directory = f
 		}
 	}
 	return s, nil

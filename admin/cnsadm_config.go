@@ -3,8 +3,6 @@ package admin
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/tritondatacenter/cns/admin/config"
@@ -30,7 +28,7 @@ const ReverseZoneLabel = "(ip-reverse-lookup)"
 // $COLUMNS (columns; ≤ 0: unset) is wide enough. Keys in waiting (SAPI
 // metadata config-agent has not yet rendered into the file) are marked
 // "*", with the reference's footer.
-func WriteConfig(w io.Writer, cfg map[string]any, columns int, waiting map[string]bool) error {
+func WriteConfig(w io.Writer, cfg *config.JSONObject, columns int, waiting map[string]bool) error {
 	var shown []config.Key
 	var labels, helps []string
 	for _, k := range config.Keys {
@@ -47,7 +45,7 @@ func WriteConfig(w io.Writer, cfg map[string]any, columns int, waiting map[strin
 	f := newFields(w, labels...).withHelp(helps, columns)
 	star := false
 	for _, k := range shown {
-		items := configValue(k, cfg[k.Name])
+		items := configValue(k, cfg.Value(k.Name))
 		if waiting[k.Name] {
 			if len(items) == 0 {
 				items = []string{"[]"}
@@ -86,36 +84,39 @@ func configValue(k config.Key, v any) []string {
 }
 
 // WriteZones prints cnsadm zones: ZONE NETWORKS PEERS HIDDEN PRIMARY, the
-// reverse settings as the row (ip-reverse-lookup), fitted to $COLUMNS
-// (columns; ≤ 0: unset).
-func WriteZones(w io.Writer, cfg map[string]any, columns int) error {
+// forward zones in the configuration's order (the order a NIC's zones are
+// tried), then the reverse settings as the row (ip-reverse-lookup), as
+// the reference does, fitted to $COLUMNS (columns; ≤ 0: unset).
+func WriteZones(w io.Writer, cfg *config.JSONObject, columns int) error {
 	var rows [][]string
-	row := func(name string, z map[string]any) {
-		rows = append(rows, []string{name, networksCell(z["networks"]), joinCell(z["peers"]), fmt.Sprint(z["hidden_primary"] == true)})
+	row := func(name string, z *config.JSONObject) {
+		if z == nil {
+			z = config.NewJSONObject()
+		}
+		rows = append(rows, []string{name, networksCell(z.Value("networks")), joinCell(z.Value("peers")), fmt.Sprint(z.Value("hidden_primary") == true)})
 	}
-	zones, _ := cfg["forward_zones"].(map[string]any)
-	for _, name := range slices.Sorted(maps.Keys(zones)) {
-		z, _ := zones[name].(map[string]any)
-		row(name, z)
+	if zones := cfg.Object("forward_zones"); zones != nil {
+		for _, name := range zones.Keys() {
+			row(name, zones.Object(name))
+		}
 	}
-	rev, _ := cfg["reverse_zones"].(map[string]any)
-	row(ReverseZoneLabel, rev)
+	row(ReverseZoneLabel, cfg.Object("reverse_zones"))
 	return writeTable(w, []string{"zone", "networks", "peers", "hidden primary"}, rows, columns)
 }
 
 // WriteZone prints one zone's settings: the reference's zone, networks,
 // peers and hidden_primary, then cns's also_notify when it is set. name
 // "reverse" or "ip-reverse-lookup" is the reverse zones' settings.
-func WriteZone(w io.Writer, name string, z map[string]any) error {
+func WriteZone(w io.Writer, name string, z *config.JSONObject) error {
 	if name == "reverse" || name == "ip-reverse-lookup" {
 		name = ReverseZoneLabel
 	}
 	f := newFields(w, "zone", "networks", "peers", "hidden_primary")
 	f.text("zone", name)
-	f.list("networks", textList(z["networks"]), "")
-	f.list("peers", textList(z["peers"]), "")
-	f.text("hidden_primary", fmt.Sprint(z["hidden_primary"] == true))
-	if an := textList(z["also_notify"]); len(an) > 0 {
+	f.list("networks", textList(z.Value("networks")), "")
+	f.list("peers", textList(z.Value("peers")), "")
+	f.text("hidden_primary", fmt.Sprint(z.Value("hidden_primary") == true))
+	if an := textList(z.Value("also_notify")); len(an) > 0 {
 		f.list("also_notify", an, "")
 	}
 	return nil

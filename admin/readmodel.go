@@ -114,10 +114,15 @@ func feedsView(u *feeds.Updater) Feeds {
 
 // VMJSON renders a stored VM. Its last_visit is when a feed last saw it
 // as far as the store knows: the later of its last change and its saved
-// last-seen time (the live API adds the updater's newer word).
-func VMJSON(vm db.VM) VM {
+// last-seen time (the live API adds the updater's newer word). Its names
+// are in the reference's order (sortVMNames), zone by zone in forward's
+// order (the configuration's; nil: by name).
+func VMJSON(vm db.VM, forward []string) VM {
 	out := VM{UUID: vm.UUID, Names: []string{}, Reasons: []string{}}
+	var meta *feeds.VMMeta
+	var names []vmName
 	if m, err := feeds.DecodeVMMeta(vm.Meta); err == nil {
+		meta = m
 		// A VM is seen when it changes, and its meta is written then.
 		out.LastVisit = m.Updated.UnixMilli()
 		out.Alias, out.Owner, out.Login, out.Server, out.State = m.Alias, m.Owner, m.Login, m.Server, m.State
@@ -131,14 +136,17 @@ func VMJSON(vm db.VM) VM {
 			out.Records = append(out.Records, strings.ReplaceAll(rr.String(), "\t", " "))
 			_, cname := rr.(*dns.CNAME)
 			if t, ok := rr.(*dns.TXT); ok && len(t.Txt) == 1 && t.Txt[0] == vm.UUID || out.ComputeNode && cname {
-				name := strings.TrimSuffix(rec.Owner, ".")
-				if !slices.Contains(out.Names, name) {
-					out.Names = append(out.Names, name)
+				n := vmName{name: strings.TrimSuffix(rec.Owner, "."), zone: rec.Zone}
+				if !slices.Contains(names, n) {
+					names = append(names, n)
 				}
 			}
 		}
 	}
-	slices.Sort(out.Names)
+	sortVMNames(names, meta, forward)
+	for _, n := range names {
+		out.Names = append(out.Names, n.name)
+	}
 	out.LastVisit = max(out.LastVisit, vm.LastSeen.UnixMilli())
 	if vm.Client != nil {
 		for _, a := range vm.Client.Addrs {
@@ -151,6 +159,72 @@ func VMJSON(vm db.VM) VM {
 		out.ShortNames = shortNames(out.Names)
 	}
 	return out
+}
+
+// vmName is one of a VM's names and its zone.
+type vmName struct{ name, zone string }
+
+// sortVMNames puts a VM's names in the order the reference lists them
+// (GET /vm/:uuid, which CloudAPI shows as dns_names): zone by zone, the
+// forward zones in configuration order; in a zone its instance names,
+// then its service names service by service; each group in the order the
+// reference makes the names (lib/vm-to-zones.js addInstance, addService):
+// the UUID's before the alias's, the owner's UUID before its login, and a
+// name before its network-name variant. The reference's zones come in the
+// order of the VM's NICs; cns keeps no NIC order with the names, and the
+// configuration's is the same for a VM's first NIC.
+func sortVMNames(names []vmName, m *feeds.VMMeta, forward []string) {
+	var vmUUID, owner string
+	var services []string
+	if m != nil {
+		vmUUID, owner, services = m.UUID, m.Owner, m.Services
+	}
+	zoneRank := func(z string) int {
+		if i := slices.Index(forward, z); i >= 0 {
+			return i
+		}
+		return len(forward)
+	}
+	// rank is the name's place in its zone: group (instance 0, service 1,
+	// other 2), service, then the reference's variants as bits (doubled:
+	// an admin-owned service's bare name comes right after its first).
+	rank := func(n vmName) [3]int {
+		labels := strings.Split(strings.TrimSuffix(n.name, "."+n.zone), ".")
+		if len(labels) == 1 && slices.Contains(services, labels[0]) {
+			return [3]int{1, slices.Index(services, labels[0]), 1}
+		}
+		for i, l := range labels {
+			if i == 0 || l != "inst" && l != "svc" {
+				continue
+			}
+			head := labels[:i]
+			variants := 0
+			if i+1 < len(labels) && labels[i+1] != owner {
+				variants |= 4 // the login's
+			}
+			if len(head) > 1 {
+				variants |= 2 // a network-name variant
+			}
+			if l == "svc" {
+				return [3]int{1, slices.Index(services, head[len(head)-1]), variants}
+			}
+			if head[len(head)-1] != vmUUID {
+				variants |= 8 // the alias's
+			}
+			return [3]int{0, 0, variants}
+		}
+		return [3]int{2, 0, 0}
+	}
+	slices.SortStableFunc(names, func(a, b vmName) int {
+		if c := cmp.Compare(zoneRank(a.zone), zoneRank(b.zone)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.zone, b.zone); c != 0 {
+			return c
+		}
+		ra, rb := rank(a), rank(b)
+		return cmp.Or(cmp.Compare(ra[0], rb[0]), cmp.Compare(ra[1], rb[1]), cmp.Compare(ra[2], rb[2]), strings.Compare(a.name, b.name))
+	})
 }
 
 // shortNames are the owner-less forms of a VM's names that client_answers
@@ -404,7 +478,7 @@ func (s *DBModel) VM(ctx context.Context, uuid string) (*VM, error) {
 	if !ok {
 		return nil, &Error{Status: 404, Code: "ResourceNotFound", Message: "VM " + uuid + " is not in the db"}
 	}
-	out := VMJSON(vm)
+	out := VMJSON(vm, nil)
 	return &out, nil
 }
 

@@ -26,7 +26,10 @@ type Server struct {
 	Store   *db.DB
 	DNS     DNS
 	Updater *feeds.Updater // nil: no feed (read-only endpoints still work)
-	Version string
+	// Directory looks up owners and networks the Updater does not hold
+	// (nil: only those it holds are known).
+	Directory Directory
+	Version   string
 	// Token, when set, lets remote callers use the mutating endpoints
 	// (DELETE /peer, POST /config/reload, GET /db/backup) with
 	// "Authorization: Bearer <token>"; without it only loopback may.
@@ -233,7 +236,11 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("VM not found")
 	}
-	out := VMJSON(vm)
+	var forward []string
+	if s.Updater != nil {
+		forward = s.Updater.ForwardZones()
+	}
+	out := VMJSON(vm, forward)
 	if s.Updater != nil {
 		// The store has the last-seen time coarsely; the updater exactly.
 		if t, ok := s.Updater.LastSeen(vm.UUID); ok {
@@ -293,10 +300,11 @@ func (s *Server) deletePeer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !s.DNS.DeletePeer(addr) {
-		return notFound("Peer not found")
+	// Deleting a peer cns does not know is done already: 200, as the
+	// reference answers (it deleted whatever keys there were).
+	if s.DNS.DeletePeer(addr) {
+		s.Log.Info("peer deleted through the API", "peer", addr.String(), "caller", r.RemoteAddr)
 	}
-	s.Log.Info("peer deleted through the API", "peer", addr.String(), "caller", r.RemoteAddr)
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -304,44 +312,6 @@ func (s *Server) deletePeer(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getAllowedPeers(w http.ResponseWriter, r *http.Request) error {
 	out := append([]AllowedPeer{}, s.DNS.AllowedPeers()...)
 	return writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) postSuffixes(w http.ResponseWriter, r *http.Request) error {
-	var req SuffixesRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return badRequest("body: %v", err)
-	}
-	if req.OwnerUUID == "" {
-		return badRequest("owner_uuid is required")
-	}
-	for i, n := range req.Networks {
-		if _, err := parseUUIDLike(n); err != nil {
-			return badRequest("networks[%d]: %q is not a UUID", i, n)
-		}
-	}
-	if s.Updater == nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "ServiceUnavailable", Message: "no feed: owners and networks are unknown"}
-	}
-	suffixes, err := s.Updater.Suffixes(req.OwnerUUID, req.Networks)
-	if errors.Is(err, feeds.ErrUnknownOwner) {
-		return &Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: "Failed to retrieve owner from UFDS"}
-	}
-	if err != nil {
-		return err
-	}
-	if suffixes == nil {
-		suffixes = []string{}
-	}
-	return writeJSON(w, http.StatusOK, Suffixes{Suffixes: suffixes})
-}
-
-func parseUUIDLike(s string) (string, error) {
-	if len(s) != 36 || strings.Count(s, "-") != 4 {
-		return "", errors.New("not a UUID")
-	}
-	return s, nil
 }
 
 func (s *Server) getFeeds(w http.ResponseWriter, r *http.Request) error {
@@ -432,6 +402,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		out.Changed[z.Name] = z.LastChange
 	}
 	out.Zones = append(out.Zones, s.DNS.Zones()...)
+	s.inConfigOrder(out.Zones)
 	for _, p := range s.DNS.Peers() {
 		out.Peers = append(out.Peers, s.peerJSON(p))
 	}

@@ -29,12 +29,12 @@ func TestVMShortNames(t *testing.T) {
 		{Zone: "z.example", Owner: "db-1.inst.alice.z.example.", RRs: []dns.RR{rr(`db-1.inst.alice.z.example. 30 IN TXT "` + uuid + `"`)}},
 		{Zone: "z.example", Owner: "web.svc.alice.z.example.", RRs: []dns.RR{rr(`web.svc.alice.z.example. 30 IN TXT "` + uuid + `"`)}},
 	}}
-	if got := VMJSON(vm); got.ClientAddrs != nil || got.ShortNames != nil {
+	if got := VMJSON(vm, nil); got.ClientAddrs != nil || got.ShortNames != nil {
 		t.Errorf("without a client: %v %v", got.ClientAddrs, got.ShortNames)
 	}
 	vm.Client = &db.Client{Owner: "alice", Addrs: []db.ClientAddr{{Addr: netip.MustParseAddr("10.0.0.5")},
 		{Addr: netip.MustParseAddr("192.168.128.5"), Fabric: netip.MustParsePrefix("192.168.128.0/22")}}}
-	got := VMJSON(vm)
+	got := VMJSON(vm, nil)
 	wantAddrs := []string{"10.0.0.5", "192.168.128.5 (fabric 192.168.128.0/22)"}
 	wantNames := []string{uuid + ".inst.z.example", "db-1.inst.z.example", "self.inst.z.example", "web.svc.z.example"}
 	if !slices.Equal(got.ClientAddrs, wantAddrs) || !slices.Equal(got.ShortNames, wantNames) {

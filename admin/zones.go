@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +20,31 @@ import (
 func (s *Server) getZones(w http.ResponseWriter, r *http.Request) error {
 	out := []ZoneSummary{}
 	out = append(out, s.DNS.Zones()...)
+	s.inConfigOrder(out)
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// inConfigOrder orders zones as the reference lists them (GET /zones,
+// cnsadm status): the forward zones in configuration order, the order a
+// NIC's zones are tried, then the reverse zones, then the rest (the
+// catalog, aggregated regions), each by name.
+func (s *Server) inConfigOrder(zones []ZoneSummary) {
+	var forward []string
+	if s.Updater != nil {
+		forward = s.Updater.ForwardZones()
+	}
+	rank := func(name string) int {
+		if i := slices.Index(forward, name); i >= 0 {
+			return i
+		}
+		if strings.HasSuffix(name, ".arpa") {
+			return len(forward)
+		}
+		return len(forward) + 1
+	}
+	slices.SortStableFunc(zones, func(a, b ZoneSummary) int {
+		return cmp.Or(cmp.Compare(rank(a.Name), rank(b.Name)), strings.Compare(a.Name, b.Name))
+	})
 }
 
 // zoneName reads the {zone} path value.

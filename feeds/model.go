@@ -2,7 +2,6 @@ package feeds
 
 import (
 	"bytes"
-	"errors"
 	"maps"
 	"reflect"
 	"runtime"
@@ -525,13 +524,9 @@ func (u *Updater) world() *records.World {
 	return &records.World{Networks: u.networks, Pools: u.pools, PoolNetworks: u.poolNets}
 }
 
-// ErrUnknownOwner is returned by Suffixes for an account nobody has seen.
-var ErrUnknownOwner = errors.New("owner not found")
-
-// Suffixes answers CloudAPI's question before it provisions a VM: which
-// DNS suffixes the VM of owner (UUID or login) on networks (network or
-// pool UUIDs) will get.
-func (u *Updater) Suffixes(owner string, networks []string) ([]string, error) {
+// Owner returns an account (by UUID or login) the model holds: the owner
+// of a VM it holds, kept current by the feed.
+func (u *Updater) Owner(owner string) (dc.User, bool) {
 	u.lock()
 	defer u.mu.Unlock()
 	usr := u.users[strings.ToLower(owner)]
@@ -539,7 +534,28 @@ func (u *Updater) Suffixes(owner string, networks []string) ([]string, error) {
 		usr = u.logins[owner]
 	}
 	if usr == nil {
-		return nil, ErrUnknownOwner
+		return dc.User{}, false
 	}
-	return records.Suffixes(&u.cfg, u.world(), usr, networks), nil
+	return *usr, true
+}
+
+// KnowsNetwork reports whether the model holds id as a network or a
+// network pool.
+func (u *Updater) KnowsNetwork(id string) bool {
+	u.lock()
+	defer u.mu.Unlock()
+	id = strings.ToLower(id)
+	_, net := u.networks[id]
+	_, pool := u.poolNets[id]
+	return net || pool
+}
+
+// Suffixes answers CloudAPI's question before it provisions a VM: which
+// DNS suffixes the VM of owner on networks (network or pool UUIDs) will
+// get. pools adds network pools the model does not hold (created since
+// NAPI was last polled).
+func (u *Updater) Suffixes(owner dc.User, networks []string, pools []dc.NetworkPool) []string {
+	u.lock()
+	defer u.mu.Unlock()
+	return records.Suffixes(&u.cfg, u.world().WithPools(pools), &owner, networks)
 }

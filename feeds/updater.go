@@ -14,6 +14,7 @@ package feeds
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tritondatacenter/cns/admin/metrics"
@@ -59,6 +60,9 @@ type Updater struct {
 	log    *slog.Logger
 	now    func() time.Time
 	window time.Duration
+
+	// forward is cfg's forward zone names in order, read without mu.
+	forward atomic.Pointer[[]string]
 
 	mu    sync.Mutex
 	cfg   records.Config
@@ -130,6 +134,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		dirty: map[string]dirtyVM{}, causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds), latency: metrics.NewHistogram(metrics.LatencyBounds), seenDue: map[string]bool{},
 	}
+	u.setForward()
 	if u.log == nil {
 		u.log = slog.Default()
 	}
@@ -198,9 +203,23 @@ func (u *Updater) SetConfig(rc records.Config, zc db.ZoneConfig) {
 	u.lock()
 	defer u.mu.Unlock()
 	u.cfg, u.zones = rc, zc
+	u.setForward()
 	u.zonesGen++
 	u.markAll("configuration changed")
 	u.wake()
+}
+
+// ForwardZones returns the forward zones' names in configuration order,
+// the order a NIC's zones are tried. It does not wait for a commit.
+func (u *Updater) ForwardZones() []string { return *u.forward.Load() }
+
+// setForward records cfg's forward zone names for ForwardZones.
+func (u *Updater) setForward() {
+	names := make([]string, len(u.cfg.Zones))
+	for i, z := range u.cfg.Zones {
+		names[i] = z.Name
+	}
+	u.forward.Store(&names)
 }
 
 // stored reports whether the store holds an entry for uuid; u.mu is held.

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,8 +27,8 @@ import (
 
 // Store is where the configuration lives.
 type Store interface {
-	// Load returns the configuration as a JSON object.
-	Load() (map[string]any, error)
+	// Load returns the configuration as a JSON object, in its order.
+	Load() (*JSONObject, error)
 	// Save writes the changed top-level keys (nil value: delete the key).
 	Save(changes map[string]any) error
 	// Describe names the store for messages.
@@ -38,29 +40,30 @@ type FileStore struct{ Path string }
 
 func (f FileStore) Describe() string { return f.Path }
 
-func (f FileStore) Load() (map[string]any, error) {
+func (f FileStore) Load() (*JSONObject, error) {
 	data, err := os.ReadFile(f.Path)
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
+	m := NewJSONObject()
+	if err := json.Unmarshal(data, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return m, nil
 }
 
-// Save rewrites the file atomically (temp file and rename).
+// Save rewrites the file atomically (temp file and rename), its keys in
+// their order, new keys last.
 func (f FileStore) Save(changes map[string]any) error {
 	m, err := f.Load()
 	if err != nil {
 		return err
 	}
-	for k, v := range changes {
-		if v == nil {
-			delete(m, k)
+	for _, k := range slices.Sorted(maps.Keys(changes)) {
+		if v := changes[k]; v == nil {
+			m.Delete(k)
 		} else {
-			m[k] = v
+			m.Set(k, v)
 		}
 	}
 	data, err := json.MarshalIndent(m, "", "\t")
@@ -85,10 +88,16 @@ func (f FileStore) Save(changes map[string]any) error {
 	return os.Rename(tmp.Name(), f.Path)
 }
 
-// SAPIStore is the cns service's metadata in SAPI.
+// SAPIStore is the configuration in SAPI, as the reference's cnsadm
+// reads and writes it: this instance's merged metadata (GET
+// /configs/<zonename>: the sdc application's, the cns service's and the
+// instance's own, the instance's winning) over the rendered file, and
+// writes to the cns service's metadata (PUT /services/<uuid>).
 type SAPIStore struct {
 	URL  string // SAPI base URL
 	HTTP *http.Client
+	// Instance is this zone's name, its SAPI instance UUID (zonename).
+	Instance string
 	// Base is the rendered config file, for the keys SAPI metadata does
 	// not hold (those config-agent's template fills in).
 	Base FileStore
@@ -103,71 +112,109 @@ func (s SAPIStore) client() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second}
 }
 
-// service returns the cns service's uuid and metadata.
-func (s SAPIStore) service() (string, map[string]any, error) {
-	resp, err := s.client().Get(strings.TrimSuffix(s.URL, "/") + "/services?name=cns")
+// get GETs a SAPI path into v.
+func (s SAPIStore) get(path string, v any) error {
+	resp, err := s.client().Get(strings.TrimSuffix(s.URL, "/") + path)
 	if err != nil {
-		return "", nil, fmt.Errorf("SAPI: %w", err)
+		return fmt.Errorf("SAPI: %w", err)
 	}
 	defer resp.Body.Close()
-	var svcs []struct {
-		UUID     string         `json:"uuid"`
-		Metadata map[string]any `json:"metadata"`
-	}
 	if resp.StatusCode != http.StatusOK {
-		return "", nil, fmt.Errorf("SAPI: GET /services?name=cns: %s", resp.Status)
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("SAPI: GET %s: %s %s", path, resp.Status, strings.TrimSpace(string(msg)))
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&svcs); err != nil {
-		return "", nil, fmt.Errorf("SAPI: %w", err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("SAPI: GET %s: %w", path, err)
 	}
-	if len(svcs) != 1 {
-		return "", nil, fmt.Errorf("SAPI: %d services named cns, want 1", len(svcs))
-	}
-	return svcs[0].UUID, svcs[0].Metadata, nil
+	return nil
 }
 
-// Load overlays the SAPI metadata on the rendered file, as the reference
-// cnsadm does.
-func (s SAPIStore) Load() (map[string]any, error) {
-	m, err := s.Base.Load()
-	if err != nil {
-		m = map[string]any{}
+// service returns the cns service's uuid.
+func (s SAPIStore) service() (string, error) {
+	var svcs []struct {
+		UUID string `json:"uuid"`
 	}
-	_, meta, err := s.service()
+	if err := s.get("/services?name=cns", &svcs); err != nil {
+		return "", err
+	}
+	if len(svcs) != 1 {
+		return "", fmt.Errorf("SAPI: %d services named cns, want 1", len(svcs))
+	}
+	return svcs[0].UUID, nil
+}
+
+// merged returns this instance's metadata as config-agent renders it.
+func (s SAPIStore) merged() (*JSONObject, error) {
+	if s.Instance == "" {
+		return nil, errors.New("SAPI: this zone's instance UUID (zonename) is unknown")
+	}
+	var cfg struct {
+		Metadata *JSONObject `json:"metadata"`
+	}
+	if err := s.get("/configs/"+url.PathEscape(s.Instance), &cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Metadata == nil {
+		return nil, fmt.Errorf("SAPI: GET /configs/%s: no metadata", s.Instance)
+	}
+	return cfg.Metadata, nil
+}
+
+// overlaid returns the rendered file and, for each of its keys and each
+// key cns knows, the metadata config-agent renders it from, when they
+// differ. The rest of the metadata (the sdc application's datacenter_name,
+// dns_domain, ...) is the template's input, not configuration. Loopback
+// in allow_transfer is left out of the comparison: the template adds it.
+func (s SAPIStore) overlaid() (file *JSONObject, meta map[string]any, err error) {
+	merged, err := s.merged()
+	if err != nil {
+		return nil, nil, err
+	}
+	file, err = s.Base.Load()
+	if err != nil {
+		file = NewJSONObject() // nothing rendered yet
+	}
+	meta = map[string]any{}
+	for _, k := range merged.Keys() {
+		_, inFile := file.Get(k)
+		if _, known := Lookup(k); !inFile && !known {
+			continue
+		}
+		v, f := merged.Value(k), file.Value(k)
+		if k == "allow_transfer" {
+			v, f = withoutLoopback(v), withoutLoopback(f)
+		}
+		if !inFile || !reflect.DeepEqual(v, f) {
+			meta[k] = merged.Value(k)
+		}
+	}
+	return file, meta, nil
+}
+
+// Load is the rendered file with the metadata that differs from it laid
+// over it, as the reference's cnsadm shows the configuration.
+func (s SAPIStore) Load() (*JSONObject, error) {
+	cfg, meta, err := s.overlaid()
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range meta {
-		m[k] = v
+	// Set keeps a file key in its place; the others go last, in order.
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		cfg.Set(k, meta[k])
 	}
-	return m, nil
+	return cfg, nil
 }
 
-// Waiting is the keys of the rendered file whose SAPI metadata differs
-// from it: changes config-agent has yet to apply, which cnsadm config
-// marks "*" as the reference does. Loopback in allow_transfer is left out
-// of the comparison: templates add it.
+// Waiting is the keys whose SAPI metadata config-agent has yet to render
+// into the file, which cnsadm config marks "*" as the reference does.
 func (s SAPIStore) Waiting() (map[string]bool, error) {
-	file, err := s.Base.Load()
-	if err != nil {
-		return nil, nil // nothing rendered yet: nothing to compare
-	}
-	_, meta, err := s.service()
+	_, meta, err := s.overlaid()
 	if err != nil {
 		return nil, err
 	}
 	waiting := map[string]bool{}
-	for k, v := range file {
-		m, ok := meta[k]
-		if !ok {
-			continue
-		}
-		if k == "allow_transfer" {
-			v, m = withoutLoopback(v), withoutLoopback(m)
-		}
-		if !reflect.DeepEqual(v, m) {
-			waiting[k] = true
-		}
+	for k := range meta {
+		waiting[k] = true
 	}
 	return waiting, nil
 }
@@ -187,11 +234,12 @@ func withoutLoopback(v any) any {
 	return out
 }
 
-// Save writes the changes as service metadata: PUT /services/<uuid>
-// {"metadata": changes}. config-agent renders the file and restarts cns.
-// A deleted key is sent with action "delete".
+// Save writes the changes as the cns service's metadata: PUT
+// /services/<uuid> {"metadata": changes}, a deleted key with action
+// "delete"; config-agent then renders the file. A key this instance's own
+// metadata overrides would not change: Save says so.
 func (s SAPIStore) Save(changes map[string]any) error {
-	uuid, _, err := s.service()
+	uuid, err := s.service()
 	if err != nil {
 		return err
 	}
@@ -219,6 +267,32 @@ func (s SAPIStore) Save(changes map[string]any) error {
 		if resp.StatusCode/100 != 2 {
 			return fmt.Errorf("SAPI: PUT /services/%s: %s %s", uuid, resp.Status, strings.TrimSpace(string(msg)))
 		}
+	}
+	return s.checkApplied(update)
+}
+
+// checkApplied reports the written keys whose value this instance does
+// not get: its own metadata overrides the service's.
+func (s SAPIStore) checkApplied(update map[string]any) error {
+	if len(update) == 0 {
+		return nil
+	}
+	merged, err := s.merged()
+	if err != nil {
+		return err
+	}
+	var shadowed []string
+	for k, v := range update {
+		b, _ := json.Marshal(v)
+		want, _ := DecodeJSON(b)
+		if !reflect.DeepEqual(merged.Value(k), want) {
+			shadowed = append(shadowed, k)
+		}
+	}
+	if len(shadowed) > 0 {
+		slices.Sort(shadowed)
+		return fmt.Errorf("saved to the cns service's SAPI metadata, but instance %s has its own %s, which wins: change or remove it there (sapiadm update %s)",
+			s.Instance, strings.Join(shadowed, ", "), s.Instance)
 	}
 	return nil
 }
@@ -260,15 +334,15 @@ func kindOf(key string, current any) Kind {
 		return List
 	case float64:
 		return Number
-	case map[string]any:
+	case *JSONObject:
 		return Object
 	}
 	return String
 }
 
-// Apply applies a modifier to obj (a JSON object), in place.
-func (m Modifier) Apply(obj map[string]any) error {
-	cur := obj[m.Key]
+// Apply applies a modifier to obj, in place.
+func (m Modifier) Apply(obj *JSONObject) error {
+	cur := obj.Value(m.Key)
 	kind := kindOf(m.Key, cur)
 	if m.Op != "=" && kind != List {
 		return fmt.Errorf("%s: %s works on lists only", m.Key, m.Op)
@@ -277,9 +351,9 @@ func (m Modifier) Apply(obj map[string]any) error {
 	case Bool:
 		switch strings.ToLower(m.Value) {
 		case "true", "yes", "on":
-			obj[m.Key] = true
+			obj.Set(m.Key, true)
 		case "false", "no", "off":
-			obj[m.Key] = false
+			obj.Set(m.Key, false)
 		default:
 			return fmt.Errorf("%s: %q is not a boolean (true/yes/on, false/no/off)", m.Key, m.Value)
 		}
@@ -288,13 +362,13 @@ func (m Modifier) Apply(obj map[string]any) error {
 		if err != nil {
 			return fmt.Errorf("%s: %q is not a number", m.Key, m.Value)
 		}
-		obj[m.Key] = n
+		obj.Set(m.Key, n)
 	case Object:
-		var v map[string]any
-		if err := json.Unmarshal([]byte(m.Value), &v); err != nil {
+		v := NewJSONObject()
+		if err := json.Unmarshal([]byte(m.Value), v); err != nil {
 			return fmt.Errorf("%s: want a JSON object: %v", m.Key, err)
 		}
-		obj[m.Key] = v
+		obj.Set(m.Key, v)
 	case List:
 		items := strings.Split(m.Value, ",")
 		var list []any
@@ -328,9 +402,9 @@ func (m Modifier) Apply(obj map[string]any) error {
 		if list == nil {
 			list = []any{}
 		}
-		obj[m.Key] = list
+		obj.Set(m.Key, list)
 	default:
-		obj[m.Key] = m.Value
+		obj.Set(m.Key, m.Value)
 	}
 	return nil
 }
@@ -359,7 +433,7 @@ type Editor struct {
 var errNothingToDo = errors.New("nothing to change")
 
 // Config applies modifiers to the top-level configuration.
-func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, error) {
+func (e *Editor) Config(ctx context.Context, mods []Modifier) (*JSONObject, error) {
 	cfg, err := e.Store.Load()
 	if err != nil {
 		return nil, err
@@ -376,50 +450,48 @@ func (e *Editor) Config(ctx context.Context, mods []Modifier) (map[string]any, e
 		if err := m.Apply(cfg); err != nil {
 			return nil, err
 		}
-		changes[m.Key] = cfg[m.Key]
+		changes[m.Key] = cfg.Value(m.Key)
 	}
 	return cfg, e.Commit(ctx, cfg, changes)
 }
 
 // Zone edits one forward zone (or "reverse"/"ip-reverse-lookup" for the
-// reverse zones' settings): add creates it, del deletes it, modifiers
-// change it, and zone=NEW renames it.
-func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Modifier) (map[string]any, error) {
+// reverse zones' settings): add creates it, last; del deletes it;
+// modifiers change it, and zone=NEW renames it in its place. Every other
+// zone keeps its place: their order is the order a NIC's zones are tried.
+func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Modifier) (*JSONObject, error) {
 	cfg, err := e.Store.Load()
 	if err != nil {
 		return nil, err
 	}
 	name = strings.ToLower(strings.TrimSuffix(name, "."))
 	reverse := name == "reverse" || name == "ip-reverse-lookup"
-	zones, _ := cfg["forward_zones"].(map[string]any)
+	zones := cfg.Object("forward_zones")
 	if zones == nil {
-		zones = map[string]any{}
+		zones = NewJSONObject()
 	}
-	var z map[string]any
+	var z *JSONObject
 	switch {
 	case reverse:
 		if add || del {
 			return nil, errors.New("the reverse zones' settings cannot be added or deleted")
 		}
-		z, _ = cfg["reverse_zones"].(map[string]any)
-		if z == nil {
-			z = map[string]any{}
+		if z = cfg.Object("reverse_zones"); z == nil {
+			z = NewJSONObject()
 		}
 	case add:
-		if _, ok := zones[name]; ok {
+		if _, ok := zones.Get(name); ok {
 			return nil, fmt.Errorf("zone %s already exists", name)
 		}
-		z = map[string]any{}
+		z = NewJSONObject()
 	default:
-		zz, ok := zones[name].(map[string]any)
-		if !ok {
+		if z = zones.Object(name); z == nil {
 			return nil, fmt.Errorf("zone %s is not configured", name)
 		}
-		z = zz
 	}
 	if del {
-		delete(zones, name)
-		cfg["forward_zones"] = zones
+		zones.Delete(name)
+		cfg.Set("forward_zones", zones)
 		return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
 	}
 	if len(mods) == 0 {
@@ -445,12 +517,17 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 		}
 	}
 	if reverse {
-		cfg["reverse_zones"] = z
+		cfg.Set("reverse_zones", z)
 		return z, e.Commit(ctx, cfg, map[string]any{"reverse_zones": z})
 	}
-	delete(zones, name)
-	zones[newName] = z
-	cfg["forward_zones"] = zones
+	if newName != name {
+		if _, ok := zones.Get(newName); ok {
+			return nil, fmt.Errorf("zone %s already exists", newName)
+		}
+	}
+	zones.Set(name, z)
+	zones.Rename(name, newName)
+	cfg.Set("forward_zones", zones)
 	return z, e.Commit(ctx, cfg, map[string]any{"forward_zones": zones})
 }
 
@@ -478,7 +555,7 @@ func zoneKeyNames(reverse bool) []string {
 // Commit validates the whole new configuration cfg, saves the changed
 // keys and asks the server to reload (file stores; SAPI stores reload
 // through config-agent).
-func (e *Editor) Commit(ctx context.Context, cfg, changes map[string]any) error {
+func (e *Editor) Commit(ctx context.Context, cfg *JSONObject, changes map[string]any) error {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err

@@ -28,11 +28,11 @@ func TestModifierKinds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj := map[string]any{}
+		obj := NewJSONObject()
 		if err := m.Apply(obj); err != nil {
 			t.Fatalf("%s: %v", tc.mod, err)
 		}
-		got, _ := json.Marshal(obj[m.Key])
+		got, _ := json.Marshal(obj.Value(m.Key))
 		want, _ := json.Marshal(tc.want)
 		if string(got) != string(want) {
 			t.Errorf("%s: %s, want %s", tc.mod, got, want)
@@ -81,7 +81,8 @@ func TestLoopbackTransferKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj := map[string]any{"allow_transfer": []any{"10.0.0.0/8", "127.0.0.1", "::1/128"}}
+		obj := NewJSONObject()
+		obj.Set("allow_transfer", []any{"10.0.0.0/8", "127.0.0.1", "::1/128"})
 		err = m.Apply(obj)
 		if tc.refused == "" && err != nil || tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
 			t.Errorf("%s: %v, want refused %q", tc.mod, err, tc.refused)

@@ -6,16 +6,16 @@ package config
 // Editor.Commit; none when there is nothing to do. A legacy value is kept
 // where Parse would have used it (its new name unset), so the upgraded
 // file means what the old one did.
-func Upgrade(cfg map[string]any) map[string]any {
+func Upgrade(cfg *JSONObject) map[string]any {
 	changes := map[string]any{}
-	if zones, ok := cfg["forward_zones"].(map[string]any); ok {
-		for _, z := range zones {
-			if zm, ok := z.(map[string]any); ok && renameLegacy(zm) {
+	if zones := cfg.Object("forward_zones"); zones != nil {
+		for _, name := range zones.Keys() {
+			if z := zones.Object(name); z != nil && renameLegacy(z) {
 				changes["forward_zones"] = zones
 			}
 		}
 	}
-	if rev, ok := cfg["reverse_zones"].(map[string]any); ok && renameLegacy(rev) {
+	if rev := cfg.Object("reverse_zones"); rev != nil && renameLegacy(rev) {
 		changes["reverse_zones"] = rev
 	}
 	return changes
@@ -23,17 +23,17 @@ func Upgrade(cfg map[string]any) map[string]any {
 
 // renameLegacy renames one zone's legacy keys and reports whether it
 // changed anything.
-func renameLegacy(z map[string]any) bool {
+func renameLegacy(z *JSONObject) bool {
 	changed := false
 	for _, k := range ZoneKeys {
-		v, ok := z[k.Legacy]
+		v, ok := z.Get(k.Legacy)
 		if k.Legacy == "" || !ok {
 			continue
 		}
-		if unset(z[k.Name]) {
-			z[k.Name] = v
+		if unset(z.Value(k.Name)) {
+			z.Set(k.Name, v)
 		}
-		delete(z, k.Legacy)
+		z.Delete(k.Legacy)
 		changed = true
 	}
 	return changed

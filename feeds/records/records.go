@@ -9,6 +9,8 @@ package records
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -56,6 +58,32 @@ type World struct {
 	Pools map[string][]string
 	// PoolNetworks maps a pool UUID to its networks, in NAPI's order.
 	PoolNetworks map[string][]string
+}
+
+// WithPools returns w with more network pools: a copy when there are any,
+// w itself when there are none.
+func (w *World) WithPools(pools []dc.NetworkPool) *World {
+	if len(pools) == 0 {
+		return w
+	}
+	out := &World{Networks: w.Networks, Pools: maps.Clone(w.Pools), PoolNetworks: maps.Clone(w.PoolNetworks)}
+	if out.Pools == nil {
+		out.Pools = map[string][]string{}
+	}
+	if out.PoolNetworks == nil {
+		out.PoolNetworks = map[string][]string{}
+	}
+	for _, p := range pools {
+		id := strings.ToLower(p.UUID)
+		var members []string
+		for _, n := range p.Networks {
+			n = strings.ToLower(n)
+			members = append(members, n)
+			out.Pools[n] = append(slices.Clip(out.Pools[n]), id)
+		}
+		out.PoolNetworks[id] = members
+	}
+	return out
 }
 
 // Input is one VM and its context.

@@ -143,6 +143,7 @@ type Feed struct {
 	owners   *ownerCache   // the VMs' owners, from UFDS
 	servers  *serverCache  // the compute nodes, from CNAPI
 	networks *networkCache // the networks and pools, from NAPI
+	lookups  *onDemand     // accounts and networks the API asked about
 
 	relist     chan struct{} // a full listing is due
 	napiNow    chan struct{} // NAPI failed to give a network a VM names
@@ -197,7 +198,7 @@ func NewFeed(cfg Config, sink dc.Sink) (*Feed, error) {
 	f := &Feed{
 		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now, ownsHTTP: ownsHTTP,
 		queue: newVMQueue(cfg.RetryMin, cfg.RetryMax), owners: newOwnerCache(),
-		servers: newServerCache(), networks: newNetworkCache(),
+		servers: newServerCache(), networks: newNetworkCache(), lookups: newOnDemand(cfg.Now),
 		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
 		bootstrap: make(chan struct{}), synced: make(chan struct{}),
 		applied: map[string]appliedVM{}, destroyed: map[string]time.Time{},

@@ -52,6 +52,16 @@ func (c *NAPI) GetNetwork(ctx context.Context, uuid string) (*dc.Network, error)
 	return &n, nil
 }
 
+// GetNetworkPool fetches one network pool (GET /network_pools/:uuid); an
+// unknown one matches ErrNotFound.
+func (c *NAPI) GetNetworkPool(ctx context.Context, uuid string) (*dc.NetworkPool, error) {
+	var p dc.NetworkPool
+	if _, err := c.rest.get(ctx, "/network_pools/"+url.PathEscape(uuid), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // NIC is the part of a NAPI NIC object (GET /nics/:mac) cns reads.
 type NIC struct {
 	MAC           string `json:"mac"`

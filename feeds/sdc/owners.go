@@ -320,9 +320,14 @@ func (f *Feed) readChangelog(ctx context.Context, last *int64, refresh map[strin
 		for i := range entries {
 			e := &entries[i]
 			id, ok := e.AccountUUID()
-			if ok && f.owners.watched(id) && (e.ChangeType == "add" || e.Touches(flagAttrs...)) {
+			if !ok {
+				continue
+			}
+			if f.owners.watched(id) && (e.ChangeType == "add" || e.Touches(flagAttrs...)) {
 				refresh[id] = true
 			}
+			// The API's answer about the account is looked up afresh.
+			f.lookups.accounts.forget(func(u dc.User) bool { return u.UUID == id })
 		}
 		if len(entries) > 0 {
 			*last = max(*last, entries[len(entries)-1].Number)

@@ -24,6 +24,7 @@ const (
 	RouteGetNetwork       Route = "napi GetNetwork"       // GET /networks/:uuid
 	RouteListNetworks     Route = "napi ListNetworks"     // GET /networks
 	RouteListNetworkPools Route = "napi ListNetworkPools" // GET /network_pools
+	RouteGetNetworkPool   Route = "napi GetNetworkPool"   // GET /network_pools/:uuid
 	RouteGetNIC           Route = "napi GetNic"           // GET /nics/:mac
 	RouteLDAPBind         Route = "ufds bind"
 	RouteLDAPSearch       Route = "ufds search"

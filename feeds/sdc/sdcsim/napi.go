@@ -25,6 +25,10 @@ func (s *Sim) routeNAPI(hs *httpService) {
 	s.handle(hs, "/networks/{uuid}", RouteGetNetwork, s.getNetwork)
 	// ListNetworkPools (lib/models/network-pool.js LIST_SCHEMA, strict).
 	s.handle(hs, "/network_pools", RouteListNetworkPools, s.listNetworkPools)
+	// GetNetworkPool (lib/endpoints/network-pools.js): the pool as the
+	// list renders it, 404 ResourceNotFound for an unknown uuid, 422 for
+	// one that is not a UUID.
+	s.handle(hs, "/network_pools/{uuid}", RouteGetNetworkPool, s.getNetworkPool)
 	// GetNic (lib/endpoints/nics.js): the MAC with or without colons
 	// (older NAPIs took it only without), 404 for an unknown NIC.
 	s.handle(hs, "/nics/{mac}", RouteGetNIC, s.getNIC)
@@ -230,6 +234,26 @@ func (s *Sim) listNetworks(w http.ResponseWriter, r *http.Request) {
 		out[i] = renderNetwork(&list[i])
 	}
 	writeArray(w, out)
+}
+
+func (s *Sim) getNetworkPool(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("uuid")
+	if !dc.IsUUID(id) {
+		napiInvalid(w, []fieldError{napiParam("uuid", "invalid UUID")})
+		return
+	}
+	s.mu.Lock()
+	p, ok := s.pools[id]
+	var doc map[string]any
+	if ok {
+		doc = s.renderPoolLocked(&p)
+	}
+	s.mu.Unlock()
+	if !ok {
+		napiNotFound(w, "network pool")
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
 }
 
 // listNetworkPools supports name, family, networks and provisionable_by.
