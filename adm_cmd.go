@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
 )
@@ -39,6 +41,34 @@ func isAdm(args []string) bool {
 		}
 	}
 	return false
+}
+
+// runCnsadm runs the binary invoked as cnsadm: AdmCmd is the whole
+// command line, so usage and help say "cnsadm <command>", as the
+// reference's do, not "cnsadm adm". It returns the exit status.
+func runCnsadm(args []string) int {
+	var adm AdmCmd
+	parser, err := kong.New(&adm,
+		kong.Name("cnsadm"),
+		kong.Description(adm.Help()),
+		kong.UsageOnError(),
+		kong.Exit(func(code int) {
+			if code != 0 {
+				code = admExitUsage // kong's usage errors are 80
+			}
+			os.Exit(code)
+		}),
+	)
+	if err != nil {
+		panic(err)
+	}
+	kctx, err := parser.Parse(args)
+	parser.FatalIfErrorf(err)
+	if err := kctx.Run(&adm); err != nil {
+		fmt.Fprintf(os.Stderr, "cnsadm: %v\n", err)
+		return admExitCode(err)
+	}
+	return 0
 }
 
 // AdmCmd is cnsadm: the operator's tool, talking to a running cns through

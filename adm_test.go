@@ -376,3 +376,28 @@ func TestCnsadmManPage(t *testing.T) {
 		t.Errorf("rendered page: %v\n%s", err, out)
 	}
 }
+
+// Installed as cnsadm, the binary is cnsadm: its usage and help name
+// `cnsadm <command>`, as the reference's do, never `cnsadm adm`; a
+// missing or unknown command exits 1.
+func TestCnsadmUsage(t *testing.T) {
+	cnsadm := filepath.Join(t.TempDir(), "cnsadm")
+	if err := os.Symlink(cnsBin(t), cnsadm); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--help"}, {"bogus"}, {"zones", "--help"}} {
+		cmd := exec.Command(cnsadm, args...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		wantCode := 1
+		if len(args) > 0 && args[len(args)-1] == "--help" {
+			wantCode = 0
+		}
+		if code != wantCode || !strings.Contains(string(out), "Usage: cnsadm ") || strings.Contains(string(out), "cnsadm adm") {
+			t.Errorf("cnsadm %v: exit %d (want %d):\n%s", args, code, wantCode, out)
+		}
+	}
+}

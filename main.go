@@ -78,11 +78,10 @@ func versionString() string {
 func main() {
 	args := os.Args[1:]
 	// The same binary installed as cnsadm is `cns adm`.
-	name := "cns"
 	if strings.HasPrefix(filepath.Base(os.Args[0]), "cnsadm") {
-		args = append([]string{"adm"}, args...)
-		name = "cnsadm"
+		os.Exit(runCnsadm(args))
 	}
+	name := "cns"
 	adm := isAdm(args)
 	var cli CLI
 	parser, err := kong.New(&cli,
