@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/tritondatacenter/cns/admin/config"
@@ -20,7 +21,8 @@ type ServeCmd struct {
 
 // Run serves the db at once, then starts the feeds; it returns when
 // SIGINT or SIGTERM arrives, after the commit in progress has landed.
-// SIGHUP re-reads the configuration.
+// SIGHUP re-reads the configuration; when it changed a setting only a
+// start applies, cns stops as for SIGTERM and starts again (restart).
 func (c *ServeCmd) Run() error {
 	level := new(slog.LevelVar)
 	log := slog.New(newBunyanHandler(os.Stderr, "cns", level))
@@ -44,9 +46,18 @@ func (c *ServeCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	restart := make(chan []string, 1)
+	s.restart = func(settings []string) {
+		select {
+		case restart <- settings:
+		default: // one restart is on its way; it reads the file anew
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	s.start(ctx)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -58,10 +69,30 @@ func (c *ServeCmd) Run() error {
 				log.Error("configuration not reloaded; keeping the running one", "file", c.Config, "err", err)
 			}
 			continue
+		case settings := <-restart:
+			cancel()
+			s.stop()
+			return reexec(log, settings)
 		case <-ctx.Done():
 		}
 		break
 	}
 	s.stop()
 	return nil
+}
+
+// reexec starts cns again in this process: the same binary, arguments and
+// environment, so the process stays the one SMF's contract and systemd
+// watch (the PID does not change), and the new start reads the config
+// file and opens the db that stop closed. It returns only when the exec
+// fails; cns then exits non-zero, which both restarters follow with a
+// start (SMF restarts a contract service whose processes all exited; the
+// systemd unit has Restart=on-failure).
+func reexec(log *slog.Logger, settings []string) error {
+	exe, err := os.Executable()
+	if err == nil {
+		log.Info("restarting", "settings", settings, "exec", exe)
+		err = syscall.Exec(exe, os.Args, os.Environ())
+	}
+	return fmt.Errorf("restart to apply %s: %w; exiting for the service manager to start cns again", strings.Join(settings, ", "), err)
 }

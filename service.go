@@ -44,6 +44,12 @@ type service struct {
 	api     *admin.Server
 	apiLns  []net.Listener
 
+	// restart, when set (by cns serve), is called by a reload that finds
+	// a setting changed that only a start applies; cns serve then starts
+	// itself again. Unset (the in-process tests), such a setting waits for
+	// the next start. It must not block.
+	restart func(settings []string)
+
 	wg sync.WaitGroup // every goroutine start launched
 }
 
@@ -318,8 +324,10 @@ func (s *service) resolvePeers(ctx context.Context) {
 // reload re-reads the config file and applies what can change while
 // running: zones and naming, peers, transfer ACL, TSIG keys, NOTIFY
 // interval, log level. A config that does not validate changes nothing.
-// Settings that need a restart (db_path, dns_listen, api_server, the
-// feed) are reported and left as they are.
+// When a setting only a start applies changed (db_path, dns_listen,
+// api_server, the feed's: the key table's Restart), cns restarts (see
+// restart): a SAPI change, which config-agent follows with a refresh,
+// always takes effect.
 func (s *service) reload() error {
 	s.reloading.Lock()
 	defer s.reloading.Unlock()
@@ -348,7 +356,12 @@ func (s *service) reload() error {
 	}
 	s.cfg = next
 	s.applyLogLevel(next)
-	if len(needRestart) > 0 {
+	switch {
+	case len(needRestart) > 0 && s.restart != nil:
+		s.log.Warn("configuration reloaded; restarting to apply settings only a start applies", "settings", needRestart)
+		s.restart(needRestart)
+		return nil
+	case len(needRestart) > 0:
 		s.log.Warn("configuration reloaded; these settings take effect at the next restart", "settings", needRestart)
 		return nil
 	}

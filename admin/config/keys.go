@@ -144,7 +144,8 @@ type Key struct {
 	// is JSON, Parse applies exactly that value (TestKeyDefaults).
 	Default string
 	Help    string
-	// Restart: a change takes effect at the next restart, not at a reload.
+	// Restart: only a start applies a change; a reload that finds one
+	// restarts cns (service.go).
 	Restart bool
 	Cnsadm  CnsadmUse // how cnsadm edits it
 

@@ -55,7 +55,7 @@ func keysMarkdown() string {
 			}
 			effect := "at a reload"
 			if k.Restart {
-				effect = "at a restart"
+				effect = "restarts cns"
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Name, k.Kind, defaultText(k.Default), effect, cell(k.Help))
 		}
