@@ -46,6 +46,12 @@ type Server struct {
 	Log        *slog.Logger
 }
 
+// IdleTimeout is how long the API keeps an idle connection: longer than
+// the 30 s between the health checks CloudAPI's cueball agent makes on
+// each idle socket (GET /ping), so its pooled sockets are not closed
+// under it.
+const IdleTimeout = 2 * time.Minute
+
 // maxBody bounds request bodies: the API takes small JSON objects only.
 const maxBody = 64 << 10
 
@@ -116,7 +122,7 @@ func (s *Server) Handler() http.Handler {
 // (at most 2 s for requests in flight) is over: nothing it started
 // outlives it.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: IdleTimeout}
 	served := make(chan struct{})   // hs.Serve returned
 	shutdown := make(chan struct{}) // the shutdown goroutine is done
 	go func() {
