@@ -42,7 +42,7 @@ type benchCNS struct {
 // benchConfig is testdata/cns.json with the replication keys: TSIG bound
 // to 127.0.0.1, one also_notify target per secondary port, and inv as the
 // inventory file. It returns the config's path.
-func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyMS int, inv *dc.Inventory) string {
+func benchConfig(b testing.TB, dir string, port int, notify []string, minNotifyMS int, inv *dc.Inventory) string {
 	data, err := json.Marshal(inv)
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +65,7 @@ func benchConfig(b *testing.B, dir string, port int, notify []string, minNotifyM
 // startBenchCNS starts cns on a fresh db with the config at cfgPath, waits
 // for the file feed to hand its inventory (n VMs) to the updater, commits
 // it and warms the zones.
-func startBenchCNS(b *testing.B, cfgPath string, n int) *benchCNS {
+func startBenchCNS(b testing.TB, cfgPath string, n int) *benchCNS {
 	c := &benchCNS{log: &xfrLog{}}
 	c.running = startServiceLogged(b, cfgPath, slog.New(c.log), serviceTuning{
 		Updater: func(o *feeds.Options) { o.BatchWindow = time.Hour },
@@ -92,7 +92,7 @@ func startBenchCNS(b *testing.B, cfgPath string, n int) *benchCNS {
 
 // commit adds vm and commits; it returns the forward zone's new serial
 // and the moment the commit hook saw it.
-func (c *benchCNS) commit(b *testing.B, vm *dc.VM) (uint32, time.Time) {
+func (c *benchCNS) commit(b testing.TB, vm *dc.VM) (uint32, time.Time) {
 	c.updater.SetVM(vm, "benchmark")
 	if err := c.updater.Flush(); err != nil {
 		b.Fatal(err)
@@ -228,7 +228,7 @@ func (c *benchCNS) zones() []string {
 
 // benchSecondaries starts one secondary per kind slaving every zone of c,
 // on the ports given (the ones c notifies).
-func benchSecondaries(b *testing.B, c *benchCNS, kinds []secondarytest.Kind, ports []int, stock bool) []*secondarytest.Secondary {
+func benchSecondaries(b testing.TB, c *benchCNS, kinds []secondarytest.Kind, ports []int, stock bool) []*secondarytest.Secondary {
 	var out []*secondarytest.Secondary
 	for i, k := range kinds {
 		key := interopKey
@@ -239,7 +239,7 @@ func benchSecondaries(b *testing.B, c *benchCNS, kinds []secondarytest.Kind, por
 }
 
 // waitAll waits until every secondary serves every zone at cns's serial.
-func (c *benchCNS) waitAll(b *testing.B, secs []*secondarytest.Secondary, timeout time.Duration) {
+func (c *benchCNS) waitAll(b testing.TB, secs []*secondarytest.Secondary, timeout time.Duration) {
 	for _, z := range c.dns.Zones() {
 		for _, s := range secs {
 			if err := s.WaitSerial(z.Name, z.Serial, timeout); err != nil {
@@ -373,100 +373,135 @@ func BenchmarkInteropPropagation(b *testing.B) {
 
 // BenchmarkInteropIXFRBytes measures the IXFR cns sends for a one-VM
 // change on a 10k- and a 100k-VM zone, to every installed secondary at
-// once, as cns counts the bytes and as each secondary does.
+// once, as cns counts the bytes and as each secondary does; every one
+// must go out as an IXFR. TestInteropOneVMChangeIsIXFR is its CI form.
 func BenchmarkInteropIXFRBytes(b *testing.B) {
 	kinds := benchKinds(b)
 	for _, vms := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("vms=%dk", vms/1000), func(b *testing.B) {
 			inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 1})
 			for i := 0; i < b.N; i++ {
-				dir := b.TempDir()
-				cnsPort, _ := secondarytest.FreePort()
-				var ports []int
-				var notify []string
-				for range kinds {
-					p, _ := secondarytest.FreePort()
-					ports = append(ports, p)
-					notify = append(notify, fmt.Sprintf("127.0.0.1:%d", p))
-				}
-				c := startBenchCNS(b, benchConfig(b, dir, cnsPort, notify, 100, inv), len(inv.VMs))
-				start := time.Now()
-				secs := benchSecondaries(b, c, kinds, ports, false)
-				c.waitAll(b, secs, 5*time.Minute)
-				var axfrBytes int
-				for _, x := range c.log.since(0) {
-					if x.zone == demoZone && x.kind == "AXFR" {
-						axfrBytes = x.bytes
-					}
-				}
-				b.Logf("%d VMs: %d zones on %d secondaries in %v (the AXFR of %s is %d bytes)", vms, len(c.zones()), len(secs), time.Since(start).Round(time.Millisecond), demoZone, axfrBytes)
-
-				const changes = 5
-				perKind := map[secondarytest.Kind][]int{}
-				var cnsBytes []int
-				for n := range changes {
-					mark := c.log.len()
-					seen := make([]int, len(secs))
-					for j, s := range secs {
-						seen[j] = len(s.Transfers())
-					}
-					serial, _ := c.commit(b, benchVM(inv, n))
-					for _, s := range secs {
-						if err := s.WaitSerial(demoZone, serial, time.Minute); err != nil {
-							b.Fatal(err)
-						}
-					}
-					// cns logs a transfer once it is written; the secondary
-					// may answer the new serial a moment before.
-					deadline := time.Now().Add(10 * time.Second)
-					var xs []xfrRec
-					for {
-						xs = xs[:0]
-						for _, x := range c.log.since(mark) {
-							if x.zone == demoZone && x.serial == serial {
-								xs = append(xs, x)
-							}
-						}
-						if len(xs) >= len(secs) || time.Now().After(deadline) {
-							break
-						}
-						time.Sleep(5 * time.Millisecond)
-					}
-					for _, x := range xs {
-						if x.kind != "IXFR" {
-							b.Errorf("one-VM change on %d VMs went out as %s (%d bytes)", vms, x.kind, x.bytes)
-						}
-						cnsBytes = append(cnsBytes, x.bytes)
-					}
-					for j, s := range secs {
-						for _, x := range s.Transfers()[seen[j]:] {
-							if x.Zone == demoZone && x.Serial == serial {
-								perKind[s.Kind()] = append(perKind[s.Kind()], x.Bytes)
-							}
-						}
-					}
-				}
-				slices.Sort(cnsBytes)
-				med := 0
-				if len(cnsBytes) > 0 {
-					med = cnsBytes[len(cnsBytes)/2]
-				}
-				b.ReportMetric(float64(med), "IXFR-bytes")
-				b.ReportMetric(float64(axfrBytes), "AXFR-bytes")
-				b.Logf("%d VMs: one-VM change: cns sent IXFRs of %v bytes (median %d; the AXFR is %d)", vms, cnsBytes, med, axfrBytes)
-				for _, s := range secs {
-					b.Logf("%d VMs: %s counted %v bytes", vms, s.Kind(), perKind[s.Kind()])
-					for _, l := range strings.Split(s.Log(), "\n") {
-						if ll := strings.ToLower(l); strings.Contains(ll, "error") || strings.Contains(ll, "warning") || strings.Contains(ll, "fail") {
-							b.Logf("%s: %s", s.Kind(), l)
-						}
-					}
-				}
-				for _, s := range secs {
-					s.Stop()
-				}
-				c.stop()
+				r := oneVMChanges(b, kinds, inv, 5)
+				b.ReportMetric(float64(r.median()), "IXFR-bytes")
+				b.ReportMetric(float64(r.axfrBytes), "AXFR-bytes")
 			}
 		})
 	}
+}
+
+// The at-scale check of BenchmarkInteropIXFRBytes, sized for CI: on a
+// 2,000-VM data center, a one-VM change goes to every secondary as an
+// IXFR, smaller than the zone's AXFR.
+func TestInteropOneVMChangeIsIXFR(t *testing.T) {
+	kinds := interopKinds(t)
+	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 2000, Seed: 1})
+	r := oneVMChanges(t, kinds, inv, 3)
+	if want := 3 * len(kinds); len(r.cnsBytes) != want {
+		t.Errorf("cns logged %d IXFRs of the changes, want %d (3 changes, %d secondaries)", len(r.cnsBytes), want, len(kinds))
+	}
+	if m := r.median(); m <= 0 || m >= r.axfrBytes/10 {
+		t.Errorf("a one-VM change's IXFR is %d bytes; the AXFR is %d", m, r.axfrBytes)
+	}
+}
+
+// ixfrBytes is what oneVMChanges saw: the bytes of each IXFR cns sent for
+// a change (as it logs them), those each secondary counted, and the size
+// of the zone's first AXFR.
+type ixfrBytes struct {
+	cnsBytes  []int
+	perKind   map[secondarytest.Kind][]int
+	axfrBytes int
+}
+
+func (r ixfrBytes) median() int {
+	if len(r.cnsBytes) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(r.cnsBytes))
+	return s[len(s)/2]
+}
+
+// oneVMChanges serves inv from an in-process cns to a secondary of each
+// kind, then makes `changes` one-VM changes, each waited for on every
+// secondary; a change that goes out as anything but an IXFR fails tb.
+func oneVMChanges(tb testing.TB, kinds []secondarytest.Kind, inv *dc.Inventory, changes int) ixfrBytes {
+	vms := len(inv.VMs)
+	dir := tb.TempDir()
+	cnsPort, _ := secondarytest.FreePort()
+	var ports []int
+	var notify []string
+	for range kinds {
+		p, _ := secondarytest.FreePort()
+		ports = append(ports, p)
+		notify = append(notify, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	c := startBenchCNS(tb, benchConfig(tb, dir, cnsPort, notify, 100, inv), len(inv.VMs))
+	defer c.stop()
+	start := time.Now()
+	secs := benchSecondaries(tb, c, kinds, ports, false)
+	c.waitAll(tb, secs, 5*time.Minute)
+	r := ixfrBytes{perKind: map[secondarytest.Kind][]int{}}
+	for _, x := range c.log.since(0) {
+		if x.zone == demoZone && x.kind == "AXFR" {
+			r.axfrBytes = x.bytes
+		}
+	}
+	tb.Logf("%d VMs: %d zones on %d secondaries in %v (the AXFR of %s is %d bytes)", vms, len(c.zones()), len(secs), time.Since(start).Round(time.Millisecond), demoZone, r.axfrBytes)
+
+	for n := range changes {
+		mark := c.log.len()
+		seen := make([]int, len(secs))
+		for j, s := range secs {
+			seen[j] = len(s.Transfers())
+		}
+		serial, _ := c.commit(tb, benchVM(inv, n))
+		for _, s := range secs {
+			if err := s.WaitSerial(demoZone, serial, time.Minute); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		// cns logs a transfer once it is written; the secondary may
+		// answer the new serial a moment before.
+		deadline := time.Now().Add(10 * time.Second)
+		var xs []xfrRec
+		for {
+			xs = xs[:0]
+			for _, x := range c.log.since(mark) {
+				if x.zone == demoZone && x.serial == serial {
+					xs = append(xs, x)
+				}
+			}
+			if len(xs) >= len(secs) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		for _, x := range xs {
+			if x.kind != "IXFR" {
+				tb.Errorf("one-VM change on %d VMs went out as %s (%d bytes)", vms, x.kind, x.bytes)
+				continue
+			}
+			r.cnsBytes = append(r.cnsBytes, x.bytes)
+		}
+		for j, s := range secs {
+			for _, x := range s.Transfers()[seen[j]:] {
+				if x.Zone == demoZone && x.Serial == serial {
+					r.perKind[s.Kind()] = append(r.perKind[s.Kind()], x.Bytes)
+				}
+			}
+		}
+	}
+	tb.Logf("%d VMs: one-VM change: cns sent IXFRs of %v bytes (median %d; the AXFR is %d)", vms, r.cnsBytes, r.median(), r.axfrBytes)
+	for _, s := range secs {
+		tb.Logf("%d VMs: %s counted %v bytes", vms, s.Kind(), r.perKind[s.Kind()])
+		for _, l := range strings.Split(s.Log(), "\n") {
+			if ll := strings.ToLower(l); strings.Contains(ll, "error") || strings.Contains(ll, "warning") || strings.Contains(ll, "fail") {
+				tb.Logf("%s: %s", s.Kind(), l)
+			}
+		}
+	}
+	for _, s := range secs {
+		s.Stop()
+	}
+	return r
 }

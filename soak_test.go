@@ -42,7 +42,7 @@ import (
 // directory) keeps a heap profile per sample for `go tool pprof -base`.
 func TestSoak(t *testing.T) {
 	duration := envDuration(t, "CNS_SOAK_DURATION", 6*time.Second)
-	interval := envDuration(t, "CNS_SOAK_INTERVAL", time.Second)
+	interval := envDuration(t, "CNS_SOAK_INTERVAL", 500*time.Millisecond)
 	vms := envInt(t, "CNS_SOAK_VMS", 2000)
 	qps := envInt(t, "CNS_SOAK_QPS", 200)
 	churn := envDuration(t, "CNS_SOAK_CHURN", 100*time.Millisecond)
@@ -128,27 +128,23 @@ func TestSoak(t *testing.T) {
 	if last.journalEntries == 0 || last.rssKiB == 0 || last.goroutines == 0 || last.files == 0 || last.dbBytes == 0 || last.heap["HeapAlloc"] == 0 {
 		t.Errorf("a figure was not sampled: %+v", last)
 	}
-	// A leak raises the live heap's floor. RSS cannot tell: it also
-	// counts the mmapped db paging back in after cns released it, which
-	// grows toward the file's size (RELIABILITY.md). The floor (the least
-	// live heap of a half) ignores an inventory decoded at the moment of
-	// a sample; only a run of minutes has enough samples for it.
-	if duration >= 2*time.Minute {
-		before, after := liveHeapFloor(warm[:len(warm)/2]), liveHeapFloor(warm[len(warm)/2:])
-		t.Logf("live heap floor after warm-up: %d KiB, in the second half: %d KiB", before>>10, after>>10)
-		if after > before+4<<20 {
-			t.Errorf("the live heap's floor grew from %d to %d KiB after warm-up", before>>10, after>>10)
-		}
+	t.Logf("live heap floor after warm-up: %d KiB, in the second half: %d KiB", liveHeapFloor(warm[:len(warm)/2])>>10, liveHeapFloor(warm[len(warm)/2:])>>10)
+	if err := heapFloorGrowth(warm, 4<<20); err != nil {
+		t.Error(err)
 	}
 	t.Logf("%d samples: RSS %d -> %d KiB, goroutines %d -> %d, open files %d -> %d, db %d -> %d bytes, %d queries, %d lost",
 		len(samples), first.rssKiB, last.rssKiB, first.goroutines, last.goroutines, first.files, last.files, first.dbBytes, last.dbBytes, queries, lost)
 	// The secondary is identical to cns once the churn stops and its last
 	// inventory write is committed (serials still for a second).
+	settle := time.Now().Add(30 * time.Second)
 	for prev := r.serials(); ; {
 		time.Sleep(time.Second) // polling cns's serials until they settle
 		now := r.serials()
 		if maps.Equal(now, prev) {
 			break
+		}
+		if time.Now().After(settle) {
+			t.Fatalf("cns's serials still move 30 s after the churn stopped: %v -> %v", prev, now)
 		}
 		prev = now
 	}
@@ -223,6 +219,60 @@ func sampleSoak(t *testing.T, pid int, api, dbPath string) soakSample {
 		}
 	}
 	return s
+}
+
+// heapFloorGrowth fails when the live heap's floor rose by more than
+// margin bytes from the first half of samples (taken after warm-up) to
+// the second: what a leak does. RSS cannot tell: it also counts the
+// mmapped db paging back in after cns released it, which grows toward
+// the file's size (RELIABILITY.md). The floor (the least live heap of a
+// half) ignores an inventory decoded at the moment of a sample. It needs
+// three samples a half; CI's 6 s at two samples a second give five a
+// half, enough for a leak of 2 MiB a second; an hour's run at a sample a
+// minute sees one of 0.2 MiB a minute.
+func heapFloorGrowth(samples []soakSample, margin int64) error {
+	if len(samples) < 6 {
+		return fmt.Errorf("%d samples after warm-up; the heap check needs 6 (a longer CNS_SOAK_DURATION or a shorter CNS_SOAK_INTERVAL)", len(samples))
+	}
+	before, after := liveHeapFloor(samples[:len(samples)/2]), liveHeapFloor(samples[len(samples)/2:])
+	if before < 0 || after < 0 {
+		return fmt.Errorf("the live heap was not sampled")
+	}
+	if after > before+margin {
+		return fmt.Errorf("the live heap's floor grew from %d to %d KiB after warm-up (margin %d KiB)", before>>10, after>>10, margin>>10)
+	}
+	return nil
+}
+
+// The soak's leak check on samples made up for it: a flat heap with an
+// inventory decoded at some samples passes; a floor that rises fails.
+func TestHeapFloorGrowth(t *testing.T) {
+	const mib = 1 << 20
+	heap := func(v ...int64) []soakSample {
+		var out []soakSample
+		for _, x := range v {
+			out = append(out, soakSample{heap: map[string]int64{"HeapAlloc": x}})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		samples []soakSample
+		leak    bool
+	}{
+		{"flat", heap(6*mib, 6*mib, 6*mib, 6*mib, 6*mib, 6*mib), false},
+		{"flat with inventories decoded", heap(6*mib, 15*mib, 6*mib, 6*mib, 16*mib, 6*mib), false},
+		{"a step inside the margin", heap(6*mib, 6*mib, 6*mib, 9*mib, 9*mib, 9*mib), false},
+		{"rising 2 MiB a sample", heap(6*mib, 8*mib, 10*mib, 12*mib, 14*mib, 16*mib), true},
+		{"rising under the spikes", heap(6*mib, 20*mib, 8*mib, 11*mib, 25*mib, 12*mib), true},
+	} {
+		if err := heapFloorGrowth(c.samples, 4*mib); (err != nil) != c.leak {
+			t.Errorf("%s: %v, want a leak: %v", c.name, err, c.leak)
+		}
+	}
+	if err := heapFloorGrowth(heap(6*mib, 6*mib, 6*mib), 4*mib); err == nil {
+		t.Error("three samples judged; the check needs six")
+	}
 }
 
 // liveHeapFloor is the least live heap (after a forced GC) of samples.

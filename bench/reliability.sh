@@ -21,21 +21,13 @@ OUT=${OUT:-/tmp/cns-reliability}
 FUZZTIME=${FUZZTIME:-5m}
 FUZZ=${FUZZ:-.}
 # The reliability scenarios (RELIABILITY.md) and the older tests they build on.
-TESTS=${TESTS:-'Kill9|DiskFull|DNSAbuse|RRL|Secrets|Differential|SDCChaos|SDCFaults|TCPLimits|ProtocolEdges|TSIGError|TransferACL|ClassANY|RemoteCallers|Authorization|SerialContinuity|SerialCheck|ClockSteps|Soak|ChurnDBSize|Compact|Restore'}
+TESTS=${TESTS:-'Kill9|DiskFull|DNSAbuse|RRL|Secrets|Differential|SDCChaos|SDCFaults|TCPLimits|TCPGlobalLimit|ProtocolEdges|TSIGError|TransferACL|TransferKeyBinding|UDPIXFRAccess|ClassANY|RemoteCallers|Authorization|SerialContinuity|SerialCheck|ClockSteps|Soak|HeapFloorGrowth|ChurnDBSize|Compact|Restore|OneVMChangeIsIXFR'}
 mkdir -p "$OUT"
 
-# package fuzzer
-FUZZERS="
-./serve FuzzQuery
-. FuzzParseConfig
-./feeds/file FuzzInventory
-./admin FuzzAPIBodies
-./feeds/records FuzzServiceTag
-./db FuzzCandidates
-./db FuzzJournalEntry
-./db FuzzZoneMeta
-./db FuzzNameKey
-"
+# "package fuzzer", one a line: every Fuzz function of the module's tests.
+FUZZERS=$(grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r f; do
+	grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed "s|^func |$(dirname "$f") |"
+done)
 
 fuzz() {
 	echo "fuzzer	package	time	execs	result" > "$OUT/fuzz.tsv"
@@ -48,7 +40,9 @@ fuzz() {
 		rc=$?
 		execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
 		result=PASS
-		if [ $rc -ne 0 ]; then
+		if grep -q 'no fuzz tests to fuzz' "$log"; then
+			result="FAIL (no such fuzzer in $pkg)"
+		elif [ $rc -ne 0 ]; then
 			if grep -q 'Failing input written' "$log" || ! grep -q 'context deadline exceeded' "$log"; then
 				result="FAIL (see $log)"
 			else
@@ -60,6 +54,7 @@ fuzz() {
 		fi
 		printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$pkg" "$FUZZTIME" "${execs:-0}" "$result" | tee -a "$OUT/fuzz.tsv"
 	done
+	! grep -q 'FAIL (' "$OUT/fuzz.tsv"
 }
 
 corpus() {
@@ -111,7 +106,7 @@ soak() {
 }
 
 case "${1:-}" in
-fuzz) fuzz ;;
+fuzz) fuzz || exit 1 ;;
 soak) soak ;;
 corpus) corpus ;;
 *)
