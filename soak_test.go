@@ -89,7 +89,9 @@ func TestSoak(t *testing.T) {
 	var samples []soakSample
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for time.Since(start) < duration {
+	// At least 8 samples, so that the heap check below has 6 after
+	// warm-up however slowly a loaded machine samples (a forced GC each).
+	for time.Since(start) < duration || len(samples) < 8 {
 		<-tick.C
 		s := sampleSoak(t, pid, api, dbPath)
 		s.seconds = time.Since(start).Seconds()
