@@ -217,25 +217,7 @@ func TestBootSetup(t *testing.T) {
 
 	// registrar's config, as config-agent rendered it from the image's
 	// manifest: cns.<dc>.<dns_domain> on the admin address, the API's port.
-	var reg struct {
-		Registration struct {
-			Domain, Type string
-			Service      struct {
-				Type    string
-				Service struct {
-					Srvce, Proto string
-					Port         int
-				}
-			}
-		}
-		Zookeeper struct {
-			Servers []struct {
-				Host string
-				Port int
-			}
-		}
-		AdminIP string
-	}
+	var reg registrarConfig
 	raw, _ := os.ReadFile(filepath.Join(z.root, "opt/smartdc/registrar/etc/config.json"))
 	if err := json.Unmarshal(raw, &reg); err != nil {
 		t.Fatalf("registrar config: %v\n%s", err, raw)

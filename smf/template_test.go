@@ -316,25 +316,7 @@ func TestRegistrarTemplate(t *testing.T) {
 	}
 	outs := renderTemplate(t, "sapi_manifests/registrar/template", withDomain, without)
 	for i, zkCount := range []int{1, 3} {
-		var reg struct {
-			Registration struct {
-				Domain, Type string
-				Service      struct {
-					Type    string
-					Service struct {
-						Srvce, Proto string
-						Port         int
-					}
-				}
-			}
-			Zookeeper struct {
-				Servers []struct {
-					Host string
-					Port int
-				}
-			}
-			AdminIP string
-		}
+		var reg registrarConfig
 		if err := json.Unmarshal([]byte(outs[i]), &reg); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, outs[i])
 		}
@@ -344,10 +326,7 @@ func TestRegistrarTemplate(t *testing.T) {
 			t.Errorf("registration %+v", r)
 		}
 		if reg.AdminIP != "10.99.99.40" || len(reg.Zookeeper.Servers) != zkCount ||
-			reg.Zookeeper.Servers[zkCount-1] != (struct {
-				Host string
-				Port int
-			}{fmt.Sprintf("10.99.99.%d", 10+zkCount), 2181}) {
+			reg.Zookeeper.Servers[zkCount-1] != (zkServer{fmt.Sprintf("10.99.99.%d", 10+zkCount), 2181}) {
 			t.Errorf("adminIp %q zookeeper %+v", reg.AdminIP, reg.Zookeeper)
 		}
 	}
@@ -356,6 +335,30 @@ func TestRegistrarTemplate(t *testing.T) {
 	if err := json.Unmarshal(raw, &manifest); err != nil || manifest.Name != "registrar" || manifest.Path != "/opt/smartdc/registrar/etc/config.json" {
 		t.Errorf("registrar manifest %+v %v: want name registrar, registrar's config path", manifest, err)
 	}
+}
+
+// registrarConfig is what registrar reads (joyent/registrar's README,
+// "Configuration reference").
+type registrarConfig struct {
+	Registration struct {
+		Domain, Type string
+		Service      struct {
+			Type    string
+			Service struct {
+				Srvce, Proto string
+				Port         int
+			}
+		}
+	}
+	Zookeeper struct {
+		Servers []zkServer
+	}
+	AdminIP string
+}
+
+type zkServer struct {
+	Host string
+	Port int
 }
 
 // render renders cns's template with config-agent's hogan.js.

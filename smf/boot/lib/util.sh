@@ -55,31 +55,33 @@ _sdc_import_smf_manifest() {
 	svccfg import "$manifest" || fatal "could not import smf(5) manifest \"$manifest\""
 }
 
-# _sdc_enable_smf_service FMRI [wait]: "wait" waits until it is online.
-_sdc_enable_smf_service() {
-	local fmri=${1:-} wait=${2:-} flags=()
-	[[ -n $fmri ]] || fatal "${FUNCNAME[0]} needs an FMRI"
-	case $wait in
-	wait) flags=(-s) ;;
+# _sdc_wait_flag [wait]: svcadm's flag for "wait" (-s: until the service
+# is online, or offline), none for nothing. Run in a command substitution.
+_sdc_wait_flag() {
+	case ${1:-} in
+	wait) echo -s ;;
 	'') ;;
-	*) fatal "${FUNCNAME[0]}: invalid wait flag: $wait" ;;
+	*) fatal "invalid wait flag: $1" ;;
 	esac
+}
+
+# _sdc_enable_smf_service FMRI [wait]
+_sdc_enable_smf_service() {
+	local fmri=${1:-} flag
+	[[ -n $fmri ]] || fatal "${FUNCNAME[0]} needs an FMRI"
+	flag=$(_sdc_wait_flag "${2:-}") || exit 1
 	printf 'Enabling smf(5) service "%s".\n' "$fmri" >&2
-	svcadm enable "${flags[@]}" "$fmri" || fatal "could not enable smf(5) service \"$fmri\""
+	svcadm enable ${flag:+"$flag"} "$fmri" || fatal "could not enable smf(5) service \"$fmri\""
 }
 
 # _sdc_restart_smf_service FMRI [wait]: disable, then enable.
 _sdc_restart_smf_service() {
-	local fmri=${1:-} wait=${2:-} flags=()
+	local fmri=${1:-} flag
 	[[ -n $fmri ]] || fatal "${FUNCNAME[0]} needs an FMRI"
-	case $wait in
-	wait) flags=(-s) ;;
-	'') ;;
-	*) fatal "${FUNCNAME[0]}: invalid wait flag: $wait" ;;
-	esac
+	flag=$(_sdc_wait_flag "${2:-}") || exit 1
 	printf 'Restarting smf(5) service "%s".\n' "$fmri" >&2
-	svcadm disable "${flags[@]}" "$fmri" || fatal "could not disable smf(5) service \"$fmri\" to restart it"
-	svcadm enable "${flags[@]}" "$fmri" || fatal "could not enable smf(5) service \"$fmri\" to restart it"
+	svcadm disable ${flag:+"$flag"} "$fmri" || fatal "could not disable smf(5) service \"$fmri\" to restart it"
+	svcadm enable ${flag:+"$flag"} "$fmri" || fatal "could not enable smf(5) service \"$fmri\" to restart it"
 }
 
 # The zone's role (sdcadm tags the cns zone smartdc_role=cns).
