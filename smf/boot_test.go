@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tritondatacenter/cns/admin/config"
 )
@@ -329,12 +328,12 @@ func TestPostLogRotate(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	os.WriteFile(filepath.Join(upload, "config-agent_4e0b4d4c_2026-03-04T05:59:00.log"), []byte("other\n"), 0o644)
+	// Back to back, as no logadm runs them: the hour's file just appended
+	// to is as new as the next copy, and must not be taken for it.
 	rotate(stamp(string(m[1])), "first\n")
-	// The hour's file was written at the first rotation, before the next.
-	earlier := time.Now().Add(-time.Minute)
-	os.Chtimes(filepath.Join(upload, "cns_4e0b4d4c_2026-03-04T05:00:00.log"), earlier, earlier)
 	rotate("2026-03-04T05:40:00", "second\n")
 	rotate("2026-03-04T23:50:00", "late\n", "SDC_LOG_ROLL_FORWARD=1")
+	rotate("2026-03-04T07:00:00", "on the hour\n") // already its hour's name
 
 	entries, _ := os.ReadDir(upload)
 	got := map[string]string{}
@@ -345,6 +344,7 @@ func TestPostLogRotate(t *testing.T) {
 	want := map[string]string{
 		"cns_4e0b4d4c_2026-03-04T05:00:00.log":          "first\nsecond\n",
 		"cns_4e0b4d4c_2026-03-05T00:00:00.log":          "late\n",
+		"cns_4e0b4d4c_2026-03-04T07:00:00.log":          "on the hour\n",
 		"config-agent_4e0b4d4c_2026-03-04T05:59:00.log": "other\n", // another log's: untouched
 	}
 	if len(got) != len(want) {
@@ -353,7 +353,7 @@ func TestPostLogRotate(t *testing.T) {
 	hermes := regexp.MustCompile(`^[a-z-]+_[0-9a-f]+_\d{4}-\d\d-\d\dT\d\d:00:00\.log$`)
 	for name, content := range want {
 		if got[name] != content {
-			t.Errorf("%s: %q, want %q", name, got[name], content)
+			t.Errorf("%s: %q, want %q (directory: %q)", name, got[name], content, got)
 		}
 		if strings.HasPrefix(name, "cns_") && !hermes.MatchString(name) {
 			t.Errorf("%s: not an hourly name", name)

@@ -28,10 +28,13 @@ upload=$ZONE_ROOT/var/log/sdc/upload
 name=${1:-}
 [[ -n $name ]] || fatal 'usage: postlogrotate.sh NAME'
 
-# The file logadm has just written: the newest of NAME's.
-# shellcheck disable=SC2012 # names are ours: NAME_<zonename>_<time>.log
-last=$(ls -1t "$upload/${name}"_* 2>/dev/null | head -1)
-[[ -n $last ]] || fatal "no rotated log for $name in $upload"
+# The file logadm has just written: the newest of NAME's copies that is
+# not an hour's file already (sdc-scripts takes the newest of all, which
+# an hour's file appended to in the same clock tick can be). A copy
+# rotated at the top of an hour already has its hour's name: nothing to do.
+# shellcheck disable=SC2010,SC2012 # names are ours: NAME_<zonename>_<time>.log
+last=$(ls -1t "$upload/${name}"_* 2>/dev/null | grep -v ':00:00\.log$' | head -1) || true
+[[ -n $last ]] || exit 0
 
 # .../NAME_<zonename>_2026-03-04T05:12:34.log: everything up to the hour.
 stamp=${last##*_}          # 2026-03-04T05:12:34.log
@@ -46,7 +49,5 @@ if [[ ${SDC_LOG_ROLL_FORWARD:-} == 1 ]]; then
 fi
 target=$prefix$hour:00:00.log
 
-if [[ $last != "$target" ]]; then
-	cat "$last" >>"$target"
-	rm "$last"
-fi
+cat "$last" >>"$target"
+rm "$last"
