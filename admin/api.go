@@ -335,7 +335,9 @@ const (
 // Service is one entry of GET /services and GET /services/:owner/:name:
 // a service's self-removal hysteresis.
 type Service struct {
-	Owner   string `json:"owner_uuid"`
+	Owner string `json:"owner_uuid"`
+	// Login is the owner's login (absent when cns does not know it).
+	Login   string `json:"login,omitempty"`
 	Service string `json:"service"`
 	// Listed counts the members in the service's names (up or pending).
 	Listed int `json:"listed"`
@@ -355,10 +357,18 @@ type Service struct {
 
 // ServiceMember is one VM of a service.
 type ServiceMember struct {
-	VM     string `json:"vm"`
+	VM string `json:"vm"`
+	// Alias is the VM's alias (absent when it has none, or the VM is no
+	// longer stored).
+	Alias  string `json:"alias,omitempty"`
 	Status string `json:"status"` // MemberUp, MemberPending or MemberLeft
-	// DownSince is when a pending or departed member's status went down.
+	// DownSince is when a pending or departed member's status went down,
+	// as far as cns knows: for a member cns never saw up, when cns first
+	// saw it down (FirstSeenDown).
 	DownSince time.Time `json:"down_since,omitzero"`
+	// FirstSeenDown is set for a member cns never saw up: it was already
+	// down when cns first saw it, at this time.
+	FirstSeenDown time.Time `json:"first_seen_down,omitzero"`
 	// MayLeaveAt is, for a pending member, when it will leave if nothing
 	// else changes (zero: not foreseeable).
 	MayLeaveAt time.Time `json:"may_leave_at,omitzero"`
@@ -368,14 +378,16 @@ type ServiceMember struct {
 
 // Departure is one self-removal, which spends the window's budget.
 type Departure struct {
-	VM string    `json:"vm"`
-	At time.Time `json:"at"`
+	VM    string    `json:"vm"`
+	Alias string    `json:"alias,omitempty"`
+	At    time.Time `json:"at"`
 }
 
 // Decision is one entry of a service's history.
 type Decision struct {
 	Time   time.Time `json:"time"`
 	VM     string    `json:"vm"`
+	Alias  string    `json:"alias,omitempty"`
 	Action string    `json:"action"`
 	Reason string    `json:"reason,omitempty"`
 }

@@ -89,7 +89,8 @@ func serviceView(v hysteresis.View) Service {
 	out := Service{Owner: v.Owner, Service: v.Service, Listed: v.Listed, N: v.N, Budget: v.Budget, BudgetLeft: v.BudgetLeft,
 		WindowFreesAt: v.WindowFreesAt, NextCheck: v.NextCheck,
 		Members: convertSlice(v.Members, func(m hysteresis.MemberView) ServiceMember {
-			return ServiceMember{VM: m.VM, Status: string(m.Status), DownSince: m.DownSince, MayLeaveAt: m.MayLeaveAt, LeftAt: m.LeftAt}
+			return ServiceMember{VM: m.VM, Status: string(m.Status), DownSince: m.DownSince, FirstSeenDown: m.FirstSeenDown,
+				MayLeaveAt: m.MayLeaveAt, LeftAt: m.LeftAt}
 		}),
 		Departures: convertSlice(v.Departures, func(d hysteresis.Departure) Departure { return Departure{VM: d.VM, At: d.At} }),
 		History: convertSlice(v.History, func(d hysteresis.Decision) Decision {
@@ -97,6 +98,58 @@ func serviceView(v hysteresis.View) Service {
 		}),
 	}
 	return out
+}
+
+// nameServices adds to svcs the names operators know them by: each
+// owner's login and each VM's alias, read from the stored VMs in one
+// transaction. A VM the store no longer holds keeps only its UUID.
+func nameServices(store *db.DB, svcs []Service) error {
+	var uuids []string
+	for _, v := range svcs {
+		for _, m := range v.Members {
+			uuids = append(uuids, m.VM)
+		}
+		for _, d := range v.Departures {
+			uuids = append(uuids, d.VM)
+		}
+		for _, d := range v.History {
+			uuids = append(uuids, d.VM)
+		}
+	}
+	if len(uuids) == 0 {
+		return nil
+	}
+	slices.Sort(uuids)
+	uuids = slices.Compact(uuids)
+	type names struct{ alias, owner, login string }
+	known := make(map[string]names, len(uuids))
+	err := store.VMMetas(uuids, func(uuid string, meta []byte) error {
+		if m, err := feeds.DecodeVMMeta(meta); err == nil {
+			known[uuid] = names{m.Alias, m.Owner, m.Login}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	alias := func(vm string) string { return known[strings.ToLower(vm)].alias }
+	for i := range svcs {
+		v := &svcs[i]
+		for j := range v.Members {
+			m := &v.Members[j]
+			m.Alias = alias(m.VM)
+			if n := known[strings.ToLower(m.VM)]; v.Login == "" && strings.EqualFold(n.owner, v.Owner) {
+				v.Login = n.login
+			}
+		}
+		for j := range v.Departures {
+			v.Departures[j].Alias = alias(v.Departures[j].VM)
+		}
+		for j := range v.History {
+			v.History[j].Alias = alias(v.History[j].VM)
+		}
+	}
+	return nil
 }
 
 // feedsView is the updater's feeds' health and its last commit.
@@ -462,7 +515,7 @@ func (s *DBModel) Services(ctx context.Context) ([]Service, error) {
 		}
 		out = append(out, serviceView(hysteresis.Policy{}.View(svc, now)))
 	}
-	return out, nil
+	return out, nameServices(s.Store, out)
 }
 
 func (s *DBModel) SearchVMs(ctx context.Context, q string, limit int) (*VMSearch, error) {

@@ -99,6 +99,10 @@ func TestDBModel(t *testing.T) {
 	for _, v := range views {
 		if v.Service == "web" && v.Owner == aliceUUID {
 			found = true
+			// Named as the API names them (TestServicesSpeakInNames).
+			if v.Login != "alice" || len(v.Members) != 3 || slices.ContainsFunc(v.Members, func(m ServiceMember) bool { return m.Alias == "" }) {
+				t.Errorf("web of alice, unnamed: %+v", v)
+			}
 		}
 	}
 	if !found {

@@ -461,6 +461,9 @@ func (s *Server) getServices(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, sv)
 		}
 	}
+	if err := nameServices(s.Store, out); err != nil {
+		return err
+	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -475,7 +478,11 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, serviceView(v))
+	out := []Service{serviceView(v)}
+	if err := nameServices(s.Store, out); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out[0])
 }
 
 // pprofHandler maps a /debug/pprof path to net/http/pprof's handler.

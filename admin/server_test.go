@@ -262,3 +262,69 @@ func TestLastVisitIsLastSeen(t *testing.T) {
 		t.Errorf("an unchanged VM seen again changed: serial %d -> %d, records %q -> %q", zi.Serial, zi2.Serial, first.Records, again.Records)
 	}
 }
+
+// GET /services and GET /services/:owner/:name name what they list: the
+// owner's login, each VM's alias (members, departures, decisions), and
+// a member down before cns ever saw it up is marked with when cns first
+// saw it down.
+func TestServicesSpeakInNames(t *testing.T) {
+	const web0, web2 = "fb576cd8-2cf6-4182-b2a9-c6ba9c73834e", "f47889c3-2578-42e6-a1e6-7d0ef46e7fd6"
+	d := startStoredDemo(t)
+	// web0 marks itself down: it leaves web (a departure, a decision).
+	for _, vm := range d.inv.VMs {
+		if vm.UUID == web0 {
+			vm.CustomerMetadata = map[string]any{"triton.cns.status": "down"}
+			d.upd.SetVM(&vm, "test")
+		}
+	}
+	if err := d.upd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	h := d.server(slog.New(slog.DiscardHandler)).Handler()
+	get := func(path string, v any) string {
+		t.Helper()
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = "127.0.0.1:1"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), v) != nil {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	var list []Service
+	get("/services", &list)
+	var one Service
+	raw := get("/services/"+aliceUUID+"/web", &one)
+	i := slices.IndexFunc(list, func(v Service) bool { return v.Owner == aliceUUID && v.Service == "web" })
+	if i < 0 {
+		t.Fatalf("no web of alice in %+v", list)
+	}
+	for what, v := range map[string]Service{"GET /services": list[i], "GET /services/:owner/:name": one} {
+		if v.Login != "alice" {
+			t.Errorf("%s: owner login %q, want alice", what, v.Login)
+		}
+		aliases := map[string]string{}
+		for _, m := range v.Members {
+			aliases[m.VM] = m.Alias
+			switch {
+			case m.VM == web2 && (m.FirstSeenDown.IsZero() || !m.FirstSeenDown.Equal(m.DownSince)):
+				t.Errorf("%s: web2, down since cns first saw it: %+v", what, m)
+			case m.VM != web2 && !m.FirstSeenDown.IsZero():
+				t.Errorf("%s: %s was seen going down, or is up: %+v", what, m.Alias, m)
+			}
+		}
+		if aliases[web0] != "web0" || aliases[web2] != "web2" || len(aliases) != 3 {
+			t.Errorf("%s: member aliases %v", what, aliases)
+		}
+		if len(v.Departures) != 1 || v.Departures[0].Alias != "web0" {
+			t.Errorf("%s: departures %+v, want web0's", what, v.Departures)
+		}
+		if len(v.History) == 0 || slices.ContainsFunc(v.History, func(d Decision) bool { return d.Alias != "web0" }) {
+			t.Errorf("%s: decisions %+v, all web0's", what, v.History)
+		}
+	}
+	if !strings.Contains(raw, `"first_seen_down":`) || !strings.Contains(raw, `"login":"alice"`) {
+		t.Errorf("the JSON lacks the new fields:\n%s", raw)
+	}
+}

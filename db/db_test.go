@@ -522,6 +522,18 @@ func TestVM(t *testing.T) {
 	if _, ok, _ := d.VM(vm3); ok {
 		t.Error("unknown VM found")
 	}
+	// VMMetas: the metas of the VMs asked for that are stored, by their
+	// UUID in lower case; unknown and malformed ones are skipped.
+	metas := map[string]string{}
+	if err := d.VMMetas([]string{strings.ToUpper(vm1), vm3, "not-a-uuid", vm2}, func(uuid string, meta []byte) error {
+		metas[uuid] = string(meta)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(metas) != 2 || metas[vm1] != `{"why":[]}` || metas[vm2] != "" {
+		t.Errorf("VMMetas = %q, want vm1's and vm2's (empty)", metas)
+	}
 }
 
 // Ensure Check passes on a store after a mix of commits and catches a

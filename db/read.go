@@ -405,6 +405,33 @@ func (d *DB) EachVM(fn func(uuid string, meta []byte) error) error {
 	})
 }
 
+// VMMetas calls fn with the meta of each VM of uuids the store holds,
+// all read in one transaction; a VM it does not hold, or a malformed
+// UUID, is skipped. meta is only valid during the call.
+func (d *DB) VMMetas(uuids []string, fn func(uuid string, meta []byte) error) error {
+	return d.view(func(tx *bolt.Tx) error {
+		for _, uuid := range uuids {
+			id, err := parseUUID(uuid)
+			if err != nil {
+				continue
+			}
+			key := []byte(formatUUID(id))
+			raw := vmEntryIn(tx, key, id)
+			if raw == nil {
+				continue
+			}
+			e, err := decodeVMEntry(id, raw)
+			if err != nil {
+				return fmt.Errorf("vm %s: %w", uuid, err)
+			}
+			if err := fn(string(key), e.meta); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Backup writes a consistent copy of the whole file to w and returns its
 // size. Commits wait for it no longer than it takes bbolt to copy pages.
 func (d *DB) Backup(w io.Writer) (int64, error) {

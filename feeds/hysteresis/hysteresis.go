@@ -78,8 +78,14 @@ const (
 // member).
 type Member struct {
 	Status Status `json:"status"`
-	// DownSince is when a pending or departed member's status went down.
+	// DownSince is when a pending or departed member's status went down,
+	// as far as cns knows: for a member down when cns first saw it, that
+	// time (FirstSeenDown).
 	DownSince time.Time `json:"down_since,omitzero"`
+	// FirstSeenDown is set for a member cns never saw up: its status was
+	// down when it joined the service (or when cns first saw it), at
+	// FirstSeenDown; when it went down, cns cannot tell.
+	FirstSeenDown time.Time `json:"first_seen_down,omitzero"`
 	// MayLeaveAt is, for a pending member, when it will leave if nothing
 	// else changes (zero: not foreseeable).
 	MayLeaveAt time.Time `json:"may_leave_at,omitzero"`
@@ -197,6 +203,13 @@ func Decode(b []byte) (*Service, error) {
 	for vm, m := range s.Down {
 		if m == nil || (m.Status != Pending && m.Status != Left) {
 			delete(s.Down, vm)
+			continue
+		}
+		// A state written before FirstSeenDown existed: a member that
+		// left without a departure is one that was down when it joined,
+		// and its DownSince is when cns first saw it.
+		if m.Status == Left && m.LeftAt.IsZero() && m.FirstSeenDown.IsZero() {
+			m.FirstSeenDown = m.DownSince
 		}
 	}
 	return &s, nil
@@ -296,6 +309,7 @@ func (s *Service) distrustFuture(p Policy, now time.Time) bool {
 	}
 	for _, m := range s.Down {
 		clamp(&m.DownSince)
+		clamp(&m.FirstSeenDown)
 		clamp(&m.LeftAt)
 	}
 	for i := range s.Departures {
@@ -350,8 +364,9 @@ func (s *Service) observe(c Change, now time.Time) (d *Decision, changed, asked 
 			return nil, true, true
 		case m == nil:
 			// Never listed here (it was down when it joined): nothing to
-			// hold, it simply is not listed.
-			s.Down[c.VM] = &Member{Status: Left, DownSince: now}
+			// hold, it simply is not listed. It went down before cns saw
+			// it, when, cns cannot tell.
+			s.Down[c.VM] = &Member{Status: Left, DownSince: now, FirstSeenDown: now}
 			return nil, true, false
 		}
 	}

@@ -411,6 +411,59 @@ func TestMembersJoiningAndDownOnArrival(t *testing.T) {
 	}
 }
 
+// Ensure a member cns never saw up is marked so, with when cns first saw
+// it down, through a restart; and that one seen going down is not.
+func TestFirstSeenDown(t *testing.T) {
+	p := Policy{}
+	s := NewService("owner", "web")
+	p.Apply(s, up("a", "b"), at(0))
+	p.Apply(s, down("newcomer"), at(10))
+	if m, _ := s.Member("newcomer"); !m.FirstSeenDown.Equal(at(10)) {
+		t.Errorf("newcomer, down on arrival = %+v, want first seen down at 10 s", m)
+	}
+	_, s = play(t, Policy{}, names(5), []event{
+		{at: 10, changes: down("newcomer")},
+		{at: 20, changes: down("vm00")},
+		{at: 30, restart: true},
+		{at: 40, changes: down("newcomer")}, // seen down again: still first seen at 10
+	}, 100)
+	m, _ := s.Member("newcomer")
+	if !m.FirstSeenDown.Equal(at(10)) || !m.DownSince.Equal(at(10)) || !m.LeftAt.IsZero() {
+		t.Errorf("newcomer = %+v, want first seen down (and down since) at 10 s, never listed", m)
+	}
+	if m, _ := s.Member("vm00"); !m.FirstSeenDown.IsZero() || !m.DownSince.Equal(at(20)) {
+		t.Errorf("vm00 = %+v, want down since 20 s, seen going down", m)
+	}
+	// Up at last, then down: now cns saw it go down.
+	p.Apply(s, up("newcomer"), at(200))
+	p.Apply(s, down("newcomer"), at(210))
+	if m, _ := s.Member("newcomer"); !m.FirstSeenDown.IsZero() || !m.DownSince.Equal(at(210)) {
+		t.Errorf("newcomer after up and down = %+v, want down since 210 s, seen going down", m)
+	}
+}
+
+// Ensure a state stored before first_seen_down existed gets it for the
+// members that were down when they joined (left, without a departure),
+// and only for those.
+func TestDecodeOlderStateMarksFirstSeenDown(t *testing.T) {
+	old := `{"owner_uuid":"o","service":"web","up":["a"],"down":{` +
+		`"joined-down":{"status":"left","down_since":"2025-03-01T12:00:10Z"},` +
+		`"released":{"status":"left","down_since":"2025-03-01T12:00:20Z","left_at":"2025-03-01T12:00:20Z"},` +
+		`"pending":{"status":"pending","down_since":"2025-03-01T12:00:30Z"}}}`
+	s, err := Decode([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := s.Member("joined-down"); !m.FirstSeenDown.Equal(at(10)) {
+		t.Errorf("joined-down = %+v, want first seen down at 10 s", m)
+	}
+	for _, vm := range []string{"released", "pending"} {
+		if m, _ := s.Member(vm); !m.FirstSeenDown.IsZero() {
+			t.Errorf("%s = %+v, want no first-seen-down time: cns saw it go down", vm, m)
+		}
+	}
+}
+
 func TestNoChangeIsNoWrite(t *testing.T) {
 	p := Policy{}
 	s := NewService("o", "web")
