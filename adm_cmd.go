@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
 // cnsadm's exit codes are the reference's, which scripts test.
@@ -451,7 +453,7 @@ func (AdmUpgradeCmd) Run(a *AdmCmd) error {
 // AdmServicesCmd is cnsadm services.
 type AdmServicesCmd struct {
 	Pending bool   `help:"Only services with members waiting to leave."`
-	Owner   string `arg:"" optional:"" help:"Owner UUID (with a service name: show that service)."`
+	Owner   string `arg:"" optional:"" help:"Owner UUID or login (with a service name: show that service)."`
 	Name    string `arg:"" optional:"" help:"Service name."`
 }
 
@@ -463,7 +465,23 @@ func (sc AdmServicesCmd) Run(a *AdmCmd) error {
 		if sc.Name == "" {
 			return errors.New("services OWNER NAME shows one service; give both")
 		}
-		v, err := cl.Service(c, sc.Owner, sc.Name)
+		owner := sc.Owner
+		if !dc.IsUUID(owner) {
+			// A login, as the services table shows owners: the API
+			// names services by owner UUID.
+			views, err := cl.Services(c, false)
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(views, func(v admin.Service) bool {
+				return strings.EqualFold(v.Login, owner) && strings.EqualFold(v.Service, sc.Name)
+			})
+			if i < 0 {
+				return fmt.Errorf("service %s of %s not found (no members, or no owner with that login)", sc.Name, sc.Owner)
+			}
+			owner = views[i].Owner
+		}
+		v, err := cl.Service(c, owner, sc.Name)
 		if admin.IsNotFound(err) {
 			return fmt.Errorf("service %s of %s not found (no members)", sc.Name, sc.Owner)
 		}

@@ -126,6 +126,7 @@ func TestCnsadmOutput(t *testing.T) {
 		{"feeds", []string{"feeds"}, false},
 		{"services", []string{"services"}, false},
 		{"service", []string{"services", "6c96670e-4204-4bc0-bd64-b4c576c09876", "web"}, false},
+		{"service", []string{"services", "alice", "web"}, false}, // by login, the same
 	} {
 		args := append([]string{"adm", "--api", api, "--config-file", cfg}, tc.args...)
 		out, stderr, code := runCNS(t, args...)
@@ -145,6 +146,15 @@ func TestCnsadmOutput(t *testing.T) {
 	var v map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v["uuid"] != "b752d788-c0e4-4307-8c56-353a4ea66c02" {
 		t.Errorf("--json vm: exit %d: %s", code, out)
+	}
+	// --json services keeps the API's fields, the names added.
+	out, _, code = runCNS(t, "adm", "--api", api, "--json", "services", "alice", "web")
+	var svc map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &svc) != nil || svc["owner_uuid"] != "6c96670e-4204-4bc0-bd64-b4c576c09876" || svc["login"] != "alice" {
+		t.Errorf("--json services alice web: exit %d: %s", code, out)
+	}
+	if _, stderr, code := runCNS(t, "adm", "--api", api, "services", "mallory", "web"); code != 1 || !strings.Contains(stderr, "not found") {
+		t.Errorf("services of an unknown login: exit %d: %s", code, stderr)
 	}
 	// An unknown VM is a clear message, not a crash.
 	_, stderr, code := runCNS(t, "adm", "--api", api, "vm", "00000000-0000-4000-8000-000000000000")

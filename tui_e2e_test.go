@@ -180,12 +180,14 @@ func TestTUIEndToEnd(t *testing.T) {
 	s = term.waitScreen("peers", `\[2 Peers\]`, `127\.0\.0\.1\s+us-west-1\.cns\.example\.com\s+\d{10}\s+-[1-9]\d* / [1-9]\d*s`)
 	t.Logf("peer: %s", screenLine(s, `127\.0\.0\.1`))
 
-	// Services: hz has members pending removal, each with a countdown
-	// that ticks on its own.
+	// Services: hz, found by a member's alias, has members pending
+	// removal, each with a countdown that ticks on its own; its owner by
+	// login, its members by alias with their UUIDs.
 	term.keys("3", "/")
-	term.typeText("hz")
+	term.typeText("hz-1")
 	term.keys("Enter")
-	s = term.waitScreen("services", `\[3 Services\]`, `~hz\s`, `pending\s+\d+s ago\s+in \d+m\d\ds`)
+	s = term.waitScreen("services", `\[3 Services\]`, `~hz\s+alice\s`, `pending\s+\d+s ago\s+in \d+m\d\ds`,
+		`(?m)^  hz-0\s+5e1f0000-0000-4000-8000-000000000300\s+left\s`, `(?m)^ ~hz-1\s+5e1f0000-0000-4000-8000-000000000301\s+pending\s`)
 	first := regexp.MustCompile(`pending\s+\d+s ago\s+(in \d+m\d\ds)`).FindStringSubmatch(s)[1]
 	s = term.waitScreen("services-ticked", `pending\s+\d+s ago\s+in \d+m\d\ds`)
 	for deadline := time.Now().Add(10 * time.Second); ; {
@@ -202,13 +204,25 @@ func TestTUIEndToEnd(t *testing.T) {
 		t.Errorf("no spent budget on the services screen:\n%s", s)
 	}
 
+	// web, found by a member's UUID: web2 was down before cns first saw
+	// it, and says so.
+	term.keys("Escape", "/")
+	term.typeText("f47889c3")
+	term.keys("Enter")
+	term.waitScreen("services-web", `(?m)^> web\s+alice\s`, `web2\s+f47889c3-2578-42e6-a1e6-7d0ef46e7fd6\s+left\s+first seen \d+[smh] ago`)
+	term.keys("Enter")
+	firstSeen := `(?m)^        down since before cns saw it \(first seen down at \d\d:\d\d:\d\d, \d+ (sec|min)s? ago\)$`
+	term.waitScreen("service", `Service web of alice`, `owner:\s+alice \(6c96670e-4204-4bc0-bd64-b4c576c09876\)`,
+		`(?m)^  web2  f47889c3-2578-42e6-a1e6-7d0ef46e7fd6  left$`, firstSeen)
+	term.keys("Escape")
+
 	// VMs: search carol's VM, open it: not listed, and why.
 	term.keys("4", "/")
 	term.typeText("carol-web")
 	term.keys("Enter")
 	term.waitScreen("vms", `\[4 VMs\]`, `1 VM matching "carol-web"`)
 	term.keys("Enter")
-	term.waitScreen("vm", `VM e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6 \(carol-web\)`, `listed:\s+nothing`,
+	term.waitScreen("vm", `VM carol-web \(e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6\)`, `listed:\s+nothing`,
 		`user_en_flag\s+the owner has not enabled CNS`)
 
 	// Feeds, and help.
@@ -216,6 +230,11 @@ func TestTUIEndToEnd(t *testing.T) {
 	term.waitScreen("feeds", `\[5 Feeds\]`, `inventory_file\s+healthy`)
 	term.keys("?")
 	term.waitScreen("help", `Marks`, `stale`)
+
+	// In 80 columns, the service's detail still reads whole.
+	term.keys("?", "3", "Enter")
+	term.run("resize-window", "-t", term.name, "-x", "80", "-y", "24")
+	term.waitScreen("service-80", `(?m)^ 1 Zones .* cns$`, `Service web of alice`, firstSeen)
 	term.keys("q")
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -143,7 +144,8 @@ var reasonText = map[string]string{
 func ReasonText(flag string) string { return reasonText[flag] }
 
 // WriteVM prints cnsadm vm: the reference's uuid, last_visit and names,
-// then what cns adds (alias, listing decision and its reasons, problems).
+// then what cns adds (alias, owner by login and UUID, listing decision
+// and its reasons, problems).
 func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 	f := newFields(w, "uuid", "last_visit", "names")
 	f.text("uuid", vm.UUID)
@@ -156,6 +158,12 @@ func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 	// cns's lines.
 	if vm.Alias != "" {
 		f.text("alias", vm.Alias)
+	}
+	switch {
+	case vm.Login != "":
+		f.text("owner", vm.Login+" ("+vm.Owner+")")
+	case vm.Owner != "":
+		f.text("owner", vm.Owner)
 	}
 	f.text("listed", listedText(vm))
 	if len(vm.Reasons) > 0 {
@@ -312,11 +320,12 @@ func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
 	return tw.Flush()
 }
 
-// WriteServices prints cnsadm services: one line per service.
+// WriteServices prints cnsadm services: one line per service, its owner
+// by login (by UUID when cns does not know the login).
 func WriteServices(w io.Writer, views []Service, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "OWNER\tSERVICE\tLISTED\tPENDING\tBUDGET LEFT\tNEXT CHECK")
-	for _, v := range views {
+	for _, v := range ByOwnerName(views) {
 		pending := 0
 		for _, m := range v.Members {
 			if m.Status == MemberPending {
@@ -327,15 +336,20 @@ func WriteServices(w io.Writer, views []Service, now time.Time) error {
 		if !v.NextCheck.IsZero() {
 			next = "in " + Ago(v.NextCheck.Sub(now))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\n", v.Owner, v.Service, v.Listed, pending, v.BudgetLeft, v.Budget, next)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\n", cmp.Or(v.Login, v.Owner), v.Service, v.Listed, pending, v.BudgetLeft, v.Budget, next)
 	}
 	return tw.Flush()
 }
 
-// WriteService prints one service: its members, who is pending and when
-// each may leave, the window's budget, and recent decisions.
+// WriteService prints one service: its owner by login and UUID, its
+// members by alias and UUID, who is pending and when each may leave, the
+// window's budget, and recent decisions.
 func WriteService(w io.Writer, v *Service, now time.Time) error {
-	fmt.Fprintf(w, "service:     %s (owner %s)\n", v.Service, v.Owner)
+	owner := v.Owner
+	if v.Login != "" {
+		owner = v.Login + ", " + v.Owner
+	}
+	fmt.Fprintf(w, "service:     %s (owner %s)\n", v.Service, owner)
 	fmt.Fprintf(w, "listed:      %d of %d (n)\n", v.Listed, v.N)
 	fmt.Fprintf(w, "budget:      %d of %d left in this window", v.BudgetLeft, v.Budget)
 	if !v.WindowFreesAt.IsZero() {
@@ -343,10 +357,14 @@ func WriteService(w io.Writer, v *Service, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tSTATUS\tDOWN SINCE\tLEAVES")
-	for _, m := range v.Members {
+	fmt.Fprintln(tw, "MEMBER\tUUID\tSTATUS\tDOWN SINCE\tLEAVES")
+	unseen := false
+	for _, m := range v.MembersByAlias() {
 		since, leaves := "", ""
-		if !m.DownSince.IsZero() {
+		switch {
+		case !m.FirstSeenDown.IsZero():
+			since, unseen = "first seen "+Ago(now.Sub(m.FirstSeenDown))+" ago", true
+		case !m.DownSince.IsZero():
 			since = Ago(now.Sub(m.DownSince)) + " ago"
 		}
 		switch {
@@ -355,16 +373,21 @@ func WriteService(w io.Writer, v *Service, now time.Time) error {
 		case !m.LeftAt.IsZero():
 			leaves = "left " + Ago(now.Sub(m.LeftAt)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.VM, m.Status, since, leaves)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cmp.Or(m.Alias, "-"), m.VM, m.Status, since, leaves)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if unseen {
+		fmt.Fprintln(w, "first seen: down since before cns saw it; the time is when cns first saw it down")
+	}
 	if len(v.History) > 0 {
 		fmt.Fprintln(w, "history:")
+		tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		for _, d := range v.History {
-			fmt.Fprintf(w, "    %s  %s  %-12s %s\n", d.Time.UTC().Format(time.RFC3339), d.VM, d.Action, d.Reason)
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), cmp.Or(d.Alias, "-"), d.VM, d.Action, d.Reason)
 		}
+		return tw.Flush()
 	}
 	return nil
 }

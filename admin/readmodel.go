@@ -356,6 +356,26 @@ func (v *Service) HasPending() bool {
 	return false
 }
 
+// MembersByAlias returns the members ordered as an operator looks for
+// them: by alias, then by UUID.
+func (v *Service) MembersByAlias() []ServiceMember {
+	out := slices.Clone(v.Members)
+	slices.SortStableFunc(out, func(a, b ServiceMember) int {
+		return cmp.Or(cmp.Compare(a.Alias, b.Alias), cmp.Compare(a.VM, b.VM))
+	})
+	return out
+}
+
+// ByOwnerName returns views ordered as operators read them: by owner
+// login (UUID where the login is unknown), then by service name.
+func ByOwnerName(views []Service) []Service {
+	out := slices.Clone(views)
+	slices.SortStableFunc(out, func(a, b Service) int {
+		return cmp.Or(cmp.Compare(cmp.Or(a.Login, a.Owner), cmp.Or(b.Login, b.Owner)), cmp.Compare(a.Service, b.Service))
+	})
+	return out
+}
+
 // APIModel reads a running cns through its API.
 type APIModel struct {
 	Client *Client

@@ -28,6 +28,8 @@ const (
 	web0     = "fb576cd8-2cf6-4182-b2a9-c6ba9c73834e"
 	web1     = "2bcfed83-01c4-4486-9c9e-b7bb9b686831"
 	web2     = "f47889c3-2578-42e6-a1e6-7d0ef46e7fd6"
+	web3     = "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f" // down since before cns saw it
+	gone     = "d00dfeed-0000-4000-8000-00000000dead" // destroyed and reaped: no alias
 	carolWeb = "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"
 )
 
@@ -125,20 +127,22 @@ func (f *fakeSource) Services(ctx context.Context) ([]admin.Service, error) {
 		return nil, err
 	}
 	return []admin.Service{
-		{Owner: alice, Service: "db", Listed: 2, N: 2, Budget: 1, BudgetLeft: 1,
-			Members: []admin.ServiceMember{{VM: "8bcba6b8-f352-4df4-b788-2c0017ba7760", Status: admin.MemberUp},
-				{VM: "b9974d54-9a8f-4f94-b667-d41ae9d26935", Status: admin.MemberUp}}},
-		{Owner: alice, Service: "web", Listed: 2, N: 3, Budget: 1, BudgetLeft: 0,
+		{Owner: alice, Login: "alice", Service: "db", Listed: 2, N: 2, Budget: 1, BudgetLeft: 1,
+			Members: []admin.ServiceMember{{VM: "8bcba6b8-f352-4df4-b788-2c0017ba7760", Alias: "db0", Status: admin.MemberUp},
+				{VM: "b9974d54-9a8f-4f94-b667-d41ae9d26935", Alias: "db1", Status: admin.MemberUp}}},
+		{Owner: alice, Login: "alice", Service: "web", Listed: 2, N: 3, Budget: 1, BudgetLeft: 0,
 			WindowFreesAt: now.Add(45 * time.Second), NextCheck: now.Add(45 * time.Second),
 			Members: []admin.ServiceMember{
-				{VM: web1, Status: admin.MemberPending, DownSince: now.Add(-15 * time.Second), MayLeaveAt: now.Add(45 * time.Second)},
-				{VM: web2, Status: admin.MemberLeft, DownSince: now.Add(-15 * time.Second), LeftAt: now.Add(-15 * time.Second)},
-				{VM: web0, Status: admin.MemberUp},
+				{VM: web3, Alias: "web3", Status: admin.MemberLeft, DownSince: now.Add(-2 * time.Hour), FirstSeenDown: now.Add(-2 * time.Hour)},
+				{VM: web1, Alias: "web1", Status: admin.MemberPending, DownSince: now.Add(-15 * time.Second), MayLeaveAt: now.Add(45 * time.Second)},
+				{VM: web2, Alias: "web2", Status: admin.MemberLeft, DownSince: now.Add(-15 * time.Second), LeftAt: now.Add(-15 * time.Second)},
+				{VM: web0, Alias: "web0", Status: admin.MemberUp},
 			},
-			Departures: []admin.Departure{{VM: web2, At: now.Add(-15 * time.Second)}},
+			Departures: []admin.Departure{{VM: web2, Alias: "web2", At: now.Add(-15 * time.Second)}},
 			History: []admin.Decision{
-				{Time: now.Add(-15 * time.Second), VM: web2, Action: "released", Reason: "self-removal 1 of 1 (n=3) in the last 1m0s"},
-				{Time: now.Add(-15 * time.Second), VM: web1, Action: "pending", Reason: "window budget spent: 1 of 1 self-removals (n=3)"},
+				{Time: now.Add(-15 * time.Second), VM: web2, Alias: "web2", Action: "released", Reason: "self-removal 1 of 1 (n=3) in the last 1m0s"},
+				{Time: now.Add(-15 * time.Second), VM: web1, Alias: "web1", Action: "pending", Reason: "window budget spent: 1 of 1 self-removals (n=3)"},
+				{Time: now.Add(-15 * time.Second), VM: gone, Action: "hard-removed", Reason: "destroyed"},
 			}},
 	}, nil
 }

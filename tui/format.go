@@ -109,6 +109,24 @@ func short(uuid string) string {
 	return uuid
 }
 
+// ownerName names an owner where there is no room for its UUID: its
+// login, or the start of its UUID when cns does not know the login.
+func ownerName(login, uuid string) string {
+	if login != "" {
+		return login
+	}
+	return short(uuid)
+}
+
+// vmName names a VM where there is no room for its UUID: its alias, or
+// the start of its UUID when it has none.
+func vmName(alias, uuid string) string {
+	if alias != "" {
+		return alias
+	}
+	return short(uuid)
+}
+
 // wrap breaks text into lines of at most width cells, at spaces where it
 // can, each continuation line indented by indent.
 func wrap(text string, width int, indent string) []string {

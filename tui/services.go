@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/tritondatacenter/cns/admin"
 )
@@ -42,7 +44,8 @@ type servicesPage struct {
 
 func newServicesPage(c *Common) *servicesPage {
 	members := newTable(
-		column{title: "MEMBER", flex: true, min: 8},
+		column{title: "MEMBER", flex: true, min: 8, want: 16},
+		column{title: "UUID", flex: true, min: 8},
 		column{title: "STATUS"},
 		column{title: "DOWN SINCE"},
 		column{title: "LEAVES"},
@@ -51,7 +54,7 @@ func newServicesPage(c *Common) *servicesPage {
 	return &servicesPage{c: c, filter: newFilterBox("/ ", "filter services"), detailView: newScrollView(), members: members,
 		table: newTable(
 			column{title: "SERVICE", flex: true, min: 8},
-			column{title: "OWNER"},
+			column{title: "OWNER", flex: true, min: 8, want: 12},
 			column{title: "LISTED", right: true},
 			column{title: "PENDING", right: true},
 			column{title: "BUDGET LEFT"},
@@ -88,7 +91,7 @@ func (p *servicesPage) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case servicesLoaded:
 		p.loaded = true
-		p.views = msg.views
+		p.views = admin.ByOwnerName(msg.views)
 		p.rebuild()
 		p.SetSize()
 	case clockMsg:
@@ -129,17 +132,41 @@ func (p *servicesPage) rebuild() {
 		if pending > 0 {
 			mk = markPending
 		}
-		rows = append(rows, row{key: svcKey(v), mark: mk, cells: []string{v.Service, short(v.Owner),
-			fmt.Sprintf("%d of %d", v.Listed, len(v.Members)), strconv.Itoa(pending),
-			fmt.Sprintf("%d of %d", v.BudgetLeft, v.Budget), nextText}})
+		rows = append(rows, row{key: svcKey(v), mark: mk, also: serviceAlso(v),
+			cells: []string{v.Service, ownerName(v.Login, v.Owner),
+				fmt.Sprintf("%d of %d", v.Listed, len(v.Members)), strconv.Itoa(pending),
+				fmt.Sprintf("%d of %d", v.BudgetLeft, v.Budget), nextText}})
 	}
 	p.table.setRows(rows)
 	p.memberRows()
 	if p.detail != "" {
 		if v, ok := p.byKey[p.detail]; ok {
-			p.detailView.set("Service "+v.Service+" of "+v.Owner, p.serviceDetail(v))
+			p.detailView.set("Service "+v.Service+" of "+ownerName(v.Login, v.Owner), p.serviceDetail(v))
 		}
 	}
+}
+
+// serviceAlso is what "/" finds a service by besides its row: its
+// owner's UUID and login, and its members' aliases and UUIDs.
+func serviceAlso(v admin.Service) string {
+	words := []string{v.Owner, v.Login}
+	for _, m := range v.Members {
+		words = append(words, m.Alias, m.VM)
+	}
+	return strings.Join(words, " ")
+}
+
+// downSince is a member's DOWN SINCE cell: how long ago its status went
+// down or, for a member cns never saw up, how long ago cns first saw it
+// down.
+func downSince(now time.Time, m admin.ServiceMember) string {
+	switch {
+	case !m.FirstSeenDown.IsZero():
+		return "first seen " + age(now, m.FirstSeenDown) + " ago"
+	case !m.DownSince.IsZero():
+		return age(now, m.DownSince) + " ago"
+	}
+	return ""
 }
 
 // memberRows fills the members table with the selected service's.
@@ -151,12 +178,9 @@ func (p *servicesPage) memberRows() {
 	}
 	v := p.byKey[r.key]
 	rows := make([]row, 0, len(v.Members))
-	for _, m := range v.Members {
-		status, since, leaves := string(m.Status), "", ""
+	for _, m := range v.MembersByAlias() {
+		status, since, leaves := string(m.Status), downSince(p.c.Now, m), ""
 		mk := markNone
-		if !m.DownSince.IsZero() {
-			since = age(p.c.Now, m.DownSince) + " ago"
-		}
 		switch m.Status {
 		case admin.MemberPending:
 			mk = markPending
@@ -171,7 +195,7 @@ func (p *servicesPage) memberRows() {
 		case admin.MemberUp:
 			mk = markGood
 		}
-		rows = append(rows, row{key: m.VM, mark: mk, cells: []string{m.VM, status, since, leaves}})
+		rows = append(rows, row{key: m.VM, mark: mk, cells: []string{cmp.Or(m.Alias, "-"), m.VM, status, since, leaves}})
 	}
 	p.members.setRows(rows)
 }
@@ -234,11 +258,16 @@ func (p *servicesPage) summary(v admin.Service) string {
 	return s
 }
 
-// serviceDetail is the whole state of one service.
+// serviceDetail is the whole state of one service: every VM by alias
+// with its UUID beside it, the owner by login and UUID.
 func (p *servicesPage) serviceDetail(v admin.Service) []string {
-	now := p.c.Now
+	now, w := p.c.Now, p.c.Width
+	owner := v.Owner
+	if v.Login != "" {
+		owner = v.Login + " (" + v.Owner + ")"
+	}
 	lines := []string{
-		fmt.Sprintf("owner:        %s", v.Owner),
+		"owner:        " + owner,
 		fmt.Sprintf("listed:       %d of %d members (n=%d in this window)", v.Listed, len(v.Members), v.N),
 		fmt.Sprintf("budget:       %d of %d self-removals left in this window", v.BudgetLeft, v.Budget),
 	}
@@ -248,37 +277,71 @@ func (p *servicesPage) serviceDetail(v admin.Service) []string {
 	if !v.NextCheck.IsZero() {
 		lines = append(lines, "next check:   "+countdown(now, v.NextCheck))
 	}
-	lines = append(lines, "", "members:")
+	// Aliases in a column of their own, as wide as the widest.
+	aliasW := 0
 	for _, m := range v.Members {
-		l := fmt.Sprintf("  %s  %-7s", m.VM, m.Status)
-		if !m.DownSince.IsZero() {
-			l += "  down " + age(now, m.DownSince)
+		aliasW = max(aliasW, len(cmp.Or(m.Alias, "-")))
+	}
+	for _, d := range v.Departures {
+		aliasW = max(aliasW, len(cmp.Or(d.Alias, "-")))
+	}
+	named := func(alias, uuid string) string { return fmt.Sprintf("%-*s  %s", aliasW, cmp.Or(alias, "-"), uuid) }
+	lines = append(lines, "", "members:")
+	for _, m := range v.MembersByAlias() {
+		l := fmt.Sprintf("  %s  %-7s", named(m.Alias, m.VM), m.Status)
+		var state []string
+		switch {
+		case !m.FirstSeenDown.IsZero():
+			state = append(state, fmt.Sprintf("down since before cns saw it (first seen down at %s, %s)",
+				m.FirstSeenDown.UTC().Format("15:04:05"), ago(now, m.FirstSeenDown)))
+		case !m.DownSince.IsZero():
+			state = append(state, "down "+age(now, m.DownSince))
 		}
 		switch {
 		case !m.MayLeaveAt.IsZero():
-			l += ", leaves " + countdown(now, m.MayLeaveAt)
+			state = append(state, "leaves "+countdown(now, m.MayLeaveAt))
 		case !m.LeftAt.IsZero():
-			l += ", left " + age(now, m.LeftAt) + " ago"
+			state = append(state, "left "+age(now, m.LeftAt)+" ago")
 		case m.Status == admin.MemberPending:
-			l += ", waits its turn"
+			state = append(state, "waits its turn")
 		}
-		lines = append(lines, l)
+		// The state follows the status, or goes under the UUID when the
+		// line would not fit.
+		text := strings.Join(state, ", ")
+		switch {
+		case text == "":
+			lines = append(lines, l)
+		case ansi.StringWidth(l+"  "+text) <= w:
+			lines = append(lines, l+"  "+text)
+		default:
+			indent := strings.Repeat(" ", 2+aliasW+2)
+			lines = append(lines, l)
+			lines = append(lines, wrap(indent+text, w, indent)...)
+		}
 	}
 	if len(v.Departures) > 0 {
 		lines = append(lines, "", "self-removals in this window:")
 		for _, d := range v.Departures {
-			lines = append(lines, fmt.Sprintf("  %s  left %s", d.VM, ago(now, d.At)))
+			lines = append(lines, fmt.Sprintf("  %s  left %s", named(d.Alias, d.VM), ago(now, d.At)))
 		}
 	}
 	if len(v.History) > 0 {
+		// A decision names its VM by alias, or by the start of its UUID
+		// for one the store no longer holds; the members above give the
+		// UUIDs.
+		nameW := 8
+		for _, d := range v.History {
+			nameW = max(nameW, len(vmName(d.Alias, d.VM)))
+		}
+		indent := strings.Repeat(" ", 2+8+2+nameW+2+12+1)
 		lines = append(lines, "", "decisions (newest first):")
 		for i := len(v.History) - 1; i >= 0; i-- {
 			d := v.History[i]
-			l := fmt.Sprintf("  %s  %s  %-12s", d.Time.UTC().Format("15:04:05"), short(d.VM), d.Action)
+			l := fmt.Sprintf("  %s  %-*s  %-12s", d.Time.UTC().Format("15:04:05"), nameW, vmName(d.Alias, d.VM), d.Action)
 			if d.Reason != "" {
 				l += " " + d.Reason
 			}
-			lines = append(lines, wrap(l, p.c.Width, strings.Repeat(" ", 34))...)
+			lines = append(lines, wrap(l, w, indent)...)
 		}
 	}
 	return lines

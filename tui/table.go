@@ -40,6 +40,9 @@ type row struct {
 	key   string
 	cells []string
 	mark  mark
+	// also is text the filter matches besides the cells: the UUIDs
+	// behind the names a row shows, the members of a service.
+	also string
 }
 
 // table is a scrolling, filterable list with a cursor. It is a value
@@ -67,7 +70,8 @@ func (t *table) setRows(rows []row) {
 	t.apply(sel)
 }
 
-// setFilter keeps the rows any of whose cells contain f (any case).
+// setFilter keeps the rows any of whose cells, or also, contain f (any
+// case).
 func (t *table) setFilter(f string) {
 	sel := t.selectedKey()
 	t.filter = f
@@ -78,7 +82,7 @@ func (t *table) apply(sel string) {
 	t.shown = t.shown[:0]
 	f := strings.ToLower(t.filter)
 	for _, r := range t.all {
-		if f == "" || strings.Contains(strings.ToLower(strings.Join(r.cells, " ")), f) {
+		if f == "" || strings.Contains(strings.ToLower(strings.Join(r.cells, " ")+" "+r.also), f) {
 			t.shown = append(t.shown, r)
 		}
 	}

@@ -59,8 +59,8 @@ type vmsPage struct {
 func newVMsPage(c *Common) *vmsPage {
 	return &vmsPage{c: c, search: newFilterBox("search: ", "uuid, alias, owner, login or IP; enter"), detailView: newScrollView(),
 		table: newTable(
+			column{title: "ALIAS", flex: true, min: 8, want: 16},
 			column{title: "UUID", flex: true, min: 8},
-			column{title: "ALIAS", flex: true, min: 8},
 			column{title: "OWNER", flex: true, min: 8},
 			column{title: "STATE", drop: 2},
 			column{title: "LISTED"},
@@ -107,11 +107,7 @@ func (p *vmsPage) Update(msg tea.Msg) tea.Cmd {
 		rows := make([]row, 0, len(msg.res.VMs))
 		for _, v := range msg.res.VMs {
 			p.vms[v.UUID] = v
-			owner := v.Login
-			if owner == "" {
-				owner = short(v.Owner)
-			}
-			rows = append(rows, row{key: v.UUID, cells: []string{v.UUID, v.Alias, owner, v.State,
+			rows = append(rows, row{key: v.UUID, cells: []string{v.Alias, v.UUID, ownerName(v.Login, v.Owner), v.State,
 				listedText(v.ListInstance, v.ListServices), strings.Join(v.Reasons, ",")}})
 		}
 		p.table.setRows(rows)
@@ -224,7 +220,7 @@ func (p *vmsPage) View() string {
 func (p *vmsPage) renderDetail() {
 	title := "VM " + p.detail
 	if s, ok := p.vms[p.detail]; ok && s.Alias != "" {
-		title += " (" + s.Alias + ")"
+		title = "VM " + s.Alias + " (" + p.detail + ")"
 	}
 	var lines []string
 	switch {
@@ -242,16 +238,18 @@ func (p *vmsPage) renderDetail() {
 
 func vmDetail(vm *admin.VM, c *Common) []string {
 	w := c.Width
-	owner := vm.Owner
-	if vm.Login != "" {
-		owner = vm.Login + " (" + vm.Owner + ")"
+	var lines []string
+	switch {
+	case vm.Login != "":
+		lines = append(lines, "owner:      "+vm.Login+" ("+vm.Owner+")")
+	case vm.Owner != "": // a compute node has none
+		lines = append(lines, "owner:      "+vm.Owner)
 	}
-	lines := []string{
-		"owner:      " + owner,
-		"state:      " + vm.State,
-	}
-	if vm.Server != "" {
-		lines[1] += " on server " + vm.Server
+	switch {
+	case vm.State != "" && vm.Server != "":
+		lines = append(lines, "state:      "+vm.State+" on server "+vm.Server)
+	case vm.State != "":
+		lines = append(lines, "state:      "+vm.State)
 	}
 	if vm.LastVisit > 0 {
 		lines = append(lines, "last visit: "+ago(c.Now, msTime(vm.LastVisit)))
