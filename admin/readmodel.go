@@ -119,34 +119,43 @@ func nameServices(store *db.DB, svcs []Service) error {
 	if len(uuids) == 0 {
 		return nil
 	}
+	// In UUID order, the reads walk the store's UUID-keyed index in order.
 	slices.Sort(uuids)
 	uuids = slices.Compact(uuids)
 	type names struct{ alias, owner, login string }
 	known := make(map[string]names, len(uuids))
 	err := store.VMMetas(uuids, func(uuid string, meta []byte) error {
-		if m, err := feeds.DecodeVMMeta(meta); err == nil {
-			known[uuid] = names{m.Alias, m.Owner, m.Login}
+		if alias, owner, login, err := feeds.DecodeVMMetaNames(meta); err == nil {
+			known[uuid] = names{alias, owner, login}
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	alias := func(vm string) string { return known[strings.ToLower(vm)].alias }
+	// VMMetas names a VM by its UUID in lower case, as cns stores it.
+	of := func(vm string) names {
+		n, ok := known[vm]
+		if !ok {
+			n = known[strings.ToLower(vm)]
+		}
+		return n
+	}
 	for i := range svcs {
 		v := &svcs[i]
 		for j := range v.Members {
 			m := &v.Members[j]
-			m.Alias = alias(m.VM)
-			if n := known[strings.ToLower(m.VM)]; v.Login == "" && strings.EqualFold(n.owner, v.Owner) {
+			n := of(m.VM)
+			m.Alias = n.alias
+			if v.Login == "" && strings.EqualFold(n.owner, v.Owner) {
 				v.Login = n.login
 			}
 		}
 		for j := range v.Departures {
-			v.Departures[j].Alias = alias(v.Departures[j].VM)
+			v.Departures[j].Alias = of(v.Departures[j].VM).alias
 		}
 		for j := range v.History {
-			v.History[j].Alias = alias(v.History[j].VM)
+			v.History[j].Alias = of(v.History[j].VM).alias
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -522,17 +523,40 @@ func TestVM(t *testing.T) {
 	if _, ok, _ := d.VM(vm3); ok {
 		t.Error("unknown VM found")
 	}
-	// VMMetas: the metas of the VMs asked for that are stored, by their
-	// UUID in lower case; unknown and malformed ones are skipped.
-	metas := map[string]string{}
-	if err := d.VMMetas([]string{strings.ToUpper(vm1), vm3, "not-a-uuid", vm2}, func(uuid string, meta []byte) error {
-		metas[uuid] = string(meta)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+}
+
+// Ensure VMMetas gives the metas of the VMs asked for that are stored,
+// by their UUID in lower case, skipping unknown and malformed ones,
+// whether it looks each up (a few of many) or scans them all (a good
+// part of them).
+func TestVMMetas(t *testing.T) {
+	d, _ := openTest(t, Options{})
+	var stored []VMChange
+	for i := range 40 {
+		stored = append(stored, VMChange{UUID: fmt.Sprintf("%08x-abcd-4abc-8abc-abcdefabcdef", i), Meta: []byte(fmt.Sprintf("meta %d", i))})
 	}
-	if len(metas) != 2 || metas[vm1] != `{"why":[]}` || metas[vm2] != "" {
-		t.Errorf("VMMetas = %q, want vm1's and vm2's (empty)", metas)
+	mustCommit(t, d, &ChangeSet{Zones: testConfig(), VMs: stored})
+	unknown := "ffffffff-0000-4000-8000-000000000000"
+	for _, tc := range []struct {
+		name string
+		ask  []string
+		want map[string]string
+	}{
+		{"looked up", []string{strings.ToUpper(stored[3].UUID), unknown},
+			map[string]string{stored[3].UUID: "meta 3"}},
+		{"scanned", []string{stored[1].UUID, "not-a-uuid", strings.ToUpper(stored[7].UUID), unknown, stored[11].UUID},
+			map[string]string{stored[1].UUID: "meta 1", stored[7].UUID: "meta 7", stored[11].UUID: "meta 11"}},
+	} {
+		got := map[string]string{}
+		if err := d.VMMetas(tc.ask, func(uuid string, meta []byte) error {
+			got[uuid] = string(meta)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%s: VMMetas = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

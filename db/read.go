@@ -407,28 +407,67 @@ func (d *DB) EachVM(fn func(uuid string, meta []byte) error) error {
 
 // VMMetas calls fn with the meta of each VM of uuids the store holds,
 // all read in one transaction; a VM it does not hold, or a malformed
-// UUID, is skipped. meta is only valid during the call.
+// UUID, is skipped. meta is only valid during the call. When uuids are a
+// good part of the stored VMs, one pass over every entry costs less than
+// a lookup each (BenchmarkVMMetas), and fn sees them in the store's order
+// rather than theirs.
 func (d *DB) VMMetas(uuids []string, fn func(uuid string, meta []byte) error) error {
 	return d.view(func(tx *bolt.Tx) error {
-		for _, uuid := range uuids {
-			id, err := parseUUID(uuid)
-			if err != nil {
-				continue
-			}
-			key := []byte(formatUUID(id))
-			raw := vmEntryIn(tx, key, id)
-			if raw == nil {
-				continue
-			}
-			e, err := decodeVMEntry(id, raw)
-			if err != nil {
-				return fmt.Errorf("vm %s: %w", uuid, err)
-			}
-			if err := fn(string(key), e.meta); err != nil {
-				return err
-			}
+		// A lookup costs about as much as passing over 16 entries
+		// (BenchmarkVMMetas); Stats walks the bucket's pages, not its
+		// entries (~0.15 ms at 50k VMs).
+		if 16*len(uuids) >= tx.Bucket(bucketVMs).Stats().KeyN {
+			return scanVMMetas(tx, uuids, fn)
 		}
-		return nil
+		return lookUpVMMetas(tx, uuids, fn)
+	})
+}
+
+// lookUpVMMetas is VMMetas by one lookup per VM. uuids in order walk the
+// store's UUID index in order.
+func lookUpVMMetas(tx *bolt.Tx, uuids []string, fn func(uuid string, meta []byte) error) error {
+	for _, uuid := range uuids {
+		id, err := parseUUID(uuid)
+		if err != nil {
+			continue
+		}
+		key := []byte(formatUUID(id))
+		raw := vmEntryIn(tx, key, id)
+		if raw == nil {
+			continue
+		}
+		meta, err := vmEntryMeta(raw)
+		if err != nil {
+			return fmt.Errorf("vm %s: %w", uuid, err)
+		}
+		if err := fn(string(key), meta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanVMMetas is VMMetas in one pass over the VM entries.
+func scanVMMetas(tx *bolt.Tx, uuids []string, fn func(uuid string, meta []byte) error) error {
+	want := make(map[[16]byte]struct{}, len(uuids))
+	for _, uuid := range uuids {
+		if id, err := parseUUID(uuid); err == nil {
+			want[id] = struct{}{}
+		}
+	}
+	return tx.Bucket(bucketVMs).ForEach(func(k, v []byte) error {
+		id, err := vmKeyID(k)
+		if err != nil {
+			return err
+		}
+		if _, ok := want[id]; !ok {
+			return nil
+		}
+		meta, err := vmEntryMeta(v)
+		if err != nil {
+			return fmt.Errorf("vm %s: %w", formatUUID(id), err)
+		}
+		return fn(formatUUID(id), meta)
 	})
 }
 

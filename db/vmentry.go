@@ -127,6 +127,24 @@ func decodeVMEntry(id [16]byte, b []byte) (vmEntry, error) {
 	return v, d.done("vm entry")
 }
 
+// vmEntryMeta reads only the meta of an encoded entry, for readers that
+// need no names (VMMetas): the names are most of an entry's decoding.
+func vmEntryMeta(b []byte) ([]byte, error) {
+	d := &dec{b: b}
+	var meta []byte
+	if len(b) > 0 && b[0] == vmEntryV2 {
+		d.version(vmEntryV2, "vm entry")
+		meta = d.bytes32()
+	} else {
+		d.version(vmEntryV3, "vm entry")
+		meta = d.take(int(d.uvarint()))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("vm entry: %w", d.err)
+	}
+	return meta, nil
+}
+
 // readKey reads what appendKey wrote.
 func (t *labelTable) readKey(d *dec) []byte {
 	n := int(d.u8())

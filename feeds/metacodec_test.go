@@ -52,6 +52,16 @@ func TestVMMetaEncodingMatchesJSON(t *testing.T) {
 		if m.UUID != "" && len(bin)*2 > len(js) {
 			t.Errorf("binary meta %d bytes, JSON %d: want under half", len(bin), len(js))
 		}
+		// DecodeVMMetaNames reads the same names from either form.
+		for _, b := range [][]byte{bin, js} {
+			alias, owner, login, err := DecodeVMMetaNames(b)
+			if err != nil || alias != fromJSON.Alias || owner != fromJSON.Owner || login != fromJSON.Login {
+				t.Errorf("DecodeVMMetaNames(%q) = %q %q %q %v, want %q %q %q", b, alias, owner, login, err, fromJSON.Alias, fromJSON.Owner, fromJSON.Login)
+			}
+		}
+	}
+	if _, _, _, err := DecodeVMMetaNames([]byte{metaVersion, 1, 0}); err == nil {
+		t.Error("a truncated meta's names decoded")
 	}
 	if _, err := DecodeVMMeta([]byte{9}); err == nil {
 		t.Error("unknown version decoded")
