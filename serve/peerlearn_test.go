@@ -39,10 +39,10 @@ func (c *testClock) Add(d time.Duration) {
 // and off: the SOA (cns's current serial, authoritative; else REFUSED),
 // NOTIFYs (else silence) and its version (else silence).
 type learnPeer struct {
-	conn                       *net.UDPConn
-	soa, notify, version       atomic.Bool
-	soaQueries, versionQueries atomic.Int32
-	notifies                   chan uint32 // the serial of every NOTIFY received
+	conn                 *net.UDPConn
+	soa, notify, version atomic.Bool
+	versionQueries       atomic.Int32
+	notifies             chan uint32 // the serial of every NOTIFY received
 }
 
 func startLearnPeer(t *testing.T, serial func() uint32) *learnPeer {
@@ -52,51 +52,40 @@ func startLearnPeer(t *testing.T, serial func() uint32) *learnPeer {
 		t.Fatal(err)
 	}
 	f := &learnPeer{conn: c, notifies: make(chan uint32, 64)}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, from, err := c.ReadFromUDP(buf)
-			if err != nil {
+	srv := &dns.Server{PacketConn: c, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, m *dns.Msg) {
+		r := new(dns.Msg)
+		r.SetReply(m)
+		q := m.Question[0]
+		switch {
+		case m.Opcode == dns.OpcodeNotify:
+			if len(m.Answer) == 1 {
+				f.notifies <- m.Answer[0].(*dns.SOA).Serial
+			}
+			if !f.notify.Load() {
 				return
 			}
-			var m dns.Msg
-			if m.Unpack(buf[:n]) != nil || len(m.Question) != 1 {
-				continue
+		case q.Qtype == dns.TypeSOA && f.soa.Load():
+			r.Authoritative = true
+			apex := testApex()
+			r.Answer = []dns.RR{apex.SOA(zoneName, serial())}
+		case q.Qtype == dns.TypeSOA:
+			r.Rcode = dns.RcodeRefused
+		case q.Qtype == dns.TypeTXT && q.Qclass == dns.ClassCHAOS:
+			f.versionQueries.Add(1)
+			if !f.version.Load() {
+				return
 			}
-			r := new(dns.Msg)
-			r.SetReply(&m)
-			q := m.Question[0]
-			switch {
-			case m.Opcode == dns.OpcodeNotify:
-				if len(m.Answer) == 1 {
-					f.notifies <- m.Answer[0].(*dns.SOA).Serial
-				}
-				if !f.notify.Load() {
-					continue
-				}
-			case q.Qtype == dns.TypeSOA:
-				f.soaQueries.Add(1)
-				if f.soa.Load() {
-					r.Authoritative = true
-					apex := testApex()
-					r.Answer = []dns.RR{apex.SOA(zoneName, serial())}
-				} else {
-					r.Rcode = dns.RcodeRefused
-				}
-			case q.Qtype == dns.TypeTXT && q.Qclass == dns.ClassCHAOS:
-				f.versionQueries.Add(1)
-				if !f.version.Load() {
-					continue
-				}
-				r.Answer = []dns.RR{&dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassCHAOS}, Txt: []string{"fake 1.0"}}}
-			default:
-				continue
-			}
-			b, _ := r.Pack()
-			c.WriteToUDP(b, from)
+			r.Answer = []dns.RR{&dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassCHAOS}, Txt: []string{"fake 1.0"}}}
+		default:
+			return
 		}
-	}()
-	t.Cleanup(func() { c.Close() })
+		w.WriteMsg(r)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
 	return f
 }
 
