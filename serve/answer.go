@@ -147,15 +147,7 @@ func (r *response) appendEDE() {
 func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 	var r response
 	r.start(q, b, limit, s.udpSize)
-	switch {
-	case s.metaVersion != "" && !q.clientOnly() && underMeta(q.lower()):
-		s.answerMeta(&r, q)
-		return r.finish(q.id)
-	case q.qclass == dns.ClassCHAOS && !q.clientOnly():
-		s.answerChaos(&r, q)
-		return r.finish(q.id)
-	case q.qclass != dns.ClassINET && q.qclass != dns.ClassANY:
-		r.rcode = dns.RcodeRefused
+	if s.answerOutsideZones(&r, q) {
 		return r.finish(q.id)
 	}
 	name := q.lower()
@@ -354,6 +346,23 @@ func (s *Server) srvAdditionals(r *response, z *zone, start int) {
 			}
 		}
 	}
+}
+
+// answerOutsideZones answers what no zone holds: the meta names, the
+// CHAOS class, and any class but IN and ANY (REFUSED). It reports whether
+// it answered.
+func (s *Server) answerOutsideZones(r *response, q *query) bool {
+	switch {
+	case s.metaVersion != "" && !q.clientOnly() && underMeta(q.lower()):
+		s.answerMeta(r, q)
+	case q.qclass == dns.ClassCHAOS && !q.clientOnly():
+		s.answerChaos(r, q)
+	case q.qclass != dns.ClassINET && q.qclass != dns.ClassANY:
+		r.rcode = dns.RcodeRefused
+	default:
+		return false
+	}
+	return true
 }
 
 // answerChaos answers the CHAOS-class identity queries operators use:
