@@ -39,10 +39,10 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
-        "a NOTIFY answered with an error is retransmitted (RFC 1996 §4.7)",
+        "a NOTIFY answered with an error is taken for no answer and retransmitted (RFC 1996 §4.7)",
         "serve/notify.go",
-        "\t\t\tif st.serial == serial {",
-        "\t\t\tif st.serial == serial && rcode == dns.RcodeSuccess {",
+        "if k.to != from || st.id != id || st.inFlight == 0 {",
+        "if k.to != from || st.id != id || st.inFlight == 0 || rcode != dns.RcodeSuccess {",
         [("./serve", "TestNotifyErrorAnswerNotRetried"), (".", "TestInteropNotifyAnsweredNotRetried")],
     ),
     Mutation(
@@ -63,7 +63,7 @@ MUTATIONS = [
         "UDP IXFR: neither ACL nor key binding",
         "serve/xfr.go",
         "if q.signed || acc.requiredKey(q.src.Addr()) != nil || !acc.mayTransfer(z.name, q.src.Addr()) {",
-        "if q.signed {",
+        "if q.signed || acc == nil {",
         [("./serve", "TestUDPIXFRAccess"), (".", "TestInteropSecondaries")],
     ),
     Mutation(
@@ -214,7 +214,7 @@ def main():
     if args.markdown:
         print("\n| mutation | file: change | test | without the bug | with it |\n|---|---|---|---|---|")
         def code(s):
-            return "`" + s.strip().replace("|", "\\|") + "`"
+            return "`" + s.strip().replace("|", "\\|") + "`" if s.strip() else "(deleted)"
         for m, after, before in rows:
             for i, t in enumerate(m.tests):
                 head = f"{m.name} | `{m.file}`: {code(m.find)} → {code(m.replace)}" if i == 0 else " | "
