@@ -144,7 +144,7 @@ func (u *Updater) tick() {
 // (db.ChangeSet.Stop). Its VMs were never settled, so the next start
 // computes them again from the feeds.
 func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
-	b, release := u.next(ctx, nil)
+	b, release, paused := u.next(ctx, nil)
 	if release {
 		u.releaseMemory()
 	}
@@ -162,7 +162,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		if b.fullChunk() || b.cut {
 			// The next chunk (or slice), without the VMs and sources in
 			// flight.
-			next, release = u.next(ctx, b)
+			next, release, paused = u.next(ctx, b)
 		}
 		if err := <-done; err != nil {
 			if errors.Is(err, db.ErrStopped) {
@@ -189,7 +189,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	u.mu.Lock()
 	// A listing that came during a backlog stopped the drain (next) until
 	// it is in; the backlog goes on after it, and is not over.
-	over := !u.paused
+	over := !paused
 	endCommit := over && u.backlogOpen
 	u.mu.Unlock()
 	if endCommit {
@@ -243,7 +243,7 @@ func (u *Updater) compactIfSparse() {
 func (u *Updater) Flush() error {
 	u.lock() // (waits for the stored state to be read)
 	u.mu.Unlock()
-	b, release := u.next(context.Background(), nil)
+	b, release, _ := u.next(context.Background(), nil)
 	if release {
 		u.releaseMemory()
 	}
@@ -271,7 +271,7 @@ func (u *Updater) commitBatch(b *batch) error {
 	if u.settle(b, served) {
 		defer u.releaseMemory()
 	}
-	if len(u.dirty) > 0 || u.sourcesPending() {
+	if u.sched.pending() > 0 || u.sourcesPending() {
 		u.wake() // the rest of a chunked batch
 	} else {
 		clear(u.causes)
@@ -299,17 +299,13 @@ func (u *Updater) commitBatch(b *batch) error {
 // of each VM and hysteresis entry in it: one marked again meanwhile stays
 // pending after the commit.
 type batch struct {
+	picks
 	cs         *db.ChangeSet
-	gens       map[string]dirtyVM // each VM's mark when the batch took it
 	healthGens map[string]uint64
 	zonesGen   uint64 // the generation of the zone config in cs.Zones
 	// zonesAt is the zone config's generation when the batch began: a
 	// batch computed in slices is dropped when it changes (next).
-	zonesAt   uint64
-	unchanged int // VMs recomputed to what the store holds already
-	// before: VMs found as stored by the slices before the batch that
-	// had nothing to commit (logged with it).
-	before int
+	zonesAt uint64
 	// computeNodes counts the entries of cs.VMs that are compute nodes'
 	// CMON names, not VMs.
 	computeNodes int
@@ -318,13 +314,6 @@ type batch struct {
 	at       int64
 	computed int64 // mono() when the batch was computed
 	sources  sourceTake
-	size     int // the VMs a full chunk holds
-	// cut: collect stopped after maxVMsPerSlice VMs found as stored,
-	// with dirty VMs left; the next slice follows at once.
-	cut bool
-	// open: the batch is not full and more dirty VMs are left; its next
-	// slice follows once u.mu has been let go.
-	open bool
 }
 
 // fullChunk reports whether b holds as many VMs as a commit takes: a
@@ -373,24 +362,14 @@ func (u *Updater) settle(b *batch, served int64) bool {
 func (u *Updater) committed(uuid string, taken dirtyVM, computed, served int64) time.Duration {
 	wait := time.Duration(served - taken.since)
 	u.latency.Observe(wait.Seconds())
-	d, ok := u.dirty[uuid]
-	switch {
-	case !ok:
-	case d.gen == taken.gen:
-		delete(u.dirty, uuid)
-	default:
-		// Marked again while we committed: it stays dirty, its wait
-		// counted from when the batch was computed (at most that early).
-		d.since = computed
-		u.dirty[uuid] = d
-	}
+	u.sched.committed(uuid, taken, computed)
 	return wait
 }
 
 // causeSummary describes the pending batch in one line.
 func (u *Updater) causeSummary() string {
 	s := strings.Join(slices.Sorted(maps.Keys(u.causes)), "; ")
-	if n := len(u.dirty); n > 0 {
+	if n := u.sched.pending(); n > 0 {
 		s = fmt.Sprintf("%s (%d VMs)", s, n)
 	}
 	return s
@@ -439,25 +418,9 @@ var monoStart = time.Now()
 // pointer-free values (time.Time holds a *Location).
 func mono() int64 { return int64(time.Since(monoStart)) }
 
-// bigBurst is the number of VMs computed in one go (a start, a full
-// listing, a config change) after which memory is handed back.
-const bigBurst = 10000
-
-// endOfBurst reports, once the dirty set is empty, whether the burst that
-// emptied it was big. Callers hold mu.
-func (u *Updater) endOfBurst() bool {
-	if len(u.dirty) > 0 || u.sourcesPending() {
-		return false
-	}
-	big := u.burst >= bigBurst
-	u.burst = 0
-	if big {
-		// A map keeps its largest size, and the emptied order its array:
-		// after a million VMs, 84 and 16 MB of heap (measured apart).
-		u.dirty, u.order, u.urgent = map[string]dirtyVM{}, nil, nil
-	}
-	return big
-}
+// endOfBurst reports, once nothing is pending, whether the burst that
+// emptied the dirty set was big. Callers hold mu.
+func (u *Updater) endOfBurst() bool { return u.sched.endOfBurst(u.sourcesPending()) }
 
 // releaseMemory gives the transient memory of a big load back to the
 // system now, not over minutes: the Go heap's free pages, and the pages

@@ -26,11 +26,11 @@ import (
 // committed) end up as the same store a chunk-by-chunk Flush makes of the
 // final inventory: every name, record and VM hash the same.
 func TestDrainMatchesSerialFlush(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(150)()
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 7})
 
 	// Run drains the backlog while VMs keep changing.
 	piped, u := windowUpdater(t, time.Millisecond)
+	u.SetSizes(150, 0)
 	var commits atomic.Int64 // counted on the updater's commit goroutine
 	piped.OnCommit(func(*db.Committed) { commits.Add(1) })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -63,6 +63,7 @@ func TestDrainMatchesSerialFlush(t *testing.T) {
 
 	// The same final inventory, one Flush at a time.
 	serial, su := windowUpdater(t, time.Millisecond)
+	su.SetSizes(150, 0)
 	final := *inv
 	su.SetInventory(&final, "load")
 	flushAll(t, su)
@@ -150,7 +151,6 @@ func firstDiff(a, b []string) string {
 // remembers something (here members down by their status) is written
 // with the chunk that changed it.
 func TestBacklogCrashAfterAChunk(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(150)()
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 11})
 	down := 0
 	for i := range inv.VMs {
@@ -173,6 +173,7 @@ func TestBacklogCrashAfterAChunk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		u.SetSizes(150, 0)
 		load := *inv
 		load.VMs = slices.Clone(inv.VMs)
 		u.SetInventory(&load, "load")
@@ -363,7 +364,7 @@ func backlogCommits(t *testing.T, store *db.DB, u *feeds.Updater, size int) []*d
 	t.Helper()
 	commits := make(chan *db.Committed, 100)
 	store.OnCommit(func(c *db.Committed) { commits <- c })
-	defer feeds.SetMaxVMsPerCommit(size)()
+	u.SetSizes(size, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { u.Run(ctx); close(done) }()
@@ -386,10 +387,10 @@ func backlogCommits(t *testing.T, store *db.DB, u *feeds.Updater, size int) []*d
 // computed meanwhile is dropped (and logged), what landed stays, and the
 // rest is still pending for the next start.
 func TestShutdownDropsBacklog(t *testing.T) {
-	defer feeds.SetMaxVMsPerCommit(150)()
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 1200, Seed: 7})
 	var logs bytes.Buffer
 	store, u := loggingUpdater(t, time.Millisecond, slog.NewJSONHandler(&logs, nil))
+	u.SetSizes(150, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	var commits atomic.Int64
 	store.OnCommit(func(*db.Committed) { // the updater's commit goroutine

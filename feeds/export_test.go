@@ -1,31 +1,22 @@
 package feeds
 
-// SetMaxVMsPerCommit makes chunks of n VMs until the returned func runs.
-func SetMaxVMsPerCommit(n int) (restore func()) {
-	old := maxVMsPerCommit
-	maxVMsPerCommit = n
-	return func() { maxVMsPerCommit = old }
+// SetSizes makes u commit a backlog in chunks of chunk VMs and compute
+// slices of slice VMs (0 keeps the size as it is).
+func (u *Updater) SetSizes(chunk, slice int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if chunk > 0 {
+		u.sched.chunk = chunk
+	}
+	if slice > 0 {
+		u.sched.slice = slice
+	}
 }
 
-// SetMaxVMsPerSlice makes slices of n VMs until the returned func runs.
-func SetMaxVMsPerSlice(n int) (restore func()) {
-	old := maxVMsPerSlice
-	maxVMsPerSlice = n
-	return func() { maxVMsPerSlice = old }
-}
+// SetBetweenSlices makes u run f between two slices of a batch; it is
+// set before u runs.
+func (u *Updater) SetBetweenSlices(f func()) { u.hooks.betweenSlices = f }
 
-// SetBetweenSlices runs f between two slices of a batch until the
-// returned func runs.
-func SetBetweenSlices(f func()) (restore func()) {
-	old := betweenSlices
-	betweenSlices = f
-	return func() { betweenSlices = old }
-}
-
-// SetBetweenListingSlices runs f between two slices of a listing until
-// the returned func runs.
-func SetBetweenListingSlices(f func()) (restore func()) {
-	old := betweenListingSlices
-	betweenListingSlices = f
-	return func() { betweenListingSlices = old }
-}
+// SetBetweenListingSlices makes u run f between two slices of a listing;
+// it is set before the listing is put.
+func (u *Updater) SetBetweenListingSlices(f func()) { u.hooks.betweenListingSlices = f }

@@ -48,9 +48,7 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	if first {
 		u.vms = make(map[string]*storedVM, len(facts))
 		u.sizeIndexes(facts)
-		if len(u.dirty) == 0 {
-			u.dirty = make(map[string]dirtyVM, len(facts))
-		}
+		u.sched.sizeFor(len(facts))
 	}
 	u.listing = true
 	// Nothing held, nothing stored: nothing can be gone, and a fresh data
@@ -77,21 +75,17 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 }
 
 // between lets go of u.mu before the i-th step of a listing's work, once
-// every maxVMsPerSlice steps; u.mu is held.
+// every slice of the scheduler's; u.mu is held.
 func (u *Updater) between(i int) {
-	if i == 0 || i%maxVMsPerSlice != 0 {
+	if i == 0 || i%u.sched.slice != 0 {
 		return
 	}
 	u.mu.Unlock()
-	if betweenListingSlices != nil {
-		betweenListingSlices()
+	if u.hooks.betweenListingSlices != nil {
+		u.hooks.betweenListingSlices()
 	}
 	u.mu.Lock()
 }
-
-// betweenListingSlices, when set (tests), runs in SetInventory between
-// two slices, u.mu not held.
-var betweenListingSlices func()
 
 // forgetUnlisted forgets the VMs held or stored that a complete listing
 // does not list; u.mu is held, let go of now and then (between): nothing
@@ -221,36 +215,7 @@ func (u *Updater) markAll(cause string) {
 }
 
 // mark queues uuid for the next commit.
-func (u *Updater) mark(uuid string) {
-	u.gen++
-	d, ok := u.dirty[uuid]
-	if !ok {
-		d.since = mono()
-	}
-	d.gen = u.gen
-	u.dirty[uuid] = d
-	if len(u.order) > 0 && len(u.urgent) < maxUrgent {
-		// A backlog is being worked through in its sorted order: a
-		// change now goes before the rest of it (dirtyInOrder).
-		u.urgent = append(u.urgent, uuid)
-	}
-}
-
-// maxUrgent bounds the VMs marked during a backlog that go before the
-// rest of it: a feed's changes, a few a second. What a relisting or a
-// config change marks beyond it waits for the backlog's next snapshot,
-// in order (a million VMs out of order would scatter the forward zone's
-// writes).
-const maxUrgent = 4096
-
-// dirtyVM is a VM waiting to be recomputed: the generation of its latest
-// mark (a batch computed before it is out of date), and since when its
-// oldest change not yet committed has waited (mono, for the histogram of
-// change latencies). No pointers: a first load holds a million.
-type dirtyVM struct {
-	gen   uint64
-	since int64
-}
+func (u *Updater) mark(uuid string) { u.sched.mark(uuid, mono()) }
 
 func (u *Updater) markSet(set map[string]bool, cause string) {
 	for uuid := range set {
@@ -370,7 +335,7 @@ func (u *Updater) Tick() {
 	}
 	u.setServers(servers, "compute node state changed")
 	u.releaseDue()
-	if len(u.dirty) > 0 {
+	if u.sched.pending() > 0 {
 		u.wake()
 	}
 }

@@ -59,9 +59,9 @@ func restarted(t *testing.T, inv *dc.Inventory, log slog.Handler) (*db.DB, *feed
 // the rest of the test) and commits its first chunk.
 func backlogAfterAChunk(t *testing.T) (*dc.Inventory, *db.DB, *feeds.Updater) {
 	t.Helper()
-	t.Cleanup(feeds.SetMaxVMsPerCommit(25))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
 	store, u := windowUpdater(t, time.Millisecond)
+	u.SetSizes(25, 0)
 	u.SetInventory(inv, "load")
 	if err := u.Flush(); err != nil {
 		t.Fatal(err)
@@ -113,14 +113,14 @@ func TestReconcileLetsChangesIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(feeds.SetMaxVMsPerSlice(50))
+	u.SetSizes(0, 50)
 	last := byOwnerLast(inv)
 	cuts := 0
-	t.Cleanup(feeds.SetBetweenSlices(func() {
+	u.SetBetweenSlices(func() {
 		if cuts++; cuts == 1 {
 			u.SetVM(stopped(last), "changefeed") // takes the updater's lock
 		}
-	}))
+	})
 	backlog := backlogFlags(store)
 	// The first commit holds the zone config (a restart writes it) and
 	// the first slice; the change comes after it, with the second.
@@ -178,8 +178,8 @@ func TestReconcileSlicesUnderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Cleanup(feeds.SetMaxVMsPerSlice(50))
 	store, u := restarted(t, inv, slog.DiscardHandler)
+	u.SetSizes(0, 50)
 	u.SetInventory(&changed, "relisting")
 	var commits atomic.Int64
 	store.OnCommit(func(*db.Committed) { commits.Add(1) })
@@ -219,9 +219,9 @@ func TestBacklogGoesOnUnderChanges(t *testing.T) {
 // is counted once as unchanged, and the last has nothing pending.
 func TestReconcileEndIsLogged(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 600, Seed: 9})
-	t.Cleanup(feeds.SetMaxVMsPerSlice(50))
 	var logs syncBuffer
 	store, u := restarted(t, inv, slog.NewJSONHandler(&logs, nil))
+	u.SetSizes(0, 50)
 	hashes := storedHashes(t, store)
 	running(t, u)
 	settled(t, u) // (the last line is written before the lock is let go)
@@ -247,17 +247,16 @@ func TestReconcileEndIsLogged(t *testing.T) {
 // runs f. hooks counts the times the updater was let go between slices.
 func firstLoadInSlices(t *testing.T, log slog.Handler, f func(*feeds.Updater)) (inv *dc.Inventory, store *db.DB, u *feeds.Updater, hooks *int) {
 	t.Helper()
-	t.Cleanup(feeds.SetMaxVMsPerCommit(100))
-	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv = sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
 	store, u = loggingUpdater(t, time.Millisecond, log)
+	u.SetSizes(100, 30)
 	u.SetInventory(inv, "load")
 	hooks = new(int)
-	t.Cleanup(feeds.SetBetweenSlices(func() {
+	u.SetBetweenSlices(func() {
 		if *hooks++; *hooks == 1 {
 			f(u) // takes the updater's lock
 		}
-	}))
+	})
 	return inv, store, u, hooks
 }
 
@@ -412,18 +411,18 @@ func TestParkedChunkChanges(t *testing.T) {
 // no batch is computed from a listing half put: a commit then would take
 // the part of a first load that happens to be in.
 func TestListingInSlices(t *testing.T) {
-	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 300, Seed: 9})
 	store, u := windowUpdater(t, time.Millisecond)
+	u.SetSizes(0, 30)
 	hooks, pending := 0, 0
-	t.Cleanup(feeds.SetBetweenListingSlices(func() {
+	u.SetBetweenListingSlices(func() {
 		if hooks++; hooks == 5 {
 			pending = u.Pending() // takes the updater's lock
 			if err := u.Flush(); err != nil {
 				t.Error(err)
 			}
 		}
-	}))
+	})
 	u.SetInventory(inv, "load")
 	nodes := 0 // compute nodes, marked before the VMs (their CMON names)
 	for _, s := range inv.Servers {
@@ -446,11 +445,10 @@ func TestListingInSlices(t *testing.T) {
 // written, the backlog's last chunk ends exactly on a slice while one of
 // its VMs waits for its turn again, and the load goes on to its end.
 func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
-	t.Cleanup(feeds.SetMaxVMsPerCommit(200))
-	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
 	inOrder := byOwner(inv)
 	store, u := windowUpdater(t, time.Millisecond)
+	u.SetSizes(200, 30)
 	u.SetInventory(inv, "load")
 	hold := make(chan struct{})
 	first := true
@@ -461,14 +459,14 @@ func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
 		}
 	})
 	hooks := 0
-	t.Cleanup(feeds.SetBetweenSlices(func() {
+	u.SetBetweenSlices(func() {
 		switch hooks++; hooks {
 		case 7: // the second chunk's first slice (the first chunk took 7 slices, 6 of them open)
 			u.SetVM(stopped(inOrder[200]), "changefeed")
 		case 10: // its fourth slice, the backlog's last VMs
 			close(hold)
 		}
-	}))
+	})
 	running(t, u)
 	settled(t, u)
 	if n := storedVMs(t, store); n < len(inv.VMs) {
@@ -480,12 +478,11 @@ func TestChangeInsideTheChunkDoesNotParkIt(t *testing.T) {
 // the chunk computed meanwhile goes on as a chunk: it does not end after
 // its first VM as if it had taken that change out of turn.
 func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
-	t.Cleanup(feeds.SetMaxVMsPerCommit(200))
-	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
 	inOrder := byOwner(inv)
 	var logs syncBuffer
 	store, u := loggingUpdater(t, time.Millisecond, slog.NewJSONHandler(&logs, nil))
+	u.SetSizes(200, 30)
 	u.SetInventory(inv, "load")
 	hold := make(chan struct{})
 	first := true
@@ -499,14 +496,14 @@ func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
 		}
 	})
 	hooks := 0
-	t.Cleanup(feeds.SetBetweenSlices(func() {
+	u.SetBetweenSlices(func() {
 		switch hooks++; hooks {
 		case 6: // the first chunk's last slice is still to come
 			u.SetVM(stopped(inOrder[0]), "changefeed")
 		case 7: // the second chunk's first slice
 			close(hold)
 		}
-	}))
+	})
 	running(t, u)
 	settled(t, u)
 	if sizes := commitSizes(&logs); len(sizes) < 2 || sizes[1] < 30 {
@@ -519,13 +516,12 @@ func TestChangeInFlightDoesNotCutTheNextChunk(t *testing.T) {
 // commit that ends it has serve build every table of a first load), and
 // only the backlog's last commit says it is over.
 func TestListingDuringABacklog(t *testing.T) {
-	t.Cleanup(feeds.SetMaxVMsPerCommit(200))
-	t.Cleanup(feeds.SetMaxVMsPerSlice(30))
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 320, Seed: 9})
 	relisted := *inv
 	relisted.VMs = slices.Clone(inv.VMs)
 	relisted.VMs[0] = *stopped(inv.VMs[0])
 	store, u := windowUpdater(t, time.Millisecond)
+	u.SetSizes(200, 30)
 	u.SetInventory(inv, "load")
 	backlog := backlogFlags(store)
 	hold := make(chan struct{})
@@ -537,23 +533,23 @@ func TestListingDuringABacklog(t *testing.T) {
 		}
 	})
 	listingIn, listingOn := make(chan struct{}), make(chan struct{})
-	t.Cleanup(feeds.SetBetweenListingSlices(func() {
+	u.SetBetweenListingSlices(func() {
 		select {
 		case <-listingIn:
 		default:
 			close(listingIn)
 			<-listingOn
 		}
-	}))
+	})
 	listed := make(chan struct{})
 	hooks := 0
-	t.Cleanup(feeds.SetBetweenSlices(func() {
+	u.SetBetweenSlices(func() {
 		if hooks++; hooks == 7 { // the second chunk's first slice
 			go func() { u.SetInventory(&relisted, "relisting"); close(listed) }()
 			<-listingIn
 			close(hold)
 		}
-	}))
+	})
 	running(t, u)
 	waitUntil(t, "the first chunk committed", func() bool { return !u.LastCommit().Time.IsZero() }) // the second waits for the listing
 	close(listingOn)

@@ -107,7 +107,7 @@ func (u *Updater) sourcesPending() bool { return len(u.sources) > 0 }
 
 // pending counts the VMs and pseudo-VMs waiting. u.mu is held.
 func (u *Updater) pending() int {
-	n := len(u.dirty)
+	n := u.sched.pending()
 	for _, q := range u.sources {
 		n += q.N - q.done
 	}

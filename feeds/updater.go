@@ -50,6 +50,10 @@ type Options struct {
 	LoadLater bool
 }
 
+// hooks run, when set (tests), where the updater lets go of its lock
+// between two slices: of a batch (next), of a listing (SetInventory).
+type hooks struct{ betweenSlices, betweenListingSlices func() }
+
 // Both feeds report to the updater through dc.Sink.
 var _ dc.Sink = (*Updater)(nil)
 
@@ -82,25 +86,15 @@ type Updater struct {
 	strs                 map[string]string       // interned owner and server UUIDs
 	byOwner              map[string]map[string]bool
 	byServer             map[string]map[string]bool
-	hashes               map[string]uint64  // every stored VM: what its records and decision hash to
-	dirty                map[string]dirtyVM // VMs to recompute (or delete)
-	order                []string           // the rest of a sorted snapshot of dirty (dirtyInOrder)
-	urgent               []string           // VMs marked while order was being worked through: before it
-	urgentCut            bool               // the last batch ended after urgent VMs: the next goes on with order
-	// parked is a chunk computed in part, set aside for a batch of urgent
-	// VMs (next); its VMs are not taken by another batch.
-	parked *batch
-	// chunking: the last batch was a backlog's chunk (its Backlog set).
-	chunking bool
-	// paused: next stopped for a listing (SetInventory) being put.
-	paused bool
+	hashes               map[string]uint64 // every stored VM: what its records and decision hash to
+	sched                *scheduler        // the VMs to recompute (or delete), and what the next batch takes
+	hooks                hooks
 	// backlogOpen: the last commit said a backlog's chunk follows; the
 	// drain that ends the backlog says it is over (an empty commit).
 	backlogOpen bool
 	// compactDue: a drain committed several batches (a first load's
 	// chunks) and the store was not compacted after them yet. Run's.
 	compactDue bool
-	gen        uint64
 	causes     map[string]int // why the pending batch exists, for the journal
 	haveFull   bool           // a full listing has been applied
 	// listing: a listing is being put (SetInventory, between its slices):
@@ -112,7 +106,6 @@ type Updater struct {
 	lastCommit CommitInfo
 	hist       metrics.Histogram // commit durations
 	latency    metrics.Histogram // a VM's change → the commit that serves it
-	burst      int               // VMs computed since the dirty set was last empty
 	feeds      map[string]FeedStatus
 	health     *serviceHealth  // self-removal hysteresis (selfremoval.go)
 	seenDue    map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
@@ -131,7 +124,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
-		dirty: map[string]dirtyVM{}, causes: map[string]int{},
+		sched: newScheduler(defaultChunk, defaultSlice), causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds), latency: metrics.NewHistogram(metrics.LatencyBounds), seenDue: map[string]bool{},
 	}
 	u.setForward()
