@@ -28,11 +28,6 @@ type ChangeSet struct {
 	// a lower one would be ignored. Such a zone gets a new version even
 	// without record changes (an empty journal entry).
 	SerialFloors map[string]uint32
-	// Backlog says that another commit follows at once (a full chunk of a
-	// first load or of a long backlog): a hook may put off work the next
-	// commits would redo (serve's tables) until a commit without it, which
-	// always ends a backlog.
-	Backlog bool
 	// Stop, when closed, makes Commit give up before the transaction is
 	// written (ErrStopped): nothing of the change set is stored. A
 	// shutdown closes it rather than wait for a first load's chunk, which
@@ -86,8 +81,6 @@ type Committed struct {
 	Problems []string
 	// Clients are the VMs whose Client changed.
 	Clients []ClientUpdate
-	// Backlog is the change set's: another commit follows at once.
-	Backlog bool
 }
 
 // ZoneUpdate is one zone's new version.

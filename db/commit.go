@@ -62,7 +62,6 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 		if out, err = c.finish(); err != nil {
 			return err
 		}
-		out.Backlog = cs.Backlog
 		if stopped(cs.Stop) {
 			return ErrStopped // the last moment before bbolt writes
 		}

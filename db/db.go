@@ -115,8 +115,9 @@ type DB struct {
 	// one when the file was opened read-only.
 	schema uint32
 
-	mu    sync.Mutex
-	hooks []func(*Committed)
+	mu      sync.Mutex
+	hooks   []func(*Committed)
+	backlog *Backlog
 	// commitMu orders commits and their hooks; every other write, and a
 	// live compaction, takes it too. The hooks run under it, so a hook
 	// must not write to the store (it would wait for itself).
@@ -151,7 +152,7 @@ func Open(path string, opts Options) (*DB, error) {
 	// costs at most one more ftruncate and fsync in a commit that grows
 	// it, and such a commit fsyncs anyway.
 	bdb.AllocSize = allocSize
-	d := &DB{path: path, opts: opts, now: opts.Now}
+	d := &DB{path: path, opts: opts, now: opts.Now, backlog: newBacklog()}
 	d.file.Store(bdb)
 	if d.now == nil {
 		d.now = Now

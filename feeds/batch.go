@@ -5,25 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 )
-
-// CommitInfo describes the last commit the updater made.
-type CommitInfo struct {
-	Time     time.Time
-	VMs      int
-	Duration time.Duration
-	// Oldest is how long its oldest VM change had waited when it was
-	// served (the longest of its cns_change_latency_seconds).
-	Oldest time.Duration
-	Err    string
-}
 
 func (u *Updater) wake() {
 	select {
@@ -146,7 +133,7 @@ func (u *Updater) tick() {
 func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 	b, release, paused := u.next(ctx, nil)
 	if release {
-		u.releaseMemory()
+		u.commit.releaseMemory()
 	}
 	batches := 0
 	for ; b != nil; batches++ {
@@ -171,7 +158,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 			return err // next is dropped: its VMs are still dirty
 		}
 		if release { // a reconcile that ended in slices with nothing to commit
-			u.releaseMemory()
+			u.commit.releaseMemory()
 		}
 		b = next
 		select { // what Run would do between two batches
@@ -185,54 +172,15 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		default:
 		}
 	}
-	u.compactDue = u.compactDue || batches > 1
-	u.mu.Lock()
 	// A listing that came during a backlog stopped the drain (next) until
 	// it is in; the backlog goes on after it, and is not over.
-	over := !paused
-	endCommit := over && u.backlogOpen
-	u.mu.Unlock()
-	if endCommit {
-		// The backlog ended on a full chunk, which promised another
-		// commit: an empty one tells the hooks that it is over.
-		if _, err := u.store.Commit(&db.ChangeSet{Cause: "end of backlog"}); err != nil {
-			return err
-		}
-		u.mu.Lock()
-		u.backlogOpen = false
-		u.mu.Unlock()
-	}
-	if over && u.compactDue {
-		// A backlog in chunks (a first load) is in: give back the pages
-		// its chunks left free.
-		u.compactDue = false
-		u.compactIfSparse()
-	}
+	u.commit.drained(batches, !paused)
 	return nil
 }
 
 // dropped logs a batch left uncommitted by a shutdown.
 func (u *Updater) dropped(b *batch) {
 	u.log.Info("shutting down: batch not committed; the next start computes it again", "vms", len(b.cs.VMs))
-}
-
-// compactIfSparse compacts the store live when a large backlog left much
-// of the file free (db.DB.CompactIfSparse): a first load's chunks
-// rewrite most pages of the name buckets, and the pages the last ones
-// freed would stay free in a steady data center. Commits wait meanwhile
-// (100k VMs: ~1 s); a failure leaves the file as it was.
-func (u *Updater) compactIfSparse() {
-	start := time.Now()
-	res, ok, err := u.store.CompactIfSparse()
-	switch {
-	case err != nil:
-		u.log.Warn("compacting the db after a large load failed; it keeps its free pages", "err", err)
-	case ok:
-		u.log.Info("db compacted", "before", res.Before, "after", res.After, "took", time.Since(start).String())
-		// The copy's garbage and the old file's pages it read: a first
-		// load of 1M VMs stayed at ~4 GB resident without this.
-		u.releaseMemory()
-	}
 }
 
 // Flush computes and commits the next batch now (a backlog's next chunk,
@@ -245,7 +193,7 @@ func (u *Updater) Flush() error {
 	u.mu.Unlock()
 	b, release, _ := u.next(context.Background(), nil)
 	if release {
-		u.releaseMemory()
+		u.commit.releaseMemory()
 	}
 	if b == nil {
 		return nil
@@ -253,23 +201,19 @@ func (u *Updater) Flush() error {
 	return u.commitBatch(b)
 }
 
-// commitBatch stores b and settles it; u.mu is not held.
+// commitBatch stores b (committer) and settles it; u.mu is not held.
 func (u *Updater) commitBatch(b *batch) error {
 	cs := b.cs
-	start := time.Now()
-	res, err := u.store.Commit(cs)
-	served := mono() // the hooks ran: the answers show cs
-
+	res, served, took, err := u.commit.store(b)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.lastCommit = CommitInfo{Time: u.now(), VMs: len(cs.VMs) - b.computeNodes, Duration: time.Since(start)}
+	u.commit.last = CommitInfo{Time: u.now(), VMs: len(cs.VMs) - b.computeNodes, Duration: took}
 	if err != nil {
-		u.lastCommit.Err = err.Error()
+		u.commit.last.Err = err.Error()
 		return err
 	}
-	u.backlogOpen = cs.Backlog
 	if u.settle(b, served) {
-		defer u.releaseMemory()
+		defer u.commit.releaseMemory()
 	}
 	if u.sched.pending() > 0 || u.sourcesPending() {
 		u.wake() // the rest of a chunked batch
@@ -279,7 +223,7 @@ func (u *Updater) commitBatch(b *batch) error {
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}
-	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.before+b.unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", u.lastCommit.Duration.String())
+	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.before+b.unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", took.String())
 	for _, z := range res.Zones {
 		if z.Removed {
 			u.log.Info("zone removed", "zone", z.Zone)
@@ -330,8 +274,7 @@ func (b *batch) empty() bool {
 // held. It reports whether the burst the batch ended was big enough to
 // hand memory back.
 func (u *Updater) settle(b *batch, served int64) bool {
-	u.commits++
-	u.hist.Observe(u.lastCommit.Duration.Seconds())
+	u.commit.landed()
 	u.health.written(b.healthGens)
 	u.sourcesCommitted(b.sources)
 	if b.cs.Zones != nil {
@@ -339,7 +282,7 @@ func (u *Updater) settle(b *batch, served int64) bool {
 	}
 	for _, vc := range b.cs.VMs {
 		if taken, ok := b.gens[vc.UUID]; ok { // (an aggregated source's pseudo-VMs were never dirty)
-			u.lastCommit.Oldest = max(u.lastCommit.Oldest, u.committed(vc.UUID, taken, b.computed, served))
+			u.commit.last.Oldest = max(u.commit.last.Oldest, u.committed(vc.UUID, taken, b.computed, served))
 		}
 		if vc.Delete {
 			delete(u.hashes, vc.UUID)
@@ -361,7 +304,7 @@ func (u *Updater) settle(b *batch, served int64) bool {
 // it was marked again meanwhile. u.mu is held.
 func (u *Updater) committed(uuid string, taken dirtyVM, computed, served int64) time.Duration {
 	wait := time.Duration(served - taken.since)
-	u.latency.Observe(wait.Seconds())
+	u.commit.latency.Observe(wait.Seconds())
 	u.sched.committed(uuid, taken, computed)
 	return wait
 }
@@ -383,51 +326,6 @@ func (u *Updater) Pending() int {
 	return u.pending()
 }
 
-// LastCommit describes the last commit attempt.
-func (u *Updater) LastCommit() CommitInfo {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.lastCommit
-}
-
-// commitBounds are the commit histogram's upper bounds, seconds.
-var commitBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-
-// CommitHistogram returns the commit durations so far.
-func (u *Updater) CommitHistogram() metrics.Histogram {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.hist.Clone()
-}
-
-// LatencyHistogram returns, for every VM change committed so far, the
-// time from the updater learning of it (a feed's delivery, a listing, an
-// owner, network or compute node change marking it) to the end of the
-// commit that serves it: the batch window, the queue before it and the
-// commit. Changes that left a VM's records as they were do not count.
-func (u *Updater) LatencyHistogram() metrics.Histogram {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.latency.Clone()
-}
-
-// monoStart is the origin of mono.
-var monoStart = time.Now()
-
-// mono is the monotonic clock in nanoseconds, for durations kept in
-// pointer-free values (time.Time holds a *Location).
-func mono() int64 { return int64(time.Since(monoStart)) }
-
 // endOfBurst reports, once nothing is pending, whether the burst that
 // emptied the dirty set was big. Callers hold mu.
 func (u *Updater) endOfBurst() bool { return u.sched.endOfBurst(u.sourcesPending()) }
-
-// releaseMemory gives the transient memory of a big load back to the
-// system now, not over minutes: the Go heap's free pages, and the pages
-// of the db file the load read.
-func (u *Updater) releaseMemory() {
-	debug.FreeOSMemory()
-	if err := u.store.ReleaseMemory(); err != nil {
-		u.log.Debug("release db pages", "err", err)
-	}
-}

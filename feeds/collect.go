@@ -106,7 +106,6 @@ func (w updaterWork) compute(uuid string, b *batch) outcome {
 
 func (w updaterWork) finish(b, inFlight *batch) {
 	u := w.u
-	b.cs.Backlog = b.backlog
 	if inFlight == nil || inFlight.sources == (sourceTake{}) {
 		b.sources = u.takeSources(b.cs)
 	}

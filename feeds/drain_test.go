@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,13 +242,13 @@ func TestBacklogCrashAfterAChunk(t *testing.T) {
 	}
 }
 
-// A backlog's full chunks are committed as Backlog (another commit
-// follows at once), and a commit without it always ends the backlog, so
-// that serve builds the tables it put off: the last chunk when it is
-// partial, else an empty commit after a full one. An aggregated source's
-// parts are never Backlog: drain takes the next part only after a part
-// landed.
-func TestBacklogEndsWithAPlainCommit(t *testing.T) {
+// A backlog's full chunks are committed with the store's backlog signal
+// open (another commit follows at once), and the signal always closes at
+// the end of the backlog, so that serve builds the tables it put off:
+// before the last chunk when it is partial, else once the drain is over.
+// An aggregated source's parts never open it: drain takes the next part
+// only after a part landed.
+func TestBacklogEnds(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 60, Seed: 5})
 	for i := range inv.VMs {
 		delete(inv.VMs[i].Tags, "triton.cns.services") // no hysteresis state: chunks of VMs only
@@ -274,35 +275,23 @@ func TestBacklogEndsWithAPlainCommit(t *testing.T) {
 		b.N, b.VM = feeds.SourceVMs(vms)
 		u.SetSource(b)
 	}
-	// flags loads in chunks of size(n) VMs, n being the backlog's length,
-	// and returns each commit's Backlog and zone count.
-	flags := func(t *testing.T, fill func(*feeds.Updater), size func(n int) int) (backlog []bool, zones []int) {
-		store, u := windowUpdater(t, time.Millisecond)
-		fill(u)
-		for _, c := range backlogCommits(t, store, u, size(u.Pending())) {
-			backlog, zones = append(backlog, c.Backlog), append(zones, len(c.Zones))
-		}
-		return backlog, zones
-	}
 	for _, tc := range []struct {
 		name    string
 		fill    func(*feeds.Updater)
-		size    func(n int) int
-		backlog []bool
-		empty   bool // the last commit is the empty one
+		size    func(n int) int // the chunk for a backlog of n
+		backlog []bool          // the signal during each commit
 	}{
-		{"one full chunk", loadInventory, func(n int) int { return n }, []bool{true, false}, true},
-		{"a full chunk and a partial one", loadInventory, func(n int) int { return n - 1 }, []bool{true, false}, false},
-		{"no chunks", loadInventory, func(n int) int { return n + 1 }, []bool{false}, false},
-		{"a source larger than a chunk", loadSource, func(n int) int { return n / 3 }, []bool{false}, false},
+		{"one full chunk", loadInventory, func(n int) int { return n }, []bool{true}},
+		{"a full chunk and a partial one", loadInventory, func(n int) int { return n - 1 }, []bool{true, false}},
+		{"no chunks", loadInventory, func(n int) int { return n + 1 }, []bool{false}},
+		{"a source larger than a chunk", loadSource, func(n int) int { return n / 3 }, []bool{false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			backlog, zones := flags(t, tc.fill, tc.size)
+			store, u := windowUpdater(t, time.Millisecond)
+			tc.fill(u)
+			_, backlog := backlogCommits(t, store, u, tc.size(u.Pending()))
 			if !slices.Equal(backlog, tc.backlog) {
-				t.Fatalf("commits' Backlog %v, want %v", backlog, tc.backlog)
-			}
-			if last := zones[len(zones)-1]; (last == 0) != tc.empty {
-				t.Errorf("the last commit touched %d zones; empty closing commit wanted: %v", last, tc.empty)
+				t.Fatalf("the backlog signal during the commits: %v, want %v", backlog, tc.backlog)
 			}
 		})
 	}
@@ -339,7 +328,8 @@ func TestBacklogChunksGoByOwner(t *testing.T) {
 		return slices.Compact(owners)
 	}
 	var chunks [][]string
-	for _, c := range backlogCommits(t, store, u, 25) {
+	commits, _ := backlogCommits(t, store, u, 25)
+	for _, c := range commits {
 		if o := ownersOf(c); len(o) > 0 {
 			chunks = append(chunks, o)
 		}
@@ -357,30 +347,23 @@ func TestBacklogChunksGoByOwner(t *testing.T) {
 	}
 }
 
-// backlogCommits runs u's drain in chunks of size VMs and returns its
-// commits up to the first that does not say Backlog, the one that ends
-// the backlog.
-func backlogCommits(t *testing.T, store *db.DB, u *feeds.Updater, size int) []*db.Committed {
+// backlogCommits runs u's drain in chunks of size VMs until nothing is
+// pending and the store's backlog signal is closed, and returns its
+// commits with what the signal said during each.
+func backlogCommits(t *testing.T, store *db.DB, u *feeds.Updater, size int) (commits []*db.Committed, backlog []bool) {
 	t.Helper()
-	commits := make(chan *db.Committed, 100)
-	store.OnCommit(func(c *db.Committed) { commits <- c })
+	var mu sync.Mutex
+	store.OnCommit(func(c *db.Committed) { // the updater's commit goroutine
+		mu.Lock()
+		defer mu.Unlock()
+		commits, backlog = append(commits, c), append(backlog, store.Backlog().IsOpen())
+	})
 	u.SetSizes(size, 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	var got []*db.Committed
-	for {
-		select {
-		case c := <-commits:
-			got = append(got, c)
-			if !c.Backlog {
-				return got
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no commit ended the backlog after %d commits", len(got))
-		}
-	}
+	running(t, u)
+	waitUntil(t, "the backlog in", func() bool { return u.Pending() == 0 && !store.Backlog().IsOpen() })
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(commits), slices.Clone(backlog)
 }
 
 // A shutdown in the middle of a backlog commits nothing more: the chunk

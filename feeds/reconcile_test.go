@@ -69,11 +69,11 @@ func backlogAfterAChunk(t *testing.T) (*dc.Inventory, *db.DB, *feeds.Updater) {
 	return inv, store, u
 }
 
-// backlogFlags collects, from now on, what each of store's commits says
-// of the backlog (db.Committed.Backlog).
+// backlogFlags collects, from now on, what the store's backlog signal
+// says of each of its commits (db.Backlog: open while its hooks run).
 func backlogFlags(store *db.DB) *[]bool {
 	var flags []bool
-	store.OnCommit(func(c *db.Committed) { flags = append(flags, c.Backlog) })
+	store.OnCommit(func(*db.Committed) { flags = append(flags, store.Backlog().IsOpen()) })
 	return &flags
 }
 

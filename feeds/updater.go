@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
@@ -89,29 +88,20 @@ type Updater struct {
 	hashes               map[string]uint64 // every stored VM: what its records and decision hash to
 	sched                *scheduler        // the VMs to recompute (or delete), and what the next batch takes
 	hooks                hooks
-	// backlogOpen: the last commit said a backlog's chunk follows; the
-	// drain that ends the backlog says it is over (an empty commit).
-	backlogOpen bool
-	// compactDue: a drain committed several batches (a first load's
-	// chunks) and the store was not compacted after them yet. Run's.
-	compactDue bool
-	causes     map[string]int // why the pending batch exists, for the journal
-	haveFull   bool           // a full listing has been applied
+	causes               map[string]int // why the pending batch exists, for the journal
+	haveFull             bool           // a full listing has been applied
 	// listing: a listing is being put (SetInventory, between its slices):
 	// no batch is computed.
-	listing    bool
-	listingMu  sync.Mutex // one listing at a time
-	kick       chan struct{}
-	commits    uint64
-	lastCommit CommitInfo
-	hist       metrics.Histogram // commit durations
-	latency    metrics.Histogram // a VM's change → the commit that serves it
-	feeds      map[string]FeedStatus
-	health     *serviceHealth  // self-removal hysteresis (selfremoval.go)
-	seenDue    map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
-	sources    []queuedSource  // aggregated sources' changes (sources.go)
-	policy     hysteresis.Policy
-	loaded     chan struct{} // closed once hashes and health are read (load)
+	listing   bool
+	listingMu sync.Mutex // one listing at a time
+	kick      chan struct{}
+	commit    committer
+	feeds     map[string]FeedStatus
+	health    *serviceHealth  // self-removal hysteresis (selfremoval.go)
+	seenDue   map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
+	sources   []queuedSource  // aggregated sources' changes (sources.go)
+	policy    hysteresis.Policy
+	loaded    chan struct{} // closed once hashes and health are read (load)
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the
@@ -125,12 +115,13 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
 		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
 		sched: newScheduler(defaultChunk, defaultSlice), causes: map[string]int{},
-		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, hist: metrics.NewHistogram(commitBounds), latency: metrics.NewHistogram(metrics.LatencyBounds), seenDue: map[string]bool{},
+		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, seenDue: map[string]bool{},
 	}
 	u.setForward()
 	if u.log == nil {
 		u.log = slog.Default()
 	}
+	u.commit = newCommitter(store, u.log)
 	if u.now == nil {
 		u.now = db.Now // hysteresis times are stored: steps of the system clock must not move them
 	}
@@ -171,7 +162,7 @@ func (u *Updater) load(late bool) error {
 		return err
 	}
 	if late {
-		u.releaseMemory()
+		u.commit.releaseMemory()
 	}
 	u.log.Info("stored VMs read", "vms", len(hashes), "services", len(health.services), "took", time.Since(start).String())
 	u.mu.Lock()

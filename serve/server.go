@@ -84,15 +84,11 @@ type Server struct {
 	// metaVersion answers version._cns_meta (answer.go).
 	metaVersion string
 
-	snap atomic.Pointer[snapshot]
-	mu   sync.Mutex // serialises snapshot writers
-	// backlogCold (under mu): a backlog's chunks left zones cold; the
-	// commit that ends it sends on rewarm.
-	backlogCold bool
-	rewarm      chan struct{}
-	cold        coldTransfers // transfers sent from the store; the warm-up waits for them
-	access      atomic.Pointer[access]
-	rrl         atomic.Pointer[rrlTable]
+	snap   atomic.Pointer[snapshot]
+	mu     sync.Mutex    // serialises snapshot writers
+	cold   coldTransfers // transfers sent from the store; the warm-up waits for them
+	access atomic.Pointer[access]
+	rrl    atomic.Pointer[rrlTable]
 	// rrlLimitedBefore keeps the count of replaced RRL tables.
 	rrlLimitedBefore atomic.Uint64
 	peers            *peerTracker
@@ -126,7 +122,7 @@ type Server struct {
 // tables, and follows every later commit.
 func New(cfg Config, store *db.DB) (*Server, error) {
 	s := &Server{cfg: cfg, store: store, log: cfg.Logger, udpSize: cfg.UDPSize, version: cfg.Version, identity: cfg.Identity, metaVersion: cfg.MetaVersion, conns: map[net.Conn]struct{}{}, perIP: map[netip.Addr]int{},
-		rewarm: make(chan struct{}, 1), now: time.Now}
+		now: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -196,15 +192,6 @@ func (s *Server) apply(c *db.Committed) {
 		return
 	}
 	s.snap.Store(next)
-	if c.Backlog {
-		s.backlogCold = true
-	} else if s.backlogCold {
-		s.backlogCold = false
-		select {
-		case s.rewarm <- struct{}{}:
-		default:
-		}
-	}
 	s.serials.commit(c)
 	s.notify.commit(c)
 	s.prop.commit(c, time.Now())
@@ -283,16 +270,18 @@ func (s *Server) warmCold() error {
 }
 
 // rewarmAfterBacklog builds the tables of the zones a backlog's chunks
-// left cold (applyCommit), once the commit that ends it has landed. The
+// left cold (applyCommit), once the backlog is in (db.Backlog). The
 // collector keeps its pace: unlike at start, the updater's maps are live
 // and every cycle would mark them.
 func (s *Server) rewarmAfterBacklog(ctx context.Context) {
+	end := s.store.Backlog().NextEnd()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.rewarm:
+		case <-end:
 		}
+		end = s.store.Backlog().NextEnd() // one that ends while this one is warmed comes next
 		start := time.Now()
 		if err := s.warmCold(); err != nil {
 			s.log.Error("zones stay served from the db after a backlog", "err", err)

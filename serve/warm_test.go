@@ -79,7 +79,7 @@ func TestWarmCommitBetweenChunks(t *testing.T) {
 }
 
 // The chunks of a backlog leave the zone served from the store, answering
-// every name committed so far; the commit that ends the backlog has the
+// every name committed so far; the end of the backlog (db.Backlog) has the
 // table built once (rewarmAfterBacklog), with every name in it.
 func TestBacklogServedFromStoreThenWarmed(t *testing.T) {
 	s, d, addr := xfrServer(t, 300, Access{})
@@ -100,7 +100,8 @@ func TestBacklogServedFromStoreThenWarmed(t *testing.T) {
 		return exchange(t, addr, "tcp", m).Answer
 	}
 
-	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{vm(vmB, "chunk1.inst.o.dc.example.com.", "10.9.0.1")}, Backlog: true}); err != nil {
+	d.Backlog().Open()
+	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{vm(vmB, "chunk1.inst.o.dc.example.com.", "10.9.0.1")}}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Warmed() {
@@ -114,6 +115,10 @@ func TestBacklogServedFromStoreThenWarmed(t *testing.T) {
 	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{vm("cccccccc-0000-4000-8000-000000000003", "last.inst.o.dc.example.com.", "10.9.0.2")}}); err != nil {
 		t.Fatal(err)
 	}
+	if s.Warmed() {
+		t.Fatal("the table was built before the backlog ended")
+	}
+	d.Backlog().Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for !s.Warmed() {
 		if time.Now().After(deadline) {

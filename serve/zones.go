@@ -132,7 +132,7 @@ func (s *snapshot) applyCommit(c *db.Committed, store *db.DB) (*snapshot, error)
 		switch {
 		case prev != nil && prev.names == nil:
 			// Cold: the store already holds the new records.
-		case c.Backlog:
+		case store.Backlog().IsOpen():
 			// A chunk of a backlog: the zone is served from the store,
 			// which holds the records, until the backlog is in and its
 			// table is built once (Server.rewarmAfterBacklog). Updating the
