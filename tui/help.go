@@ -31,7 +31,7 @@ func helpView(c *Common) string {
 		"go to view": "Zones, Peers, Services, VMs, Feeds",
 		"open":       "open: a zone's history, a peer, a service, a VM's why",
 		"back":       "back; clears a filter",
-		"filter":     "filter the list (VMs: search by uuid, alias, owner, IP)",
+		"filter":     "filter by name, login, alias or UUID (VMs: search, IP too)",
 		"refresh":    "read the source again now",
 		"help":       "this help",
 	}
