@@ -17,7 +17,8 @@ import (
 // dbViewCommands are the offline views `cns db` gives of the schema-1
 // fixture; testdata/db-schema1.golden is what cns at 930173c (schema 1)
 // printed for them, but for a VM's names, listed since in the
-// reference's order (instance names first) rather than by name.
+// reference's order (instance names first) rather than by name, and its
+// owner line (login and UUID), printed since.
 var dbViewCommands = [][]string{
 	{"zones"}, {"check"},
 	{"export", "us-west-1.cns.example.com"}, {"export", "us-west-1.int.example.com"},
