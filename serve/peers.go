@@ -515,8 +515,9 @@ func (t *peerTracker) probe(ctx context.Context, p probe) {
 	}
 	serves, _ := t.observeSOA(p.addr, p.zone, soa.Serial, now)
 	t.mu.Lock()
-	if cur, ok := t.s.ZoneSerial(p.zone); ok && cur == serves {
-		t.peer(p.addr).Counters["goodxfer"]++
+	if cur, ok := t.s.ZoneSerial(p.zone); ok && cur == serves && t.peers[p.addr] == pp {
+		pp.Counters["goodxfer"]++
+		t.touch(p.addr)
 	}
 	due := pp.versionDue(now)
 	t.mu.Unlock()
