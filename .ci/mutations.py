@@ -143,6 +143,55 @@ MUTATIONS = [
         "if false {",
         [(".", "TestHeapFloorGrowth")],
     ),
+    Mutation(
+        "a loopback client that transfers is taken for a secondary (probed, NOTIFYed)",
+        "serve/peers.go",
+        "local: netip.Addr.IsLoopback,",
+        "local: func(netip.Addr) bool { return false },",
+        [(".", "TestLoopbackTransferIsNoPeer")],
+    ),
+    Mutation(
+        "a client that never answered its SOA probe is NOTIFYed",
+        "serve/peerstate.go",
+        "\tcase configured || p.State == PeerAnswering:\n",
+        "\tcase configured || p.State != PeerSilent:\n",
+        [("./serve", "TestPeerNotifyPlan")],
+    ),
+    Mutation(
+        "a silent peer is waited for in propagation",
+        "serve/notify.go",
+        "return s.peerTargets(acc, zone, false)",
+        "return s.peerTargets(acc, zone, true)",
+        [("./serve", "TestSilentPeerBacksOff")],
+    ),
+    Mutation(
+        "a silent peer's NOTIFY backoff is not capped at an hour",
+        "serve/peerstate.go",
+        "silentBackoffMax = time.Hour",
+        "silentBackoffMax = 4 * time.Hour",
+        [("./serve", "TestPeerNotifyPlan"), ("./serve", "TestSilentPeerBacksOff")],
+    ),
+    Mutation(
+        "an unanswered version probe is kept as the version for an hour",
+        "serve/peerversion.go",
+        "\tif answered {\n",
+        "\tif answered || !answered {\n",
+        [("./serve", "TestPeerVersionRetried")],
+    ),
+    Mutation(
+        "version._cns_meta is REFUSED",
+        "serve/answer.go",
+        "case s.metaVersion != \"\" && !q.clientOnly() && underMeta(q.lower()):",
+        "case false:",
+        [("./serve", "TestCNSMetaVersion")],
+    ),
+    Mutation(
+        "a reload leaves a start-only setting for the next restart",
+        "serve_cmd.go",
+        "\ts.restart = func(settings []string) {",
+        "\t_ = func(settings []string) {",
+        [(".", "TestReloadRestartsForStartOnlySettings")],
+    ),
 ]
 
 
