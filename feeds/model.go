@@ -29,15 +29,17 @@ type serverFacts struct {
 // (1M VMs: ~2.8 s in all), so that what reads the updater does not wait
 // for the whole listing; no batch is computed meanwhile (listing), as a
 // sorted snapshot of a half-put first listing would scatter its chunks.
-// Listings are applied one at a time; the SDC feed's changes wait for its
-// listing (Feed.applyListing), so none lands between two of its slices.
+// Listings are applied one at a time. A change that lands between two
+// slices, or came after the listing began (inv.Since), overtakes it
+// (overtakes): the listing is applied around the VMs it changed.
 func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	facts := factsOfAll(inv.VMs) // before the lock: it takes seconds at 1M VMs
 	u.listingMu.Lock()
 	defer u.listingMu.Unlock()
 	u.lock()
 	defer u.mu.Unlock()
-	u.setUsers(inv.Users, cause)
+	defer u.overtakes.done(inv.Since)
+	u.setUsers(u.ownersKept(inv.Users, inv.Since), cause)
 	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
 	u.setServers(inv.Servers, cause)
 	u.sawServers(u.now())
@@ -54,7 +56,7 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	// Nothing held, nothing stored: nothing can be gone, and a fresh data
 	// center's first listing needs no set of its UUIDs.
 	var listed map[string]bool
-	if !first || len(u.hashes) > 0 {
+	if !first || len(u.hashes) > 0 || len(u.overtakes.vms) > 0 {
 		u.mu.Unlock()
 		listed = make(map[string]bool, len(facts))
 		for _, f := range facts {
@@ -64,10 +66,13 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	}
 	for i, f := range facts {
 		u.between(i)
+		if c, ok := u.overtakes.of(f.uuid, inv.Since); ok && c.keeps(f.modified) {
+			continue // a change after the listing began (or between its slices) holds a newer state
+		}
 		u.putVM(f, cause)
 	}
 	if listed != nil {
-		u.forgetUnlisted(listed, cause)
+		u.forgetUnlisted(listed, inv.Since, cause)
 	}
 	u.listing = false
 	u.haveFull = true
@@ -88,13 +93,16 @@ func (u *Updater) between(i int) {
 }
 
 // forgetUnlisted forgets the VMs held or stored that a complete listing
-// does not list; u.mu is held, let go of now and then (between): nothing
-// puts a VM meanwhile (listing).
-func (u *Updater) forgetUnlisted(listed map[string]bool, cause string) {
+// begun at since does not list, but those a change brought after it
+// began; u.mu is held, let go of now and then (between).
+func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause string) {
 	i := 0
 	for uuid := range u.vms {
 		u.between(i)
 		i++
+		if c, ok := u.overtakes.of(uuid, since); ok && !c.removed {
+			continue
+		}
 		if !listed[uuid] && u.servers[uuid] == nil {
 			u.removeVM(uuid, cause)
 		}
@@ -136,6 +144,7 @@ func (u *Updater) SetVM(vm *dc.VM, cause string) {
 	f := factsOf(vm)
 	u.lock()
 	defer u.mu.Unlock()
+	u.overtakes.changed(f.uuid, f.modified, false)
 	u.putVM(f, cause)
 	u.wake()
 }
@@ -145,6 +154,7 @@ func (u *Updater) RemoveVM(uuid, cause string) {
 	u.lock()
 	defer u.mu.Unlock()
 	uuid = strings.ToLower(uuid)
+	u.overtakes.changed(uuid, "", true)
 	u.removeVM(uuid, cause)
 	if u.stored(uuid) {
 		u.mark(uuid)
@@ -369,7 +379,8 @@ func (u *Updater) intern(s string) string {
 type vmFacts struct {
 	uuid, owner, server string
 	facts               []byte
-	err                 error // not encodable
+	modified            string // the VM's last_modified (overtakes)
+	err                 error  // not encodable
 }
 
 func factsOf(vm *dc.VM) vmFacts {
@@ -379,7 +390,7 @@ func factsOf(vm *dc.VM) vmFacts {
 	// by appending took 194).
 	var scratch [512]byte
 	facts, err := encodeFacts(scratch[:0], t)
-	return vmFacts{uuid: t.UUID, owner: t.OwnerUUID, server: t.ServerUUID, facts: bytes.Clone(facts), err: err}
+	return vmFacts{uuid: t.UUID, owner: t.OwnerUUID, server: t.ServerUUID, facts: bytes.Clone(facts), modified: vm.LastModified, err: err}
 }
 
 // factsOfAll is factsOf of every VM, in order, on every core: a listing

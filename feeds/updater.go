@@ -88,6 +88,7 @@ type Updater struct {
 	hashes               map[string]uint64 // every stored VM: what its records and decision hash to
 	sched                *scheduler        // the VMs to recompute (or delete), and what the next batch takes
 	hooks                hooks
+	overtakes            overtakes      // changes since a listing began
 	causes               map[string]int // why the pending batch exists, for the journal
 	haveFull             bool           // a full listing has been applied
 	// listing: a listing is being put (SetInventory, between its slices):

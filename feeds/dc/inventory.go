@@ -19,6 +19,10 @@ type Inventory struct {
 	Users        []User        `json:"users"`
 	Networks     []Network     `json:"networks"`
 	NetworkPools []NetworkPool `json:"network_pools"`
+	// Since is what the sink's BeginListing returned when the listing
+	// began: a change the sink got after it overtakes the listing's copy
+	// of its VM. Zero: nothing overtakes the listing (a file).
+	Since uint64 `json:"-"`
 }
 
 // LoadInventory reads and validates an inventory file: the format of the

@@ -153,13 +153,6 @@ type Feed struct {
 	bootOnce   sync.Once
 	syncedOnce sync.Once
 
-	// sinkMu serialises every write to the sink, so that a full listing
-	// and the changes that overtook it land in order; it is taken before
-	// mu, never inside it.
-	sinkMu  sync.Mutex
-	listing bool
-	recent  map[string]*dc.VM // VMs applied (nil: removed) from changes since the listing began
-
 	// mu guards the rest: what changes applied (for judging the next
 	// resourceObject and for the reaper), and the status.
 	mu        sync.Mutex

@@ -14,36 +14,6 @@ func vmAt(uuid, alias, modified string) dc.VM {
 	return dc.VM{UUID: uuid, Alias: &alias, LastModified: modified, State: "running"}
 }
 
-// A listing's page fetched before a change must not undo it; a page
-// fetched after one wins; a VM removed meanwhile stays removed.
-func TestMergeRecent(t *testing.T) {
-	const (
-		a = "00000000-0000-4000-8000-00000000000a"
-		b = "00000000-0000-4000-8000-00000000000b"
-		c = "00000000-0000-4000-8000-00000000000c"
-		d = "00000000-0000-4000-8000-00000000000d"
-		e = "00000000-0000-4000-8000-00000000000e"
-	)
-	listing := []dc.VM{
-		vmAt(a, "a-listed", "2026-01-01T00:00:01.000Z"),
-		vmAt(b, "b-listed", "2026-01-01T00:00:09.000Z"),
-		vmAt(c, "c-listed", "2026-01-01T00:00:01.000Z"),
-		vmAt(e, "e-listed", "2026-01-01T00:00:01.000Z"),
-	}
-	ra, rb, rd := vmAt(a, "a-changed", "2026-01-01T00:00:05.000Z"), vmAt(b, "b-changed", "2026-01-01T00:00:05.000Z"),
-		vmAt(d, "d-created", "2026-01-01T00:00:05.000Z")
-	got := mergeRecent(listing, map[string]*dc.VM{a: &ra, b: &rb, d: &rd, e: nil})
-	want := map[string]string{a: "a-changed", b: "b-listed", c: "c-listed", d: "d-created"}
-	if len(got) != len(want) {
-		t.Fatalf("%d VMs, want %d", len(got), len(want))
-	}
-	for _, vm := range got {
-		if want[vm.UUID] != vm.AliasString() {
-			t.Errorf("%s: %s, want %s", vm.UUID, vm.AliasString(), want[vm.UUID])
-		}
-	}
-}
-
 // A resourceObject is applied when newer than what was applied, ignored
 // when the same, fetched when older (the CN clocks of a migration) or
 // when it cannot be ordered.

@@ -59,6 +59,8 @@ func (s *recordingSink) RemoveVM(id, _ string) {
 
 func (*recordingSink) SetUser(dc.User, string) {}
 
+func (*recordingSink) BeginListing() uint64 { return 0 }
+
 func (s *recordingSink) SetServers(servers []dc.Server, _ string) {
 	s.mu.Lock()
 	s.servers = servers

@@ -29,6 +29,8 @@ func (*listedSink) SetNetworks([]dc.Network, []dc.NetworkPool, string) {
 }
 func (*listedSink) ReportFeed(string, error) {}
 
+func (*listedSink) BeginListing() uint64 { return 0 }
+
 // simEndpoints reads the feed's endpoints from the simulator's config keys,
 // as cns serve does.
 func simEndpoints(t testing.TB, s *sdcsim.Sim) sdc.Endpoints {

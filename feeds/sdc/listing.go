@@ -88,9 +88,9 @@ func (f *Feed) requestRelist() { signal(f.relist) }
 
 // listing is one full listing, before it is applied.
 type listing struct {
+	since    uint64    // the sink's BeginListing
+	started  time.Time // f.now() then
 	servers  []dc.Server
-	nets     []dc.Network
-	pools    []dc.NetworkPool
 	vms      []dc.VM
 	listTook time.Duration // VMAPI's part
 }
@@ -102,26 +102,14 @@ type listing struct {
 // cannot give stay unknown, which makes the sink keep their VMs' records.
 func (f *Feed) fullSync(ctx context.Context) error {
 	start := time.Now()
-	f.sinkMu.Lock()
-	f.listing, f.recent = true, map[string]*dc.VM{}
-	f.sinkMu.Unlock()
-	applied := false
-	defer func() {
-		if !applied {
-			f.sinkMu.Lock()
-			f.listing, f.recent = false, nil
-			f.sinkMu.Unlock()
-		}
-	}()
-	l, err := f.listAll(ctx)
-	if err != nil {
+	l := &listing{since: f.sink.BeginListing(), started: f.now()}
+	if err := f.listAll(ctx, l); err != nil {
 		return err
 	}
 	ownersStart := time.Now()
 	f.lookUpOwners(ctx, l.vms)
 	ownersTook := time.Since(ownersStart)
 	inv := f.applyListing(l)
-	applied = true
 	f.noteListing(l, inv, start)
 	f.syncedOnce.Do(func() { close(f.synced) })
 	f.log.Info("full listing applied", "vms", len(l.vms), "servers", len(l.servers), "users", len(inv.Users),
@@ -131,8 +119,7 @@ func (f *Feed) fullSync(ctx context.Context) error {
 
 // listAll lists the compute nodes, the pools and every active VM, and
 // the networks the VMs name that are not cached yet.
-func (f *Feed) listAll(ctx context.Context) (*listing, error) {
-	l := &listing{}
+func (f *Feed) listAll(ctx context.Context, l *listing) error {
 	var err error
 	l.servers, err = f.cnapi.ListServers(ctx)
 	f.sink.ReportFeed(HealthCNAPI, err)
@@ -141,7 +128,7 @@ func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 	} else {
 		var known bool
 		if l.servers, known = f.servers.list(); !known {
-			return nil, fmt.Errorf("no compute node listing yet: %w", err)
+			return fmt.Errorf("no compute node listing yet: %w", err)
 		}
 	}
 	if _, _, havePools := f.networks.snapshot(); !havePools {
@@ -149,7 +136,7 @@ func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 		pools, err := f.napi.ListNetworkPools(ctx)
 		f.sink.ReportFeed(HealthNAPI, err)
 		if err != nil {
-			return nil, fmt.Errorf("no network pool listing yet: %w", err)
+			return fmt.Errorf("no network pool listing yet: %w", err)
 		}
 		f.networks.setPools(pools)
 	}
@@ -157,7 +144,7 @@ func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 	l.vms, err = f.vmapi.ListAllVMs(ctx, VMFilter{State: "active"})
 	f.sink.ReportFeed(HealthVMAPI, err)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	l.listTook = time.Since(listStart)
 	vms := make([]*dc.VM, len(l.vms))
@@ -166,31 +153,28 @@ func (f *Feed) listAll(ctx context.Context) (*listing, error) {
 	}
 	if err := f.resolveNetworks(ctx, vms); err != nil && f.Status().FullSyncs == 0 {
 		// Without them the first records would land in the wrong zones.
-		return nil, fmt.Errorf("networks the VMs name: %w", err)
+		return fmt.Errorf("networks the VMs name: %w", err)
 	}
-	l.nets, l.pools, _ = f.networks.snapshot()
-	return l, nil
+	return nil
 }
 
-// applyListing hands a listing, with the changes that overtook it, to the
-// sink as one complete inventory, and ends the listing's record of
-// changes.
+// applyListing hands a listing to the sink as one complete inventory; the
+// sink keeps what the changes since it began (l.since) said over it.
 func (f *Feed) applyListing(l *listing) *dc.Inventory {
-	f.sinkMu.Lock()
-	defer f.sinkMu.Unlock()
 	admin := f.owners.adminUUID()
-	all := mergeRecent(l.vms, f.recent)
-	f.listing, f.recent = false, nil
 	owners := make(map[string]bool)
-	for i := range all {
-		owners[strings.ToLower(all[i].OwnerUUID)] = true
+	for i := range l.vms {
+		owners[strings.ToLower(l.vms[i].OwnerUUID)] = true
 	}
+	inv := &dc.Inventory{VMs: l.vms, Servers: l.servers, Since: l.since}
+	inv.Users = f.owners.keep(owners, admin, l.started)
 	// The networks as cached now: a change may have fetched one since
-	// the listing resolved its VMs'.
-	l.nets, l.pools, _ = f.networks.snapshot()
-	inv := &dc.Inventory{VMs: all, Servers: l.servers, Networks: l.nets, NetworkPools: l.pools}
-	inv.Users = f.owners.keep(owners, admin)
-	f.sink.SetInventory(inv, "vmapi full listing")
+	// the listing resolved its VMs'. Under the cache's lock, so that the
+	// sink never gets an older snapshot after a newer one (applyNetworks).
+	f.networks.apply(func(nets []dc.Network, pools []dc.NetworkPool) {
+		inv.Networks, inv.NetworkPools = nets, pools
+		f.sink.SetInventory(inv, "vmapi full listing")
+	})
 	return inv
 }
 
@@ -198,7 +182,7 @@ func (f *Feed) applyListing(l *listing) *dc.Inventory {
 // pollers compare against, the destroyed VMs it no longer holds, and the
 // status.
 func (f *Feed) noteListing(l *listing, inv *dc.Inventory, start time.Time) {
-	f.servers.set(l.servers, false)
+	f.servers.set(l.servers, false, nil)
 	f.networks.keepOnly(referenced(l.vms))
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -206,8 +190,8 @@ func (f *Feed) noteListing(l *listing, inv *dc.Inventory, start time.Time) {
 	for i := range inv.VMs {
 		listed[strings.ToLower(inv.VMs[i].UUID)] = true
 	}
-	for id := range f.destroyed {
-		if !listed[id] {
+	for id, t := range f.destroyed {
+		if !listed[id] && t.Before(l.started) { // (one destroyed since is not listed yet)
 			delete(f.destroyed, id)
 		}
 	}
@@ -215,48 +199,4 @@ func (f *Feed) noteListing(l *listing, inv *dc.Inventory, start time.Time) {
 	f.status.LastFullSync = f.now()
 	f.status.LastFullSyncTook = time.Since(start)
 	f.status.LastFullSyncVMs = len(l.vms)
-}
-
-// mergeRecent puts into a listing the VMs that changes applied while it
-// ran, unless the listing's copy is newer, and takes out those removed
-// meanwhile: a page fetched before a change must not undo it.
-func mergeRecent(vms []dc.VM, recent map[string]*dc.VM) []dc.VM {
-	if len(recent) == 0 {
-		return vms
-	}
-	idx := make(map[string]int, len(recent))
-	for i := range vms {
-		if id := strings.ToLower(vms[i].UUID); hasKey(recent, id) {
-			idx[id] = i
-		}
-	}
-	gone := map[int]bool{}
-	for id, vm := range recent {
-		i, listed := idx[id]
-		switch {
-		case vm == nil:
-			if listed {
-				gone[i] = true
-			}
-		case !listed:
-			vms = append(vms, *vm)
-		case !newer(&vms[i], vm):
-			vms[i] = *vm
-		}
-	}
-	if len(gone) == 0 {
-		return vms
-	}
-	out := vms[:0]
-	for i := range vms {
-		if !gone[i] {
-			out = append(out, vms[i])
-		}
-	}
-	return out
-}
-
-func hasKey[K comparable, V any](m map[K]V, k K) bool {
-	_, ok := m[k]
-	return ok
 }

@@ -105,6 +105,19 @@ func (c *networkCache) snapshot() ([]dc.Network, []dc.NetworkPool, bool) {
 	return nets, c.pools, c.havePools
 }
 
+// apply hands a snapshot of the networks and pools to fn under the
+// cache's lock: of two concurrent calls, the later snapshot is the one
+// fn is given last.
+func (c *networkCache) apply(fn func([]dc.Network, []dc.NetworkPool)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nets := make([]dc.Network, 0, len(c.nets))
+	for _, id := range slices.Sorted(maps.Keys(c.nets)) {
+		nets = append(nets, c.nets[id])
+	}
+	fn(nets, c.pools)
+}
+
 // wanted returns every network a refresh looks at again: the cached and
 // the missing ones.
 func (c *networkCache) wanted() []string {
@@ -173,14 +186,9 @@ func (f *Feed) refreshNetworksOnce(ctx context.Context) error {
 	return err
 }
 
-// applyNetworks hands the cached networks and pools to the sink. The
-// snapshot is taken under sinkMu, so that of two concurrent calls the
-// later snapshot is the one the sink keeps.
+// applyNetworks hands the cached networks and pools to the sink.
 func (f *Feed) applyNetworks(cause string) {
-	f.sinkMu.Lock()
-	defer f.sinkMu.Unlock()
-	nets, pools, _ := f.networks.snapshot()
-	f.sink.SetNetworks(nets, pools, cause)
+	f.networks.apply(func(nets []dc.Network, pools []dc.NetworkPool) { f.sink.SetNetworks(nets, pools, cause) })
 }
 
 // fetchNetworks fetches networks by uuid: one by one when few, from the

@@ -70,9 +70,10 @@ func (c *ownerCache) setStart(n int64) {
 	c.mu.Unlock()
 }
 
-// put caches usr, fetched at now, and reports whether it differs from
-// what was cached.
-func (c *ownerCache) put(usr dc.User, now time.Time) bool {
+// put caches usr, fetched at now, and when it differs from what was
+// cached hands it to apply, under the cache's lock: of two puts of one
+// account, the one cached last is the one applied last.
+func (c *ownerCache) put(usr dc.User, now time.Time, apply func(dc.User)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, had := c.users[usr.UUID]
@@ -82,7 +83,9 @@ func (c *ownerCache) put(usr dc.User, now time.Time) bool {
 	if usr.Login == "admin" {
 		c.admin = usr.UUID
 	}
-	return !had || old.user != usr
+	if !had || old.user != usr {
+		apply(usr)
+	}
 }
 
 // due returns the owners that are not cached or whose entry is older than
@@ -122,13 +125,14 @@ func (c *ownerCache) found(users []dc.User, todo []string, now time.Time) {
 }
 
 // keep returns the cached accounts that own something (owners, or the
-// admin account) and forgets the others.
-func (c *ownerCache) keep(owners map[string]bool, admin string) []dc.User {
+// admin account), or were fetched since a listing began (since: the owner
+// of a VM a change brought meanwhile), and forgets the others.
+func (c *ownerCache) keep(owners map[string]bool, admin string, since time.Time) []dc.User {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var users []dc.User
 	for o, u := range c.users {
-		if owners[o] || o == admin {
+		if owners[o] || o == admin || !u.fetched.Before(since) {
 			users = append(users, u.user)
 		} else {
 			delete(c.users, o) // owns nothing any more
@@ -186,11 +190,7 @@ func (f *Feed) ensureOwner(ctx context.Context, owner string) {
 
 // setUser caches an account and hands it to the sink when it changed.
 func (f *Feed) setUser(usr dc.User, cause string) {
-	f.sinkMu.Lock()
-	defer f.sinkMu.Unlock()
-	if f.owners.put(usr, f.now()) {
-		f.sink.SetUser(usr, cause)
-	}
+	f.owners.put(usr, f.now(), func(usr dc.User) { f.sink.SetUser(usr, cause) })
 }
 
 // lookUpOwners brings the owners of a listing's VMs into the cache before

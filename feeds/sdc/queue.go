@@ -285,12 +285,7 @@ func (f *Feed) process(ctx context.Context, id string, p *pendingVM) error {
 		}
 		if len(page.VMs) == 0 {
 			f.log.Info("VM unknown to VMAPI; removing it", "vm", id)
-			f.sinkMu.Lock()
-			if f.listing {
-				f.recent[id] = nil // a page listed before must not bring it back
-			}
-			f.sink.RemoveVM(id, "VM unknown to VMAPI")
-			f.sinkMu.Unlock()
+			f.sink.RemoveVM(id, "VM unknown to VMAPI") // (a listing's page from before does not bring it back)
 			f.delivered(p)
 			f.mu.Lock()
 			delete(f.applied, id)
@@ -381,14 +376,10 @@ func (f *Feed) judge(id string, ch *Change) judgement {
 	return objFetch
 }
 
-// applyVM hands one VM's current state to the sink.
+// applyVM hands one VM's current state to the sink (which keeps it over
+// the copy of a listing begun before).
 func (f *Feed) applyVM(id string, vm *dc.VM, hash uint64, cause string) {
-	f.sinkMu.Lock()
-	if f.listing {
-		f.recent[id] = vm
-	}
 	f.sink.SetVM(vm, cause)
-	f.sinkMu.Unlock()
 
 	now := f.now()
 	f.mu.Lock()

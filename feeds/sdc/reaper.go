@@ -33,10 +33,8 @@ func (f *Feed) reap() {
 	if len(gone) == 0 {
 		return
 	}
-	f.sinkMu.Lock()
 	for _, id := range gone {
 		f.sink.RemoveVM(id, "destroyed VM reaped")
 	}
-	f.sinkMu.Unlock()
 	f.log.Info("destroyed VMs reaped", "vms", len(gone))
 }

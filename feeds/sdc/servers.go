@@ -68,7 +68,11 @@ func (c *serverCache) stamp(servers []dc.Server, now time.Time, partial bool) {
 // set records a CNAPI answer and returns the servers it replaces and the
 // whole set now known. A partial answer (some CNs, without sysinfo)
 // updates those CNs and keeps their sysinfo from the last full one.
-func (c *serverCache) set(servers []dc.Server, partial bool) (old, cur map[string]dc.Server) {
+//
+// apply, when not nil, is given the servers as they are now, under the
+// cache's lock: of two concurrent calls, the later answer is the one
+// applied last.
+func (c *serverCache) set(servers []dc.Server, partial bool, apply func([]dc.Server)) (old, cur map[string]dc.Server) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old = c.servers
@@ -86,6 +90,9 @@ func (c *serverCache) set(servers []dc.Server, partial bool) (old, cur map[strin
 		cur[id] = s
 	}
 	c.servers = cur
+	if apply != nil {
+		apply(sortedServers(cur))
+	}
 	return old, cur
 }
 
@@ -211,9 +218,7 @@ func (f *Feed) refreshServers(ctx context.Context, ids []string) error {
 // partial answer updates the CNs it names.
 func (f *Feed) applyServers(servers []dc.Server, partial bool) []string {
 	now := f.now()
-	f.sinkMu.Lock()
-	defer f.sinkMu.Unlock()
-	old, cur := f.servers.set(servers, partial)
+	old, _ := f.servers.set(servers, partial, func(cur []dc.Server) { f.sink.SetServers(cur, "compute nodes polled") })
 	var moved []string
 	for _, s := range servers {
 		id := strings.ToLower(s.UUID)
@@ -221,7 +226,6 @@ func (f *Feed) applyServers(servers []dc.Server, partial bool) []string {
 			moved = append(moved, id)
 		}
 	}
-	f.sink.SetServers(sortedServers(cur), "compute nodes polled")
 	return moved
 }
 
