@@ -202,38 +202,28 @@ func (h *serviceHealth) written(gens map[string]uint64) {
 	}
 }
 
-// computeListing is records.Compute with the hysteresis applied: it
-// reports the VM to its services and keeps it listed in those that do
-// not let it go yet.
+// computeListing computes a VM's records once: records decides which
+// services the VM is a candidate of (Decide), the hysteresis decides
+// which of them hold it although it is down, and records assembles the
+// records with those (Assemble).
 func (u *Updater) computeListing(in records.Input) records.Result {
-	res := records.Compute(&u.cfg, u.world(), in)
+	d := records.Decide(&u.cfg, in)
 	uuid := in.VM.UUID
-	if len(res.Services) == 0 && !u.health.byVM.has(uuid) {
-		return res // in no service, before or now
+	if len(d.Services) == 0 && !u.health.byVM.has(uuid) {
+		return d.Assemble(u.world(), nil) // in no service, before or now
 	}
-	names := serviceNames(res.Services)
-	is, reason := hysteresis.Removed, hardReason(in, &res)
-	var probe records.Result
+	names := serviceNames(d.Services)
+	is, reason := hysteresis.Removed, hardReason(in, d.Reasons)
 	switch {
-	case res.ListServices:
+	case d.ListServices:
 		is = hysteresis.Listable
-	case slices.Contains(res.Reasons, records.ReasonInstEnFlag) && len(names) > 0:
-		// Down by its own status: would records hold it if asked? Not
-		// when a hard reason applies as well (stopped, CN down, ...).
-		in.HeldServices = names
-		if probe = records.Compute(&u.cfg, u.world(), in); slices.Contains(probe.Reasons, records.ReasonHeld) {
-			is = hysteresis.Down
-		}
+	case d.Holdable && len(names) > 0:
+		// Down by its own status, and no hard reason applies as well
+		// (stopped, CN down, ...): its services may hold it.
+		is = hysteresis.Down
 	}
 	held := u.reportMember(uuid, strings.ToLower(in.Owner.UUID), names, is, reason)
-	switch {
-	case len(held) == 0:
-		return res
-	case len(held) == len(names):
-		return probe
-	}
-	in.HeldServices = held
-	return records.Compute(&u.cfg, u.world(), in)
+	return d.Assemble(u.world(), held)
 }
 
 // serviceNames returns the distinct service names of svcs.
@@ -247,11 +237,11 @@ func serviceNames(svcs []records.Service) []string {
 	return names
 }
 
-// hardReason says why a VM that is not listable in its services is out,
-// in the reference's reason words.
-func hardReason(in records.Input, res *records.Result) string {
+// hardReason says why a VM that is not listable in its services is out
+// (reasons: its decision's), in the reference's reason words.
+func hardReason(in records.Input, reasons []records.Reason) string {
 	var why []string
-	for _, r := range res.Reasons {
+	for _, r := range reasons {
 		if r != records.ReasonInstEnFlag && r != records.ReasonInvalidTag && r != records.ReasonPTR {
 			why = append(why, string(r))
 		}

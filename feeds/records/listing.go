@@ -2,6 +2,7 @@ package records
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -14,6 +15,8 @@ type listing struct {
 	reasons  []Reason
 	// ptrName is the triton.cns.reverse_ptr target, lower case, or "".
 	ptrName string
+	// holdable: out of services by its status alone (Decision.Holdable).
+	holdable bool
 	// held are the services kept listed by the hysteresis although the
 	// VM's status says down.
 	held map[string]bool
@@ -94,21 +97,29 @@ func decide(in Input, svcs []Service, invalidTag bool, p *problems) listing {
 
 	// The hysteresis only delays a VM that took itself out with its status
 	// flag; a stopped VM, a dead CN or any removal above wins over it.
-	if statusDown && !l.services && l.instance && !userOff && !hardOff &&
-		!in.CNDown && vm.State == "running" {
-		for _, name := range in.HeldServices {
-			for _, s := range svcs {
-				if s.Name == strings.ToLower(name) {
-					if l.held == nil {
-						l.held = make(map[string]bool)
-					}
-					l.held[s.Name] = true
+	l.holdable = statusDown && !l.services && l.instance && !userOff && !hardOff &&
+		!in.CNDown && vm.State == "running"
+	return l
+}
+
+// holding returns l with the services of svcs named in held keeping the
+// VM listed, when it is holdable.
+func (l listing) holding(svcs []Service, held []string) listing {
+	if !l.holdable {
+		return l
+	}
+	for _, name := range held {
+		for _, s := range svcs {
+			if s.Name == strings.ToLower(name) {
+				if l.held == nil {
+					l.held = make(map[string]bool)
 				}
+				l.held[s.Name] = true
 			}
 		}
-		if len(l.held) > 0 {
-			l.reasons = append(l.reasons, ReasonHeld)
-		}
+	}
+	if len(l.held) > 0 {
+		l.reasons = append(slices.Clip(l.reasons), ReasonHeld)
 	}
 	return l
 }

@@ -193,23 +193,66 @@ type Result struct {
 	Problems []string
 }
 
-// Compute decides the listing of in.VM and generates its records.
+// Compute decides the listing of in.VM and generates its records: Decide,
+// then Assemble with in.HeldServices.
 func Compute(cfg *Config, w *World, in Input) Result {
-	var p problems
+	d := Decide(cfg, in)
+	return d.Assemble(w, in.HeldServices)
+}
+
+// Decision is the first half of Compute: the services a VM's tags name and
+// its listing decision, before the self-removal hysteresis has said which
+// of those services hold it. The updater reports the decision to the
+// hysteresis and assembles the records once, with what it holds.
+type Decision struct {
+	cfg  *Config
+	in   Input
+	svcs []Service
+	l    listing
+	p    problems
+	// Services are the services parsed from the tags (even when not
+	// listed); ListServices and Reasons are the decision without any
+	// service holding the VM.
+	Services     []Service
+	ListServices bool
+	Reasons      []Reason
+	// Holdable: the VM is out of its services by its own
+	// triton.cns.status alone, so a service may hold it (HeldServices);
+	// any hard reason (stopped, CN down, opted out, ...) wins over that.
+	Holdable bool
+}
+
+// Decide makes the listing decision of in.VM; in.HeldServices is not
+// read (Assemble takes them).
+func Decide(cfg *Config, in Input) Decision {
+	d := Decision{cfg: cfg, in: in}
 	switch {
 	case cfg == nil:
-		p.addf("no configuration")
+		d.p.addf("no configuration")
 	case in.VM == nil:
-		p.addf("no VM")
+		d.p.addf("no VM")
 	case in.Owner == nil:
-		p.addf("VM %s: no owner", in.VM.UUID)
+		d.p.addf("VM %s: no owner", in.VM.UUID)
 	}
-	if len(p.list) > 0 {
+	if len(d.p.list) > 0 {
+		return d
+	}
+	var invalidTag bool
+	d.svcs, invalidTag = vmServices(in.VM, in.Owner, &d.p)
+	d.l = decide(in, d.svcs, invalidTag, &d.p)
+	d.Services, d.ListServices, d.Reasons, d.Holdable = d.svcs, d.l.services, d.l.reasons, d.l.holdable
+	return d
+}
+
+// Assemble generates the records of the decision in w, the services named
+// in held keeping the VM listed (reason held) where it is Holdable.
+func (d *Decision) Assemble(w *World, held []string) Result {
+	p := problems{list: slices.Clone(d.p.list), seen: maps.Clone(d.p.seen)}
+	if d.cfg == nil || d.in.VM == nil || d.in.Owner == nil {
 		return Result{Problems: p.list}
 	}
-
-	svcs, invalidTag := vmServices(in.VM, in.Owner, &p)
-	l := decide(in, svcs, invalidTag, &p)
+	cfg, in, svcs := d.cfg, d.in, d.svcs
+	l := d.l.holding(svcs, held)
 	res := Result{
 		ListInstance: l.instance,
 		ListServices: l.services,
