@@ -8,6 +8,8 @@ way catches nothing.
     .ci/mutations.py                  every mutation (~15 min on 2 cores)
     .ci/mutations.py -k notify        those whose name matches a regexp
     .ci/mutations.py --list           the table, without running anything
+    .ci/mutations.py --snippets       only check that every snippet is still
+                                      found once (seconds; .ci/run does it)
     .ci/mutations.py --markdown       also print the result as a table
 
 A mutation names its target by a snippet that must occur exactly once in
@@ -248,8 +250,20 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the table and exit")
     ap.add_argument("--markdown", action="store_true", help="print the result as a Markdown table too")
     ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
+    ap.add_argument("--snippets", action="store_true", help="only check that each snippet occurs once in its file")
     args = ap.parse_args()
     chosen = [m for m in MUTATIONS if re.search(args.k, m.name, re.I)]
+    if args.snippets:
+        root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True, text=True).stdout.strip()
+        stale = 0
+        for m in chosen:
+            with open(os.path.join(root, m.file)) as f:
+                n = f.read().count(m.find)
+            if n != 1:
+                stale += 1
+                print(f"{m.name}: {m.file}: the snippet occurs {n} times (want 1): update the entry to where the code went: {m.find!r}")
+        print(f"{len(chosen) - stale} of {len(chosen)} mutation targets found")
+        return 1 if stale else 0
     if args.list:
         for m in chosen:
             print(f"{m.name}\n  {m.file}: {m.find!r}\n    -> {m.replace!r}\n  caught by: {', '.join(t for _, t in m.tests)}")
