@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alecthomas/kong"
-
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -50,20 +48,7 @@ func isAdm(args []string) bool {
 // reference's do, not "cnsadm adm". It returns the exit status.
 func runCnsadm(args []string) int {
 	var adm AdmCmd
-	parser, err := kong.New(&adm,
-		kong.Name("cnsadm"),
-		kong.Description(adm.Help()),
-		kong.UsageOnError(),
-		kong.Exit(func(code int) {
-			if code != 0 {
-				code = admExitUsage // kong's usage errors are 80
-			}
-			os.Exit(code)
-		}),
-	)
-	if err != nil {
-		panic(err)
-	}
+	parser := newParser(&adm, "cnsadm", adm.Help(), true)
 	kctx, err := parser.Parse(args)
 	parser.FatalIfErrorf(err)
 	if err := kctx.Run(&adm); err != nil {

@@ -75,18 +75,13 @@ func versionString() string {
 	return "cns " + v
 }
 
-func main() {
-	args := os.Args[1:]
-	// The same binary installed as cnsadm is `cns adm`.
-	if strings.HasPrefix(filepath.Base(os.Args[0]), "cnsadm") {
-		os.Exit(runCnsadm(args))
-	}
-	name := "cns"
-	adm := isAdm(args)
-	var cli CLI
-	parser, err := kong.New(&cli,
+// newParser is the command line's parser: grammar under name, usage on
+// an error; with adm, cnsadm's usage errors exit with the reference's
+// status rather than kong's 80.
+func newParser(grammar any, name, description string, adm bool) *kong.Kong {
+	parser, err := kong.New(grammar,
 		kong.Name(name),
-		kong.Description("Triton Container Naming Service."),
+		kong.Description(description),
 		kong.UsageOnError(),
 		kong.Exit(func(code int) {
 			if adm && code != 0 {
@@ -96,8 +91,21 @@ func main() {
 		}),
 	)
 	if err != nil {
-		panic(err)
+		panic(err) // the grammar is the program's own
 	}
+	return parser
+}
+
+func main() {
+	args := os.Args[1:]
+	// The same binary installed as cnsadm is `cns adm`.
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "cnsadm") {
+		os.Exit(runCnsadm(args))
+	}
+	name := "cns"
+	adm := isAdm(args)
+	var cli CLI
+	parser := newParser(&cli, name, "Triton Container Naming Service.", adm)
 	kctx, err := parser.Parse(args)
 	parser.FatalIfErrorf(err)
 	if err := kctx.Run(&cli.DB, &cli.Adm); err != nil {

@@ -76,26 +76,18 @@ func TestLookupsBoundTheService(t *testing.T) {
 	t.Run("one fetch per key", func(t *testing.T) {
 		release := make(chan struct{})
 		var fetches atomic.Int32
-		var started, done sync.WaitGroup
-		for range 20 {
-			started.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				started.Done()
-				v, found, err := c.get(ctx, "k", time.Second, func(context.Context) (int, bool, error) {
-					fetches.Add(1)
-					<-release
-					return 7, true, nil
-				})
-				if v != 7 || !found || err != nil {
-					t.Errorf("got %d %v %v", v, found, err)
-				}
-			}()
-		}
-		started.Wait()
+		wait := launch(20, func(int) {
+			v, found, err := c.get(ctx, "k", time.Second, func(context.Context) (int, bool, error) {
+				fetches.Add(1)
+				<-release
+				return 7, true, nil
+			})
+			if v != 7 || !found || err != nil {
+				t.Errorf("got %d %v %v", v, found, err)
+			}
+		})
 		close(release)
-		done.Wait()
+		wait()
 		if n := fetches.Load(); n != 1 {
 			t.Errorf("%d fetches for 20 concurrent looks at one key, want 1", n)
 		}
@@ -106,30 +98,22 @@ func TestLookupsBoundTheService(t *testing.T) {
 		var inFlight, most atomic.Int32
 		full := make(chan struct{})
 		var fullOnce sync.Once
-		var started, done sync.WaitGroup
-		for i := range 20 {
-			started.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				started.Done()
-				c.get(ctx, fmt.Sprint("key", i), time.Second, func(context.Context) (int, bool, error) {
-					n := inFlight.Add(1)
-					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-					}
-					if n == 3 {
-						fullOnce.Do(func() { close(full) })
-					}
-					<-release
-					inFlight.Add(-1)
-					return i, true, nil
-				})
-			}()
-		}
-		started.Wait()
+		wait := launch(20, func(i int) {
+			c.get(ctx, fmt.Sprint("key", i), time.Second, func(context.Context) (int, bool, error) {
+				n := inFlight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if n == 3 {
+					fullOnce.Do(func() { close(full) })
+				}
+				<-release
+				inFlight.Add(-1)
+				return i, true, nil
+			})
+		})
 		<-full
 		close(release)
-		done.Wait()
+		wait()
 		if m := most.Load(); m != 3 {
 			t.Errorf("at most %d fetches at once, want 3", m)
 		}
@@ -151,6 +135,23 @@ func TestLookupsBoundTheService(t *testing.T) {
 			t.Errorf("cancelled waiter: %v", err)
 		}
 	})
+}
+
+// launch starts n goroutines running f(i), returns once each has started,
+// and gives a function waiting for them to end.
+func launch(n int, f func(i int)) (wait func()) {
+	var started, done sync.WaitGroup
+	for i := range n {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			started.Done()
+			f(i)
+		}()
+	}
+	started.Wait()
+	return done.Wait
 }
 
 func TestLookupsAreBounded(t *testing.T) {
