@@ -381,13 +381,13 @@ func aggGetText(t testing.TB, url string) string {
 	return string(b)
 }
 
-func sourceStatus(r *running, zone string) aggregate.Status {
+func sourceStatus(r *running, zone string) admin.AggregateSource {
 	for _, s := range r.agg.Status() {
 		if s.Zone == zone {
 			return s
 		}
 	}
-	return aggregate.Status{}
+	return admin.AggregateSource{}
 }
 
 // fakeSource is a primary that serves one good zone, then (garbage set)

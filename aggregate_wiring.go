@@ -7,7 +7,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
@@ -44,19 +43,4 @@ func aggregateOptions(cfg *config.Config, store *db.DB, u *feeds.Updater, log *s
 // zones cns follows.
 func (s *service) notified(zone string, from netip.Addr, key string) bool {
 	return s.agg.Notified(zone, from, key)
-}
-
-// aggregateSources is the aggregator's status as the API shows it.
-func (s *service) aggregateSources() []admin.AggregateSource {
-	var out []admin.AggregateSource
-	for _, x := range s.agg.Status() {
-		lag := x.LagSeconds
-		if x.LastCheck.IsZero() {
-			lag = -1
-		}
-		out = append(out, admin.AggregateSource{Region: x.Region, Zone: x.Zone, State: x.State, Serial: x.Serial,
-			LastTransfer: x.LastTransfer, LastKind: x.LastKind, LastCheck: x.LastCheck, LagSeconds: lag,
-			Names: x.Names, Skipped: x.Skipped, Error: x.Error})
-	}
-	return out
 }

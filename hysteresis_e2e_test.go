@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
@@ -94,7 +95,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 			return false
 		}
 		for _, m := range v.Members {
-			if m.Status == hysteresis.Up {
+			if m.Status == admin.MemberUp {
 				return false
 			}
 		}
@@ -125,7 +126,7 @@ func TestSDCHysteresisPace(t *testing.T) {
 	}
 	var left []string
 	for _, d := range v.History {
-		if d.Action == hysteresis.ActionReleased {
+		if d.Action == string(hysteresis.ActionReleased) {
 			left = append(left, fmt.Sprintf("%v", d.Time.Sub(start)))
 		}
 	}

@@ -15,11 +15,11 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
-	"github.com/tritondatacenter/cns/serve"
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
@@ -121,7 +121,7 @@ func (c *benchCNS) trackedSeconds(serial uint32, port int, timeout time.Duration
 			return 0, false
 		}
 		for _, pp := range p.Peers {
-			if int(pp.Target.Port()) == port && pp.State == serve.StateActive {
+			if int(pp.Target.Port()) == port && pp.State == admin.StateActive {
 				return time.Duration(pp.Seconds * float64(time.Second)), true
 			}
 		}

@@ -136,7 +136,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		return nil, err
 	}
 	if len(s.apiLns) > 0 {
-		s.api = &admin.Server{Store: s.store, DNS: apiDNS{s.dns}, Updater: s.updater, Version: versionString(),
+		s.api = &admin.Server{Store: s.store, DNS: s.dns, Updater: s.updater, Version: versionString(),
 			Token: cfg.APIToken, ReadToken: cfg.APIReadToken, Reload: s.reload, Log: log}
 	}
 
@@ -146,7 +146,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		return nil, err
 	}
 	if s.api != nil && len(cfg.Aggregate) > 0 {
-		s.api.Sources = s.aggregateSources
+		s.api.Sources = s.agg.Status
 	}
 	if cfg.Standalone() {
 		log.Info("standalone aggregator: no data center feed", "regions", len(cfg.Aggregate))

@@ -4,17 +4,45 @@
 package admin
 
 import (
-	"fmt"
-	"net/netip"
-	"strconv"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/status"
 )
 
 // The JSON shapes of the API. Reference endpoints keep the reference's
-// field names; new fields are only ever added. They are admin's own:
-// package main converts the DNS server's types into them in one place
-// (admin_source.go) and readmodel.go converts the feeds', so a change
-// inside serve or feeds cannot change the API unnoticed.
+// field names; new fields are only ever added. The shapes a part of cns
+// reports about itself (propagation, peers, services, feeds, aggregated
+// sources) are defined once, in admin/status, returned by the part that
+// knows them and served as they are; admin names them here. The rest are
+// admin's own, computed by the read model from the store.
+
+// The read shapes of admin/status, under the API's names.
+type (
+	ZoneSummary     = status.ZoneSummary
+	AllowedPeer     = status.AllowedPeer
+	Peer            = status.Peer
+	PeerZone        = status.PeerZone
+	ZoneTracking    = status.ZoneTracking
+	Propagation     = status.Propagation
+	PeerPropagation = status.PeerPropagation
+	Service         = status.Service
+	ServiceMember   = status.ServiceMember
+	Departure       = status.Departure
+	Decision        = status.Decision
+	FeedStatus      = status.Feed
+	AggregateSource = status.AggregateSource
+)
+
+// Propagation states of a serial, and of one peer for a serial; member
+// statuses of a service's hysteresis.
+const (
+	StatePending  = status.StatePending
+	StateActive   = status.StateActive
+	StateError    = status.StateError
+	MemberUp      = status.MemberUp
+	MemberPending = status.MemberPending
+	MemberLeft    = status.MemberLeft
+)
 
 // Error is the restify-style error body: {"code": ..., "message": ...}.
 type Error struct {
@@ -66,60 +94,6 @@ type PeerSummary struct {
 	Version string            `json:"version,omitempty"`
 }
 
-// Peer is GET /peer/:addr.
-type Peer struct {
-	Address        string            `json:"address"`
-	Serials        map[string]uint32 `json:"serials"`
-	Version        string            `json:"version"`
-	NotifyFailures int               `json:"notify_failures"`
-	UsingNotify    bool              `json:"using_notify"`
-	UsingIXFR      bool              `json:"using_ixfr"`
-	Counters       map[string]uint64 `json:"counters"`
-	// State (added by cns): "configured" (the config names it: always
-	// NOTIFYed), or a learned peer's "answering" or "silent" (its NOTIFYs
-	// go unanswered: NOTIFYed with backoff, not waited for).
-	State string `json:"state,omitempty"`
-	// Added by cns: per zone detail, drift included.
-	Zones map[string]PeerZone `json:"zones,omitempty"`
-}
-
-// PeerZone is one peer's state for one zone.
-type PeerZone struct {
-	Serial       uint32    `json:"serial"`
-	ZoneSerial   uint32    `json:"zone_serial"`
-	DriftSerials int64     `json:"drift_serials"` // commits it is behind (RFC 1982 difference)
-	DriftSeconds float64   `json:"drift_seconds"` // since the first change it lacks; -1 unknown
-	LastTransfer time.Time `json:"last_transfer,omitzero"`
-	LastKind     string    `json:"last_kind,omitempty"`
-	AXFR         uint64    `json:"axfr"`
-	IXFR         uint64    `json:"ixfr"`
-	NotifySerial uint32    `json:"notify_serial,omitempty"`
-	NotifySent   time.Time `json:"notify_sent,omitzero"`
-	NotifyAcked  time.Time `json:"notify_acked,omitzero"`
-	LastSOAQuery time.Time `json:"last_soa_query,omitzero"`
-	// Signer marks a DNSSEC-signing secondary: it serves cns's Serial
-	// under a serial of its own, SignerSerial (see "Signing with DNSSEC").
-	Signer       bool   `json:"signer,omitempty"`
-	SignerSerial uint32 `json:"signer_serial,omitempty"`
-}
-
-// SerialText is a peer's serial as cnsadm and the TUI show it: cns's
-// serial, and a signer's own after it ("1795486465 (signed 1795486470)").
-func (pz PeerZone) SerialText() string { return serialText(pz.Serial, pz.SignerSerial) }
-
-func serialText(serial, signer uint32) string {
-	if signer == 0 {
-		return strconv.FormatUint(uint64(serial), 10)
-	}
-	return fmt.Sprintf("%d (signed %d)", serial, signer)
-}
-
-// ZoneSummary is one entry of GET /zones.
-type ZoneSummary struct {
-	Name   string `json:"name"`
-	Serial uint32 `json:"serial"`
-}
-
 // Zone is GET /zones/:zone.
 type Zone struct {
 	Name       string     `json:"name"`
@@ -169,13 +143,6 @@ type Change struct {
 	Added   []string  `json:"added"`
 }
 
-// AllowedPeer is one entry of GET /allowed-peers.
-type AllowedPeer struct {
-	Address string   `json:"address"`
-	Mask    int      `json:"mask"`
-	Zones   []string `json:"zones,omitempty"` // cns: nil means every zone
-}
-
 // SuffixesRequest is the body of POST /suffixes-for-vm.
 type SuffixesRequest struct {
 	OwnerUUID string   `json:"owner_uuid"`
@@ -194,36 +161,6 @@ type Feeds struct {
 	LastCommit *Commit      `json:"last_commit,omitempty"`
 	// Sources are the zones an aggregator follows (absent: none).
 	Sources []AggregateSource `json:"sources,omitempty"`
-}
-
-// AggregateSource is one zone an aggregator follows for a region zone
-// (RFD 172), in GET /feeds and GET /status.
-type AggregateSource struct {
-	Region string `json:"region"`
-	Zone   string `json:"zone"`
-	// State: ok (at the source's serial), syncing (no copy yet), stale
-	// (the source does not answer; its last copy is served), expired
-	// (past its SOA expire: its records left the region).
-	State        string    `json:"state"`
-	Serial       uint32    `json:"serial"`
-	LastTransfer time.Time `json:"last_transfer,omitzero"`
-	LastKind     string    `json:"last_kind,omitempty"` // IXFR or AXFR
-	LastCheck    time.Time `json:"last_check,omitzero"`
-	// LagSeconds is how long ago the copy was last confirmed current
-	// (-1: never).
-	LagSeconds float64 `json:"lag_seconds"`
-	Names      int     `json:"names"`
-	Skipped    int     `json:"skipped,omitempty"` // names too long under the region
-	Error      string  `json:"error,omitempty"`
-}
-
-// FeedStatus is one source of truth's health.
-type FeedStatus struct {
-	Name    string    `json:"name"`
-	Healthy bool      `json:"healthy"`
-	Since   time.Time `json:"since"`
-	Reason  string    `json:"reason,omitempty"`
-	LastOK  time.Time `json:"last_ok,omitzero"`
 }
 
 // Commit describes the updater's last commit.
@@ -274,120 +211,4 @@ type VMSummary struct {
 	ListInstance bool     `json:"list_instance"`
 	ListServices bool     `json:"list_services"`
 	Reasons      []string `json:"reasons"`
-}
-
-// Propagation states of a serial, and of one peer for a serial.
-const (
-	StatePending = "PENDING"
-	StateActive  = "ACTIVE"
-	StateError   = "ERROR"
-)
-
-// Propagation is how far one serial of a zone has spread to the zone's
-// secondaries.
-type Propagation struct {
-	Zone      string            `json:"zone"`
-	Serial    uint32            `json:"serial"`
-	State     string            `json:"state"`
-	Committed time.Time         `json:"committed"`
-	Peers     []PeerPropagation `json:"peers"`
-}
-
-// PeerPropagation is one secondary's progress with a serial.
-type PeerPropagation struct {
-	Address string `json:"address"`
-	Serial  uint32 `json:"serial"` // last of cns's serials seen served
-	// SignerSerial is a signer's own serial under which it serves Serial.
-	SignerSerial uint32  `json:"signer_serial,omitempty"`
-	State        string  `json:"state"`
-	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
-	Polls        int     `json:"polls"`
-	// Error says why the state is ERROR when it is not the retries
-	// running out (a peer holding a serial ahead of cns's).
-	Error string `json:"error,omitempty"`
-	// Target is where the peer is polled (its NOTIFY address).
-	Target netip.AddrPort `json:"target"`
-}
-
-// Summary is how cnsadm status and the terminal UI show a serial's
-// progress: "ACTIVE", or the state with how many peers serve it
-// ("PENDING 1/2").
-func (p *Propagation) Summary() string {
-	if p.State == StateActive || len(p.Peers) == 0 {
-		return p.State
-	}
-	have := 0
-	for _, pp := range p.Peers {
-		if pp.State == StateActive {
-			have++
-		}
-	}
-	return fmt.Sprintf("%s %d/%d", p.State, have, len(p.Peers))
-}
-
-// Member statuses of a service's self-removal hysteresis.
-const (
-	MemberUp      = "up"      // listed; its status is up
-	MemberPending = "pending" // asked to leave; still listed until its turn
-	MemberLeft    = "left"    // left by self-removal: not listed
-)
-
-// Service is one entry of GET /services and GET /services/:owner/:name:
-// a service's self-removal hysteresis.
-type Service struct {
-	Owner string `json:"owner_uuid"`
-	// Login is the owner's login (absent when cns does not know it).
-	Login   string `json:"login,omitempty"`
-	Service string `json:"service"`
-	// Listed counts the members in the service's names (up or pending).
-	Listed int `json:"listed"`
-	// N is the window's n; Budget is max(floor(N/3), 1) and BudgetLeft
-	// what the window's self-removals left of it.
-	N          int `json:"n"`
-	Budget     int `json:"budget"`
-	BudgetLeft int `json:"budget_left"`
-	// WindowFreesAt is when the oldest self-removal of the window stops
-	// counting (zero when there is none).
-	WindowFreesAt time.Time       `json:"window_frees_at,omitzero"`
-	NextCheck     time.Time       `json:"next_check,omitzero"`
-	Members       []ServiceMember `json:"members"`
-	Departures    []Departure     `json:"departures"`
-	History       []Decision      `json:"history"`
-}
-
-// ServiceMember is one VM of a service.
-type ServiceMember struct {
-	VM string `json:"vm"`
-	// Alias is the VM's alias (absent when it has none, or the VM is no
-	// longer stored).
-	Alias  string `json:"alias,omitempty"`
-	Status string `json:"status"` // MemberUp, MemberPending or MemberLeft
-	// DownSince is when a pending or departed member's status went down,
-	// as far as cns knows: for a member cns never saw up, when cns first
-	// saw it down (FirstSeenDown).
-	DownSince time.Time `json:"down_since,omitzero"`
-	// FirstSeenDown is set for a member cns never saw up: it was already
-	// down when cns first saw it, at this time.
-	FirstSeenDown time.Time `json:"first_seen_down,omitzero"`
-	// MayLeaveAt is, for a pending member, when it will leave if nothing
-	// else changes (zero: not foreseeable).
-	MayLeaveAt time.Time `json:"may_leave_at,omitzero"`
-	// LeftAt is when a departed member left the service's names.
-	LeftAt time.Time `json:"left_at,omitzero"`
-}
-
-// Departure is one self-removal, which spends the window's budget.
-type Departure struct {
-	VM    string    `json:"vm"`
-	Alias string    `json:"alias,omitempty"`
-	At    time.Time `json:"at"`
-}
-
-// Decision is one entry of a service's history.
-type Decision struct {
-	Time   time.Time `json:"time"`
-	VM     string    `json:"vm"`
-	Alias  string    `json:"alias,omitempty"`
-	Action string    `json:"action"`
-	Reason string    `json:"reason,omitempty"`
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/status"
 )
 
 // What cnsadm prints. The reference verbs keep the reference's layout so
@@ -70,7 +72,7 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 			if i == 0 {
 				addr, version = p.Address, p.Version
 			}
-			serial := serialText(p.Serials[z], p.Zones[z].SignerSerial)
+			serial := status.SerialText(p.Serials[z], p.Zones[z].SignerSerial)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", addr, z, serial, driftText(p, z, serials), version)
 		}
 	}
@@ -315,7 +317,7 @@ func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
 		if p.Seconds >= 0 {
 			secs = fmt.Sprintf("%.3f", p.Seconds)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", addr, serialText(p.Serial, p.SignerSerial), p.State, secs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", addr, status.SerialText(p.Serial, p.SignerSerial), p.State, secs)
 	}
 	return tw.Flush()
 }

@@ -39,7 +39,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 
-	peers := s.DNS.Peers()
+	peers := s.DNS.PeerStatus()
 	m.help("cns_peer_serial", "gauge", "Serial each secondary is known to have, per zone.")
 	for _, p := range peers {
 		for _, z := range sortedKeys(p.Zones) {
@@ -193,7 +193,7 @@ func writeSourceMetrics(m *metricWriter, sources []AggregateSource) {
 }
 
 // writeDNSMetrics writes the DNS server's counters.
-func writeDNSMetrics(m *metricWriter, dm DNSMetrics) {
+func writeDNSMetrics(m *metricWriter, dm metrics.DNS) {
 	m.help("cns_dns_answers_total", "counter", "DNS answers by transport and query type.")
 	for _, proto := range sortedKeys(dm.AnswersByType) {
 		for _, t := range sortedKeys(dm.AnswersByType[proto]) {

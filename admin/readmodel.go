@@ -11,17 +11,17 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 )
 
 // The read model: zones, peers with their drift, propagation, services
-// and VMs as an operator sees them. This file is the one place where the
-// store's, the updater's and the hysteresis' types become the API's (the
-// DNS server's become them in package main, admin_source.go). It is
-// computed here once and read from two
-// sources: a running cns through its API (APIModel, whose server computes
+// and VMs as an operator sees them. The parts of cns return their read
+// shapes (admin/status); this file completes them (a peer's drift, a
+// service's names) and turns what the store holds into the API's. It is
+// computed here once and read from two sources: a running cns through its API (APIModel, whose server computes
 // it with the functions below) and a db file, read-only (DBModel). The
 // terminal UI and `cns db` print from it.
 
@@ -41,13 +41,13 @@ type ReadModel interface {
 	Feeds(ctx context.Context) (*Feeds, error)
 }
 
-// peerView completes a peer as the DNS server tracks it (DNS.Peers, or
-// a peer stored in the db) for the API: the default version, the derived
+// peerView completes a peer as the DNS server tracks it (DNS.PeerStatus,
+// or a peer stored in the db) for the API: the default version, the derived
 // flags, the counters the API shows, and per zone the serial served
 // (zoneSerial; 0 for a zone not served) and the drift against it.
 func peerView(store *db.DB, p Peer, zoneSerial func(zone string) uint32, now time.Time) Peer {
 	out := Peer{Address: p.Address, Serials: map[string]uint32{}, Version: cmp.Or(p.Version, "unknown"),
-		NotifyFailures: p.NotifyFailures, UsingNotify: p.State != "silent", State: p.State, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"],
+		NotifyFailures: p.NotifyFailures, UsingNotify: p.State != status.PeerSilent, State: p.State, UsingIXFR: p.Counters["ixfr"] > 2*p.Counters["axfr"],
 		Counters: map[string]uint64{}, Zones: map[string]PeerZone{}}
 	for _, c := range []string{"soa", "axfr", "ixfr", "goodxfer"} {
 		out.Counters[c] = p.Counters[c]
@@ -81,23 +81,6 @@ func zoneView(zi db.ZoneInfo) Zone {
 	return Zone{Name: zi.Name, Serial: zi.Serial, Reverse: zi.Reverse, Names: zi.Names, Records: zi.Records,
 		LastChange: zi.LastChange, Journal: Journal{From: zi.JournalFrom, Entries: zi.JournalEntries, Bytes: zi.JournalBytes},
 		Peers: []ZonePeer{}}
-}
-
-// serviceView converts the hysteresis view of a service: the one place
-// feeds/hysteresis's types become the API's.
-func serviceView(v hysteresis.View) Service {
-	out := Service{Owner: v.Owner, Service: v.Service, Listed: v.Listed, N: v.N, Budget: v.Budget, BudgetLeft: v.BudgetLeft,
-		WindowFreesAt: v.WindowFreesAt, NextCheck: v.NextCheck,
-		Members: convertSlice(v.Members, func(m hysteresis.MemberView) ServiceMember {
-			return ServiceMember{VM: m.VM, Status: string(m.Status), DownSince: m.DownSince, FirstSeenDown: m.FirstSeenDown,
-				MayLeaveAt: m.MayLeaveAt, LeftAt: m.LeftAt}
-		}),
-		Departures: convertSlice(v.Departures, func(d hysteresis.Departure) Departure { return Departure{VM: d.VM, At: d.At} }),
-		History: convertSlice(v.History, func(d hysteresis.Decision) Decision {
-			return Decision{Time: d.Time, VM: d.VM, Action: string(d.Action), Reason: d.Reason}
-		}),
-	}
-	return out
 }
 
 // nameServices adds to svcs the names operators know them by: each
@@ -163,10 +146,7 @@ func nameServices(store *db.DB, svcs []Service) error {
 
 // feedsView is the updater's feeds' health and its last commit.
 func feedsView(u *feeds.Updater) Feeds {
-	out := Feeds{Feeds: []FeedStatus{}, Pending: u.Pending()}
-	for _, f := range u.Feeds() {
-		out.Feeds = append(out.Feeds, FeedStatus{Name: f.Name, Healthy: f.Healthy, Since: f.Since, Reason: f.Reason, LastOK: f.LastOK})
-	}
+	out := Feeds{Feeds: append([]FeedStatus{}, u.Feeds()...), Pending: u.Pending()}
 	if lc := u.LastCommit(); !lc.Time.IsZero() {
 		out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000,
 			OldestChangeMS: float64(lc.Oldest.Microseconds()) / 1000, Error: lc.Err}
@@ -342,40 +322,7 @@ func ChangeJSON(e db.JournalEntry) Change {
 	return c
 }
 
-// convertSlice maps in with f, keeping nil nil (JSON null) and empty
-// empty ([]).
-func convertSlice[T, U any](in []T, f func(T) U) []U {
-	if in == nil {
-		return nil
-	}
-	out := make([]U, 0, len(in))
-	for _, x := range in {
-		out = append(out, f(x))
-	}
-	return out
-}
-
-// HasPending reports whether a member of the service waits to leave.
-func (v *Service) HasPending() bool {
-	for _, m := range v.Members {
-		if m.Status == MemberPending {
-			return true
-		}
-	}
-	return false
-}
-
-// MembersByAlias returns the members ordered as an operator looks for
-// them: by alias, then by UUID.
-func (v *Service) MembersByAlias() []ServiceMember {
-	out := slices.Clone(v.Members)
-	slices.SortStableFunc(out, func(a, b ServiceMember) int {
-		return cmp.Or(cmp.Compare(a.Alias, b.Alias), cmp.Compare(a.VM, b.VM))
-	})
-	return out
-}
-
-// ByOwnerName returns views ordered as operators read them: by owner
+// ByOwnerName returns services ordered as operators read them: by owner
 // login (UUID where the login is unknown), then by service name.
 func ByOwnerName(views []Service) []Service {
 	out := slices.Clone(views)
@@ -542,7 +489,7 @@ func (s *DBModel) Services(ctx context.Context) ([]Service, error) {
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", key, err)
 		}
-		out = append(out, serviceView(hysteresis.Policy{}.View(svc, now)))
+		out = append(out, hysteresis.Policy{}.View(svc, now))
 	}
 	return out, nameServices(s.Store, out)
 }

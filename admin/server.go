@@ -258,7 +258,7 @@ func (s *Server) getVM(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) error {
 	out := []PeerSummary{}
-	for _, p := range s.DNS.Peers() {
+	for _, p := range s.DNS.PeerStatus() {
 		ps := PeerSummary{Address: p.Address, Serials: map[string]uint32{}, Version: p.Version}
 		for z, pz := range p.Zones {
 			ps.Serials[z] = pz.Serial
@@ -282,7 +282,7 @@ func (s *Server) getPeer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range s.DNS.Peers() {
+	for _, p := range s.DNS.PeerStatus() {
 		if p.Address == addr.String() {
 			return writeJSON(w, http.StatusOK, s.peerJSON(p))
 		}
@@ -409,7 +409,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	out.Zones = append(out.Zones, s.DNS.Zones()...)
 	s.inConfigOrder(out.Zones)
-	for _, p := range s.DNS.Peers() {
+	for _, p := range s.DNS.PeerStatus() {
 		out.Peers = append(out.Peers, s.peerJSON(p))
 	}
 	out.Propagation = map[string]Propagation{}
@@ -454,11 +454,9 @@ func (s *Server) getServices(w http.ResponseWriter, r *http.Request) error {
 	if s.Updater != nil {
 		pendingOnly := r.URL.Query().Get("pending") == "true"
 		for _, v := range s.Updater.Services() {
-			sv := serviceView(v)
-			if pendingOnly && !sv.HasPending() {
-				continue
+			if !pendingOnly || v.HasPending() {
+				out = append(out, v)
 			}
-			out = append(out, sv)
 		}
 	}
 	if err := nameServices(s.Store, out); err != nil {
@@ -478,7 +476,7 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []Service{serviceView(v)}
+	out := []Service{v}
 	if err := nameServices(s.Store, out); err != nil {
 		return err
 	}

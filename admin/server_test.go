@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -104,14 +105,14 @@ func (d storeDNS) ZoneSerial(zone string) (uint32, bool) {
 	zi, ok, _ := d.store.Zone(zone)
 	return zi.Serial, ok
 }
-func (storeDNS) Peers() []Peer                                  { return nil }
+func (storeDNS) PeerStatus() []Peer                             { return nil }
 func (storeDNS) DeletePeer(netip.Addr) bool                     { return false }
 func (storeDNS) PeersChanged() <-chan struct{}                  { return make(chan struct{}) }
 func (storeDNS) ZonePeers(string) []netip.Addr                  { return nil }
 func (storeDNS) AllowedPeers() []AllowedPeer                    { return nil }
 func (storeDNS) Propagation(string, uint32) (Propagation, bool) { return Propagation{}, false }
 func (storeDNS) PropagationChanged() <-chan struct{}            { return make(chan struct{}) }
-func (storeDNS) Metrics() DNSMetrics                            { return DNSMetrics{} }
+func (storeDNS) Metrics() metrics.DNS                           { return metrics.DNS{} }
 
 // Mutating endpoints take loopback callers and token holders only; reads
 // need the read token when one is set.

@@ -75,7 +75,7 @@ func (s *Server) getZone(w http.ResponseWriter, r *http.Request) error {
 // zonePeers lists the expected secondaries of a zone with what they have.
 func (s *Server) zonePeers(zone string, cur uint32) []ZonePeer {
 	known := map[string]Peer{}
-	for _, p := range s.DNS.Peers() {
+	for _, p := range s.DNS.PeerStatus() {
 		known[p.Address] = p
 	}
 	out := []ZonePeer{}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
@@ -74,15 +75,9 @@ func UpgradeVMMeta(b []byte) []byte {
 	return m.Encode()
 }
 
-// FeedStatus is the health of one source of truth.
-type FeedStatus struct {
-	Name    string    `json:"name"`
-	Healthy bool      `json:"healthy"`
-	Since   time.Time `json:"since"` // when it became what it is
-	Reason  string    `json:"reason,omitempty"`
-	// LastOK is when the feed last delivered good data.
-	LastOK time.Time `json:"last_ok,omitzero"`
-}
+// FeedStatus is the health of one source of truth, kept in the form the
+// admin API serves it.
+type FeedStatus = status.Feed
 
 // ReportFeed records the outcome of a feed's latest attempt: err nil is
 // healthy. Degradation is logged once, on the transition.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/records"
@@ -375,11 +376,11 @@ func (u *Updater) untilNextRelease() (d time.Duration, ok bool) {
 
 // Services returns the self-removal hysteresis state of every service
 // with members, by owner and name, for the admin API and the TUI.
-func (u *Updater) Services() []hysteresis.View {
+func (u *Updater) Services() []status.Service {
 	u.lock()
 	defer u.mu.Unlock()
 	now := u.now()
-	out := make([]hysteresis.View, 0, len(u.health.services))
+	out := make([]status.Service, 0, len(u.health.services))
 	for _, key := range slices.Sorted(maps.Keys(u.health.services)) {
 		out = append(out, u.health.policy.View(u.health.services[key], now))
 	}
@@ -387,12 +388,12 @@ func (u *Updater) Services() []hysteresis.View {
 }
 
 // Service returns the hysteresis state of owner's (UUID) service name.
-func (u *Updater) Service(owner, name string) (hysteresis.View, error) {
+func (u *Updater) Service(owner, name string) (status.Service, error) {
 	u.lock()
 	defer u.mu.Unlock()
 	s := u.health.services[hysteresis.Key(strings.ToLower(owner), strings.ToLower(name))]
 	if s == nil {
-		return hysteresis.View{}, fmt.Errorf("service %s of %s: %w", name, owner, ErrUnknownService)
+		return status.Service{}, fmt.Errorf("service %s of %s: %w", name, owner, ErrUnknownService)
 	}
 	return u.health.policy.View(s, u.now()), nil
 }

@@ -286,7 +286,7 @@ func TestUpdaterStatusValues(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			left := v.Members[0].Status == hysteresis.Left
+			left := v.Members[0].Status == string(hysteresis.Left)
 			if left != tc.down || len(w.listed()) != 3-btoi(tc.down) {
 				t.Errorf("status %q: member 0 %s, %d listed", tc.value, v.Members[0].Status, len(w.listed()))
 			}
@@ -334,7 +334,7 @@ func TestUpdaterHardRemovalDuringPending(t *testing.T) {
 				t.Fatal(err)
 			}
 			last := v.History[len(v.History)-1]
-			if last.VM != hzUUID(1) || last.Action != hysteresis.ActionHardRemoved || !strings.HasPrefix(last.Reason, tc.reason) {
+			if last.VM != hzUUID(1) || last.Action != string(hysteresis.ActionHardRemoved) || !strings.HasPrefix(last.Reason, tc.reason) {
 				t.Errorf("last decision %+v, want %s hard-removed (%s...)", last, hzUUID(1), tc.reason)
 			}
 			// n is 3 now (2 listed + member 0, gone within the window):
@@ -427,7 +427,7 @@ func TestUpdaterRunWakesForNextRelease(t *testing.T) {
 	}
 	var released []time.Time
 	for _, d := range v.History {
-		if d.Action == hysteresis.ActionReleased {
+		if d.Action == string(hysteresis.ActionReleased) {
 			released = append(released, d.Time)
 		}
 	}

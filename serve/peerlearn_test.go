@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -206,7 +207,7 @@ func TestTransferringClientBecomesPeerByAnswering(t *testing.T) {
 		t.Errorf("a client that did not answer is a peer: %+v, zone peers %v", s.Peers(), s.ZonePeers(zoneName))
 	}
 	serial := commitOne(t, s, d, "10.0.0.7")
-	if p, _ := s.Propagation(zoneName, serial); p.State != StateActive || len(p.Peers) != 0 {
+	if p, _ := s.Propagation(zoneName, serial); p.State != status.StateActive || len(p.Peers) != 0 {
 		t.Errorf("propagation counts a client: %+v", p)
 	}
 	for _, n := range s.NotifyStatus() {
@@ -231,8 +232,8 @@ func TestTransferringClientBecomesPeerByAnswering(t *testing.T) {
 	if got := f.nextNotify(t); got != serial {
 		t.Errorf("NOTIFY of %d, want %d", got, serial)
 	}
-	waitFor(t, s, func(p Propagation) bool {
-		return p.State == StateActive && len(p.Peers) == 1 && p.Peers[0].Target == netip.AddrPortFrom(addr, f.port())
+	waitFor(t, s, func(p status.Propagation) bool {
+		return p.State == status.StateActive && len(p.Peers) == 1 && p.Peers[0].Target == netip.AddrPortFrom(addr, f.port())
 	}, serial)
 }
 
@@ -320,7 +321,7 @@ func TestSilentPeerBacksOff(t *testing.T) {
 	if got := f.nextNotify(t); got != serial {
 		t.Fatalf("NOTIFY of %d, want %d", got, serial)
 	}
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive && len(p.Peers) == 1 }, serial)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateActive && len(p.Peers) == 1 }, serial)
 }
 
 // Ensure a version probe that gets no answer is not taken for "unknown"

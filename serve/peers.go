@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -47,36 +48,20 @@ type Peer struct {
 	Counters map[string]uint64 `json:"counters"`
 }
 
-// PeerZone is one peer's view of one zone.
+// PeerZone is one peer's view of one zone: what the API shows of it
+// (status.ZoneTracking, in the form it is stored), and the tracker's own
+// bookkeeping.
 type PeerZone struct {
-	// Serial is the newest of cns's serials the peer is known to serve:
-	// the serial of its last transfer, or what it answered to an SOA
-	// probe; for a signer, the serial it had transferred when its own
-	// serial last advanced (see signers.go).
-	Serial   uint32    `json:"serial"`
-	SerialAt time.Time `json:"serial_at,omitzero"`
+	status.ZoneTracking
+	// SerialAt is when Serial was learned; for a signer (see signers.go)
+	// Serial is what it had transferred when its own serial last
+	// advanced, and SignerSerialAt when that was.
+	SerialAt       time.Time `json:"serial_at,omitzero"`
+	SignerSerialAt time.Time `json:"signer_serial_at,omitzero"`
 	// TransferSerial is the serial the last transfer to the peer ended
 	// at, Sent the last few such serials (newest last).
 	TransferSerial uint32   `json:"transfer_serial,omitempty"`
 	Sent           []uint32 `json:"sent,omitempty"`
-	// Signer marks a peer that serves the zone under serials of its own
-	// (a DNSSEC signer: Knot's dnssec-signing, BIND's inline-signing),
-	// detected or set in config; SignerSerial is the serial it reports
-	// and SignerSerialAt when that last advanced.
-	Signer         bool      `json:"signer,omitempty"`
-	SignerSerial   uint32    `json:"signer_serial,omitempty"`
-	SignerSerialAt time.Time `json:"signer_serial_at,omitzero"`
-	// LastTransfer and LastKind describe the last transfer (AXFR, IXFR,
-	// IXFR-SOA when it was up to date).
-	LastTransfer time.Time `json:"last_transfer,omitzero"`
-	LastKind     string    `json:"last_kind,omitempty"`
-	AXFR         uint64    `json:"axfr"`
-	IXFR         uint64    `json:"ixfr"`
-	// NOTIFY bookkeeping.
-	NotifySerial uint32    `json:"notify_serial,omitempty"`
-	NotifySent   time.Time `json:"notify_sent,omitzero"`
-	NotifyAcked  time.Time `json:"notify_acked,omitzero"`
-	LastSOAQuery time.Time `json:"last_soa_query,omitzero"`
 }
 
 // peerTracker keeps peers in memory and writes changes to the store every

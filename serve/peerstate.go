@@ -3,6 +3,8 @@ package serve
 import (
 	"net/netip"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/status"
 )
 
 // Peers are secondaries, not every client. A zone transfer proves only
@@ -30,10 +32,10 @@ const (
 	PeerProbing PeerState = "probing"
 	// PeerAnswering: it answered the probe or a NOTIFY: NOTIFYed after
 	// every change, counted in propagation.
-	PeerAnswering PeerState = "answering"
+	PeerAnswering PeerState = status.PeerAnswering
 	// PeerSilent: its last peerSilentAfter NOTIFYs went unanswered: one
 	// NOTIFY per backoff, not counted in propagation, until it answers.
-	PeerSilent PeerState = "silent"
+	PeerSilent PeerState = status.PeerSilent
 )
 
 // peerEvent is what moves a peer from one state to another.

@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/admin/metrics"
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -63,39 +64,6 @@ func (p PropagationPolicy) normal() PropagationPolicy {
 	return p
 }
 
-// Propagation states of a serial, and of one peer for a serial.
-const (
-	StatePending = "PENDING"
-	StateActive  = "ACTIVE"
-	StateError   = "ERROR"
-)
-
-// Propagation is how far one serial of a zone has spread.
-type Propagation struct {
-	Zone      string            `json:"zone"`
-	Serial    uint32            `json:"serial"`
-	State     string            `json:"state"`
-	Committed time.Time         `json:"committed"`
-	Peers     []PeerPropagation `json:"peers"`
-}
-
-// PeerPropagation is one secondary's progress with a serial.
-type PeerPropagation struct {
-	Address string `json:"address"`
-	Serial  uint32 `json:"serial"` // last of cns's serials seen served
-	// SignerSerial is a signer's own serial (0 for other peers): it
-	// serves Serial under that one (see signers.go).
-	SignerSerial uint32  `json:"signer_serial,omitempty"`
-	State        string  `json:"state"`
-	Seconds      float64 `json:"seconds"` // commit to serving; -1 while pending
-	Polls        int     `json:"polls"`
-	// Error says why the state is ERROR when it is not the retries
-	// running out (a peer holding a serial ahead of cns's).
-	Error string `json:"error,omitempty"`
-	// Target is where the peer is polled (its NOTIFY address).
-	Target netip.AddrPort `json:"target"`
-}
-
 // keptSerials is how many serials of a zone are remembered.
 const keptSerials = 20
 
@@ -105,7 +73,7 @@ type propagation struct {
 	policy PropagationPolicy
 
 	mu     sync.Mutex
-	zones  map[string][]*Propagation // newest last
+	zones  map[string][]*status.Propagation // newest last
 	dirty  map[string]bool
 	change chan struct{}
 	wake   chan struct{}
@@ -113,11 +81,11 @@ type propagation struct {
 }
 
 func newPropagation(s *Server, p PropagationPolicy) *propagation {
-	t := &propagation{s: s, policy: p.normal(), zones: map[string][]*Propagation{}, dirty: map[string]bool{},
+	t := &propagation{s: s, policy: p.normal(), zones: map[string][]*status.Propagation{}, dirty: map[string]bool{},
 		change: make(chan struct{}), wake: make(chan struct{}, 1), hist: map[string]*metrics.Histogram{}}
 	if stored, err := s.store.Propagation(); err == nil {
 		for zone, b := range stored {
-			var list []*Propagation
+			var list []*status.Propagation
 			if json.Unmarshal(b, &list) == nil {
 				t.zones[zone] = list
 			}
@@ -137,9 +105,9 @@ func (t *propagation) commit(c *db.Committed, now time.Time) {
 			t.dirty[zu.Zone] = true
 			continue
 		}
-		p := &Propagation{Zone: zu.Zone, Serial: zu.Serial, State: StatePending, Committed: now, Peers: []PeerPropagation{}}
+		p := &status.Propagation{Zone: zu.Zone, Serial: zu.Serial, State: status.StatePending, Committed: now, Peers: []status.PeerPropagation{}}
 		for _, to := range t.s.expectedTargets(acc, zu.Zone) {
-			p.Peers = append(p.Peers, PeerPropagation{Address: to.Addr().Unmap().String(), State: StatePending, Seconds: -1, Target: to})
+			p.Peers = append(p.Peers, status.PeerPropagation{Address: to.Addr().Unmap().String(), State: status.StatePending, Seconds: -1, Target: to})
 		}
 		// What peers had for the previous serial carries over.
 		if prev := t.latest(zu.Zone); prev != nil {
@@ -166,7 +134,7 @@ func (t *propagation) commit(c *db.Committed, now time.Time) {
 	}
 }
 
-func (t *propagation) latest(zone string) *Propagation {
+func (t *propagation) latest(zone string) *status.Propagation {
 	list := t.zones[zone]
 	if len(list) == 0 {
 		return nil
@@ -199,13 +167,13 @@ func (t *propagation) observe(target netip.AddrPort, zone string, serial, signer
 				pp.Serial = serial
 				touched = true
 			}
-			if ahead != "" && pp.State != StateActive {
-				pp.State, pp.Error = StateError, ahead
+			if ahead != "" && pp.State != status.StateActive {
+				pp.State, pp.Error = status.StateError, ahead
 				touched = true
 				continue
 			}
-			if pp.State != StateActive && (serial == p.Serial || db.SerialLess(p.Serial, serial)) {
-				pp.State = StateActive
+			if pp.State != status.StateActive && (serial == p.Serial || db.SerialLess(p.Serial, serial)) {
+				pp.State = status.StateActive
 				// Committed may come from a run whose clock was ahead.
 				pp.Seconds = max(now.Sub(p.Committed).Seconds(), 0)
 				t.histogram(pp.Target.String()).Observe(pp.Seconds)
@@ -221,28 +189,28 @@ func (t *propagation) observe(target netip.AddrPort, zone string, serial, signer
 }
 
 // settle derives a serial's state from its peers'.
-func (t *propagation) settle(p *Propagation) {
+func (t *propagation) settle(p *status.Propagation) {
 	if len(p.Peers) == 0 {
-		p.State = StateActive
+		p.State = status.StateActive
 		return
 	}
 	active, failed := 0, 0
 	for _, pp := range p.Peers {
 		switch pp.State {
-		case StateActive:
+		case status.StateActive:
 			active++
-		case StateError:
+		case status.StateError:
 			failed++
 		}
 	}
 	need := (len(p.Peers)*t.policy.ThresholdPercent + 99) / 100
 	switch {
 	case active >= need:
-		p.State = StateActive
+		p.State = status.StateActive
 	case len(p.Peers)-failed < need:
-		p.State = StateError
+		p.State = status.StateError
 	default:
-		p.State = StatePending
+		p.State = status.StatePending
 	}
 }
 
@@ -291,17 +259,17 @@ func (t *propagation) pollPending(ctx context.Context) bool {
 	t.mu.Lock()
 	for zone, list := range t.zones {
 		for _, p := range list {
-			if p.State != StatePending {
+			if p.State != status.StatePending {
 				continue
 			}
 			for i := range p.Peers {
 				pp := &p.Peers[i]
-				if pp.State != StatePending {
+				if pp.State != status.StatePending {
 					continue
 				}
 				pp.Polls++
 				if pp.Polls > t.policy.PollMaxRetries {
-					pp.State = StateError
+					pp.State = status.StateError
 					t.s.log.Warn("propagation: peer does not serve the serial", "zone", zone, "serial", p.Serial, "peer", pp.Address, "has", pp.Serial)
 					continue
 				}
@@ -336,7 +304,7 @@ func (t *propagation) pollPending(ctx context.Context) bool {
 	defer t.mu.Unlock()
 	for _, list := range t.zones {
 		for _, p := range list {
-			if p.State == StatePending {
+			if p.State == status.StatePending {
 				return true
 			}
 		}
@@ -378,7 +346,7 @@ func (t *propagation) resync() {
 		expected := t.s.expectedTargets(acc, zone)
 		kept := p.Peers[:0]
 		for _, pp := range p.Peers {
-			if pp.State == StateActive || slices.Contains(expected, pp.Target) {
+			if pp.State == status.StateActive || slices.Contains(expected, pp.Target) {
 				kept = append(kept, pp)
 			}
 		}
@@ -388,10 +356,10 @@ func (t *propagation) resync() {
 		}
 		for i := range p.Peers {
 			pp := &p.Peers[i]
-			if pp.State == StateActive {
+			if pp.State == status.StateActive {
 				continue
 			}
-			pp.State, pp.Polls = StatePending, 0
+			pp.State, pp.Polls = status.StatePending, 0
 			lagging = append(lagging, struct {
 				zone   string
 				serial uint32
@@ -440,7 +408,7 @@ func (t *propagation) save() {
 }
 
 // get returns a copy of the tracking of zone's serial (0: the newest).
-func (t *propagation) get(zone string, serial uint32) (Propagation, bool) {
+func (t *propagation) get(zone string, serial uint32) (status.Propagation, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	list := t.zones[zone]
@@ -452,7 +420,7 @@ func (t *propagation) get(zone string, serial uint32) (Propagation, bool) {
 			return p, true
 		}
 	}
-	return Propagation{}, false
+	return status.Propagation{}, false
 }
 
 func (t *propagation) changedCh() <-chan struct{} {
@@ -476,7 +444,7 @@ func (t *propagation) histogram(addr string) *metrics.Histogram {
 
 // Propagation returns how far serial (0: the newest tracked) of zone has
 // spread.
-func (s *Server) Propagation(zone string, serial uint32) (Propagation, bool) {
+func (s *Server) Propagation(zone string, serial uint32) (status.Propagation, bool) {
 	return s.prop.get(zone, serial)
 }
 

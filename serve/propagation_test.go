@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -72,25 +73,25 @@ func TestPropagation(t *testing.T) {
 	}
 	serial, _ := s.ZoneSerial(zoneName)
 	p, ok := s.Propagation(zoneName, serial)
-	if !ok || p.State != StatePending || len(p.Peers) != 2 {
+	if !ok || p.State != status.StatePending || len(p.Peers) != 2 {
 		t.Fatalf("after commit: %+v", p)
 	}
 	fast.serial.Store(serial)
-	waitFor(t, s, func(p Propagation) bool { return peerState(p, fast.addr()) == StateActive }, serial)
+	waitFor(t, s, func(p status.Propagation) bool { return peerState(p, fast.addr()) == status.StateActive }, serial)
 	p, _ = s.Propagation(zoneName, serial)
-	if p.State != StatePending || peerSeconds(p, fast.addr()) < 0 {
+	if p.State != status.StatePending || peerSeconds(p, fast.addr()) < 0 {
 		t.Errorf("one peer of two: %+v", p)
 	}
 	// The slow one never gets there: ERROR for it and the serial.
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateError }, serial)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateError }, serial)
 	p, _ = s.Propagation(zoneName, serial)
-	if peerState(p, slow.addr()) != StateError || peerState(p, fast.addr()) != StateActive {
+	if peerState(p, slow.addr()) != status.StateError || peerState(p, fast.addr()) != status.StateActive {
 		t.Errorf("slow peer not in ERROR, or the fast one not ACTIVE: %+v", p)
 	}
 	// It catches up; the periodic sync heals the serial.
 	slow.serial.Store(serial)
 	s.prop.resync()
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, serial)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateActive }, serial)
 	if h := s.PropagationHistograms(); h[fast.addr().String()].Count != 1 {
 		t.Errorf("histograms %+v", h)
 	}
@@ -104,10 +105,10 @@ func TestPropagation(t *testing.T) {
 	}
 	serial2, _ := s.ZoneSerial(zoneName)
 	slow.serial.Store(serial2)
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, serial2)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateActive }, serial2)
 }
 
-func peerState(p Propagation, a netip.AddrPort) string {
+func peerState(p status.Propagation, a netip.AddrPort) string {
 	for _, pp := range p.Peers {
 		if pp.Target == a {
 			return pp.State
@@ -116,7 +117,7 @@ func peerState(p Propagation, a netip.AddrPort) string {
 	return ""
 }
 
-func peerSeconds(p Propagation, a netip.AddrPort) float64 {
+func peerSeconds(p status.Propagation, a netip.AddrPort) float64 {
 	for _, pp := range p.Peers {
 		if pp.Target == a {
 			return pp.Seconds
@@ -126,7 +127,7 @@ func peerSeconds(p Propagation, a netip.AddrPort) float64 {
 }
 
 // waitFor waits on the server's change signal until ok holds for serial.
-func waitFor(t *testing.T, s *Server, ok func(Propagation) bool, serial uint32) {
+func waitFor(t *testing.T, s *Server, ok func(status.Propagation) bool, serial uint32) {
 	t.Helper()
 	deadline := time.After(5 * time.Second)
 	for {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -139,7 +140,7 @@ func TestSerialCheckLateAnswer(t *testing.T) {
 	sec.serial.Store(third + 1<<31 - 1)
 	waitUntil(t, func() bool {
 		p, ok := s.Propagation(zoneName, third)
-		return ok && len(p.Peers) == 1 && p.Peers[0].State == StateError && strings.Contains(p.Peers[0].Error, "ahead of cns")
+		return ok && len(p.Peers) == 1 && p.Peers[0].State == status.StateError && strings.Contains(p.Peers[0].Error, "ahead of cns")
 	}, "propagation ERROR naming the serial ahead")
 }
 

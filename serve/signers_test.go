@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 )
 
@@ -54,7 +55,7 @@ func TestSignerTrackedByTransfers(t *testing.T) {
 	s1 := commitOne(t, s, d, "10.0.0.7")
 	s.peers.transferred(addr, zoneName, transferResult{kind: "AXFR", serial: s1})
 	sec.serial.Store(s1 + 1000) // signed: a serial cns never had
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, s1)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateActive }, s1)
 	p, _ := s.Propagation(zoneName, s1)
 	if pp := p.Peers[0]; pp.Serial != s1 || pp.SignerSerial != s1+1000 || pp.Seconds < 0 {
 		t.Errorf("signer serving %d as %d: %+v", s1, s1+1000, pp)
@@ -70,12 +71,12 @@ func TestSignerTrackedByTransfers(t *testing.T) {
 	if pz := peerOf(t, s, addr); pz.Serial != s1 || pz.TransferSerial != s2 {
 		t.Errorf("transferred but not yet signed: %+v", pz)
 	}
-	if p, _ := s.Propagation(zoneName, s2); p.State != StatePending {
+	if p, _ := s.Propagation(zoneName, s2); p.State != status.StatePending {
 		t.Errorf("before the signer re-signed: %+v", p)
 	}
 	committed := time.Now()
 	sec.serial.Store(s1 + 1001)
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, s2)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateActive }, s2)
 	p, _ = s.Propagation(zoneName, s2)
 	if pp := p.Peers[0]; pp.Serial != s2 || pp.SignerSerial != s1+1001 || pp.Seconds < 0 || pp.Seconds > time.Since(committed).Seconds()+1 {
 		t.Errorf("signed %d: %+v", s2, pp)
@@ -84,7 +85,7 @@ func TestSignerTrackedByTransfers(t *testing.T) {
 	// It stops transferring but keeps re-signing: a real lag.
 	s3 := commitOne(t, s, d, "10.0.0.9")
 	sec.serial.Store(s1 + 1002)
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateError }, s3)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateError }, s3)
 	if pz := peerOf(t, s, addr); pz.Serial != s2 || pz.SignerSerial != s1+1002 {
 		t.Errorf("a signer that stopped transferring must stay at %d: %+v", s2, pz)
 	}
@@ -99,10 +100,10 @@ func TestSignerDetection(t *testing.T) {
 	s.peers.transferred(addr, zoneName, transferResult{kind: "AXFR", serial: s1})
 	s2 := commitOne(t, s, d, "10.0.0.8")
 	sec.serial.Store(s1) // behind: a serial cns sent it
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, s1)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateActive }, s1)
 	s.peers.transferred(addr, zoneName, transferResult{kind: "IXFR", serial: s2})
 	sec.serial.Store(s2)
-	waitFor(t, s, func(p Propagation) bool { return p.State == StateActive }, s2)
+	waitFor(t, s, func(p status.Propagation) bool { return p.State == status.StateActive }, s2)
 	if pz := peerOf(t, s, addr); pz.Signer || pz.Serial != s2 || pz.SignerSerial != 0 {
 		t.Errorf("a plain secondary taken for a signer: %+v", pz)
 	}
@@ -117,8 +118,8 @@ func TestSignerDetection(t *testing.T) {
 		t.Errorf("configured signer: %+v", pz)
 	}
 	sec.serial.Store(s1)
-	waitFor(t, s, func(p Propagation) bool { return len(p.Peers) == 1 && p.Peers[0].SignerSerial == s1 }, s1)
-	if p, _ := s.Propagation(zoneName, s1); p.State == StateActive {
+	waitFor(t, s, func(p status.Propagation) bool { return len(p.Peers) == 1 && p.Peers[0].SignerSerial == s1 }, s1)
+	if p, _ := s.Propagation(zoneName, s1); p.State == status.StateActive {
 		t.Errorf("signer ACTIVE for a serial it never transferred: %+v", p)
 	}
 }

@@ -5,30 +5,66 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/metrics"
+	"github.com/tritondatacenter/cns/admin/status"
 )
 
-// What the admin API reads from a running server. Everything returned is
-// a copy.
-
-// ZoneStatus is a served zone.
-type ZoneStatus struct {
-	Name   string
-	Serial uint32
-	Warm   bool // answered from memory (else from the store)
-}
+// What the admin API reads from a running server (Server is its
+// admin.DNS), in the read shapes of admin/status. Everything returned is a
+// copy.
 
 // Zones lists the served zones by name.
-func (s *Server) Zones() []ZoneStatus {
-	var out []ZoneStatus
+func (s *Server) Zones() []status.ZoneSummary {
+	var out []status.ZoneSummary
 	for _, z := range s.snap.Load().zones {
-		out = append(out, ZoneStatus{Name: z.name, Serial: z.serial, Warm: z.names != nil})
+		out = append(out, status.ZoneSummary{Name: z.name, Serial: z.serial})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// Peers lists the secondaries cns knows of, by address.
+// Peers lists the secondaries cns knows of, by address, as the tracker
+// keeps them.
 func (s *Server) Peers() []Peer { return s.peers.list() }
+
+// PeerStatus lists the secondaries cns knows of, by address, as the API
+// shows them.
+func (s *Server) PeerStatus() []status.Peer {
+	var out []status.Peer
+	for _, p := range s.peers.list() {
+		out = append(out, p.Status())
+	}
+	return out
+}
+
+// Status is what the tracker knows of p as the API shows it; the read
+// model derives the rest (its serials, flags and drift). A configured
+// peer's state is status.PeerConfigured.
+func (p *Peer) Status() status.Peer {
+	out := status.Peer{Address: p.Address, Version: p.Version, NotifyFailures: p.NotifyFailures, Counters: p.Counters,
+		State: string(p.State), Zones: make(map[string]status.PeerZone, len(p.Zones))}
+	if p.Configured {
+		out.State = status.PeerConfigured
+	}
+	for z, pz := range p.Zones {
+		if pz != nil {
+			out.Zones[z] = status.PeerZone{ZoneTracking: pz.ZoneTracking}
+		}
+	}
+	return out
+}
+
+// StoredPeerStatus decodes a peer as the store holds it (StoredPeer) and
+// returns it as the API shows it: the offline read model's view of the
+// peers a server tracked.
+func StoredPeerStatus(raw []byte) (status.Peer, error) {
+	p, err := StoredPeer(raw)
+	if err != nil {
+		return status.Peer{}, err
+	}
+	return p.Status(), nil
+}
 
 // DeletePeer forgets a peer (its counters and serials); a peer that keeps
 // transferring comes back. It reports whether the peer was known.
@@ -38,18 +74,17 @@ func (s *Server) DeletePeer(addr netip.Addr) bool { return s.peers.forget(addr) 
 // for long polls.
 func (s *Server) PeersChanged() <-chan struct{} { return s.peers.changed() }
 
-// AllowedPeer is one entry of the transfer ACL.
-type AllowedPeer struct {
-	Prefix netip.Prefix
-	Zones  []string // nil: every zone
-}
-
-// AllowedPeers lists who may transfer what.
-func (s *Server) AllowedPeers() []AllowedPeer {
+// AllowedPeers lists who may transfer what: the transfer ACL, then every
+// address a zone's peers and NOTIFY targets name, with those zones.
+func (s *Server) AllowedPeers() []status.AllowedPeer {
 	a := s.access.Load()
-	var out []AllowedPeer
+	type entry struct {
+		prefix netip.Prefix
+		zones  []string // nil: every zone
+	}
+	var entries []entry
 	for _, p := range a.AllowTransfer {
-		out = append(out, AllowedPeer{Prefix: p})
+		entries = append(entries, entry{prefix: p})
 	}
 	byAddr := map[netip.Addr][]string{}
 	add := func(zone string, za ZoneAccess) {
@@ -66,9 +101,13 @@ func (s *Server) AllowedPeers() []AllowedPeer {
 	add("*.arpa", a.Reverse)
 	for addr, zones := range byAddr {
 		slices.Sort(zones)
-		out = append(out, AllowedPeer{Prefix: netip.PrefixFrom(addr, addr.BitLen()), Zones: slices.Compact(zones)})
+		entries = append(entries, entry{prefix: netip.PrefixFrom(addr, addr.BitLen()), zones: slices.Compact(zones)})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Prefix.String() < out[j].Prefix.String() })
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].prefix.String() < entries[j].prefix.String() })
+	out := make([]status.AllowedPeer, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, status.AllowedPeer{Address: e.prefix.Addr().String(), Mask: e.prefix.Bits(), Zones: e.zones})
+	}
 	return out
 }
 
@@ -119,6 +158,22 @@ func (s *Server) NotifyStatus() []NotifyStatus {
 		return out[i].Target.String() < out[j].Target.String()
 	})
 	return out
+}
+
+// Metrics are the server's counters for GET /metrics.
+func (s *Server) Metrics() metrics.DNS {
+	qs, fs, ts := s.QueryStats(), s.ForwardStats(), s.TransferStats()
+	m := metrics.DNS{AnswersByType: qs.ByType, AnswersByRcode: qs.ByRcode, Dropped: qs.Dropped,
+		ClientScoped: qs.ClientScoped, ClientUnidentified: qs.Unidentified,
+		ForwardHits: fs.Hits, ForwardMisses: fs.Misses, ForwardFailures: fs.Failures, ForwardCached: fs.Cached,
+		RRLLimited: s.RRLLimited(), AXFR: ts.AXFR, IXFR: ts.IXFR, UpToDate: ts.UpToDate, Refused: ts.Refused,
+		Propagation: s.PropagationHistograms()}
+	for _, n := range s.NotifyStatus() {
+		if n.Pending {
+			m.NotifyPending++
+		}
+	}
+	return m
 }
 
 // Uptime is how long the listeners have been up.

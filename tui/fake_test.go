@@ -112,13 +112,13 @@ func (f *fakeSource) Peers(ctx context.Context) ([]admin.Peer, error) {
 	return []admin.Peer{
 		{Address: "192.0.2.53", Version: "9.18.28", UsingNotify: true, UsingIXFR: true,
 			Counters: map[string]uint64{"soa": 40, "axfr": 1, "ixfr": 12, "goodxfer": 13},
-			Zones: map[string]admin.PeerZone{cnsZone: {Serial: 1741953590, ZoneSerial: 1741953590, LastTransfer: now.Add(-148 * time.Second),
-				LastKind: "IXFR", AXFR: 1, IXFR: 12, NotifySerial: 1741953590, NotifySent: now.Add(-149 * time.Second), NotifyAcked: now.Add(-149 * time.Second)}}},
+			Zones: map[string]admin.PeerZone{cnsZone: {ZoneSerial: 1741953590, ZoneTracking: admin.ZoneTracking{Serial: 1741953590, LastTransfer: now.Add(-148 * time.Second),
+				LastKind: "IXFR", AXFR: 1, IXFR: 12, NotifySerial: 1741953590, NotifySent: now.Add(-149 * time.Second), NotifyAcked: now.Add(-149 * time.Second)}}}},
 		{Address: "192.0.2.54", Version: "Knot DNS 3.2.6", NotifyFailures: 2, UsingNotify: true,
 			Counters: map[string]uint64{"soa": 9, "axfr": 1, "ixfr": 0, "goodxfer": 1},
-			Zones: map[string]admin.PeerZone{cnsZone: {Serial: 1741953587, ZoneSerial: 1741953590, DriftSerials: 3, DriftSeconds: 150,
-				LastTransfer: now.Add(-40 * time.Minute), LastKind: "AXFR", AXFR: 1,
-				NotifySerial: 1741953590, NotifySent: now.Add(-150 * time.Second)}}},
+			Zones: map[string]admin.PeerZone{cnsZone: {ZoneSerial: 1741953590, DriftSerials: 3, DriftSeconds: 150,
+				ZoneTracking: admin.ZoneTracking{Serial: 1741953587, LastTransfer: now.Add(-40 * time.Minute), LastKind: "AXFR", AXFR: 1,
+					NotifySerial: 1741953590, NotifySent: now.Add(-150 * time.Second)}}}},
 	}, nil
 }
 

@@ -130,7 +130,7 @@ func peerRows(zones []admin.Zone, peers []admin.Peer) []peerRow {
 				continue
 			}
 			out = append(out, peerRow{addr: zp.Address, zone: z.Name, version: zp.Version,
-				pz: admin.PeerZone{Serial: zp.Serial, ZoneSerial: z.Serial, DriftSerials: zp.DriftSerials, DriftSeconds: zp.DriftSeconds}})
+				pz: admin.PeerZone{ZoneTracking: admin.ZoneTracking{Serial: zp.Serial}, ZoneSerial: z.Serial, DriftSerials: zp.DriftSerials, DriftSeconds: zp.DriftSeconds}})
 		}
 	}
 	slices.SortFunc(out, func(a, b peerRow) int { return strings.Compare(a.key(), b.key()) })

@@ -1,7 +1,8 @@
-// Package metrics is the histogram the program keeps in memory and the
-// admin API renders as Prometheus text: the updater's commit durations and
-// change latencies, the SDC changefeed's delays and the DNS server's
-// propagation times per secondary.
+// Package metrics is what the program counts in memory and the admin API
+// renders as Prometheus text: the histogram (the updater's commit
+// durations and change latencies, the SDC changefeed's delays and the DNS
+// server's propagation times per secondary) and the DNS server's
+// counters.
 //
 // It imports nothing of the project, so that feeds and serve may both keep
 // one without importing each other or package admin (DESIGN's import

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 )
@@ -161,36 +162,14 @@ func (a *Aggregator) Notified(zone string, from netip.Addr, key string) bool {
 	return ok
 }
 
-// Status is one source as operators see it.
-type Status struct {
-	Region string `json:"region"`
-	Zone   string `json:"zone"`
-	// State: "ok" (at the source's serial), "syncing" (never
-	// transferred yet), "stale" (the source does not answer; its last copy
-	// is served), "expired" (past the SOA expire: its records left).
-	State  string `json:"state"`
-	Serial uint32 `json:"serial"`
-	// LastTransfer is when a transfer last changed the copy, LastCheck
-	// when the source was last confirmed at the copy's serial.
-	LastTransfer time.Time `json:"last_transfer,omitzero"`
-	LastCheck    time.Time `json:"last_check,omitzero"`
-	// LastKind is how the last transfer since start came: IXFR or AXFR.
-	LastKind string `json:"last_kind,omitempty"`
-	// LagSeconds is how long ago the copy was last confirmed current.
-	LagSeconds float64 `json:"lag_seconds"`
-	Error      string  `json:"error,omitempty"`
-	Names      int     `json:"names"`
-	// Skipped counts names left out (too long under the region suffix).
-	Skipped int `json:"skipped,omitempty"`
-}
-
-// Status returns every source's state, sorted by region and zone.
-func (a *Aggregator) Status() []Status {
-	out := make([]Status, 0, len(a.sources))
+// Status returns every source's state as operators see it, sorted by
+// region and zone.
+func (a *Aggregator) Status() []status.AggregateSource {
+	out := make([]status.AggregateSource, 0, len(a.sources))
 	for _, f := range a.sources {
 		out = append(out, f.status())
 	}
-	slices.SortFunc(out, func(x, y Status) int {
+	slices.SortFunc(out, func(x, y status.AggregateSource) int {
 		if c := strings.Compare(x.Region, y.Region); c != 0 {
 			return c
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 )
@@ -294,20 +295,20 @@ func (f *follower) expire(cause error) {
 	f.st = state{}
 }
 
-func (f *follower) status() Status {
+func (f *follower) status() status.AggregateSource {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := Status{Region: f.region, Zone: f.src.Zone, Serial: f.st.Serial, LastTransfer: f.st.LastTransfer,
-		LastCheck: f.st.LastCheck, Names: len(f.copy), Skipped: f.skipped, LastKind: f.lastKind}
+	s := status.AggregateSource{Region: f.region, Zone: f.src.Zone, Serial: f.st.Serial, LastTransfer: f.st.LastTransfer,
+		LastCheck: f.st.LastCheck, Names: len(f.copy), Skipped: f.skipped, LastKind: f.lastKind, LagSeconds: -1}
 	switch {
 	case f.expired:
-		s.State = "expired"
+		s.State = status.SourceExpired
 	case !f.have:
-		s.State = "syncing"
+		s.State = status.SourceSyncing
 	case f.err != nil:
-		s.State = "stale"
+		s.State = status.SourceStale
 	default:
-		s.State = "ok"
+		s.State = status.SourceOK
 	}
 	if f.err != nil {
 		s.Error = f.err.Error()

@@ -27,7 +27,8 @@
 //
 // The package is pure: Apply takes a service's state, what was observed
 // and the time, changes the state and returns the decisions. No I/O, no
-// clock; the state encodes to JSON for the store and the admin API.
+// clock; the state encodes to JSON for the store, and View is the read
+// shape the admin API serves (admin/status).
 package hysteresis
 
 import (
@@ -37,6 +38,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/status"
 )
 
 // Defaults of RFD 1 ("these exact numbers are subject to change").
@@ -569,58 +572,33 @@ func (s *Service) remember(ds []Decision) {
 	}
 }
 
-// View is a service's hysteresis state as the admin API and the TUI show
-// it.
-type View struct {
-	Owner   string `json:"owner_uuid"`
-	Service string `json:"service"`
-	// Listed counts the members in the service's names (up or pending).
-	Listed int `json:"listed"`
-	// N is the window's n; Budget is max(floor(N/3), 1) and BudgetLeft
-	// what the window's self-removals left of it.
-	N          int `json:"n"`
-	Budget     int `json:"budget"`
-	BudgetLeft int `json:"budget_left"`
-	// WindowFreesAt is when the oldest self-removal of the window stops
-	// counting (zero when there is none).
-	WindowFreesAt time.Time    `json:"window_frees_at,omitzero"`
-	NextCheck     time.Time    `json:"next_check,omitzero"`
-	Members       []MemberView `json:"members"`
-	Departures    []Departure  `json:"departures"`
-	History       []Decision   `json:"history"`
-}
-
-// MemberView is one member with its VM UUID.
-type MemberView struct {
-	VM string `json:"vm"`
-	Member
-}
-
-// View describes s at now without changing it.
-func (p Policy) View(s *Service, now time.Time) View {
+// View describes s at now without changing it, as the admin API and the
+// terminal UI show it (without the names the read model adds: the
+// owner's login, the VMs' aliases).
+func (p Policy) View(s *Service, now time.Time) status.Service {
 	p = p.normal()
 	c := &Service{Up: s.Up, Down: s.Down, Departures: slices.Clone(s.Departures)}
 	c.expire(now, p.Window)
 	listed, n := c.size()
-	v := View{Owner: s.Owner, Service: s.Name, Listed: listed, N: n, Budget: max(n/3, 1),
-		NextCheck: s.NextCheck, Departures: c.Departures, History: slices.Clone(s.History)}
+	v := status.Service{Owner: s.Owner, Service: s.Name, Listed: listed, N: n, Budget: max(n/3, 1), NextCheck: s.NextCheck,
+		Members: make([]status.ServiceMember, 0, len(s.Up)+len(s.Down)), Departures: []status.Departure{}, History: []status.Decision{}}
 	v.BudgetLeft = max(v.Budget-len(c.Departures), 0)
 	if len(c.Departures) > 0 {
 		v.WindowFreesAt = c.Departures[0].At.Add(p.Window)
 	}
-	v.Members = make([]MemberView, 0, len(s.Up)+len(s.Down))
 	for vm := range s.Up {
-		v.Members = append(v.Members, MemberView{VM: vm, Member: Member{Status: Up}})
+		v.Members = append(v.Members, status.ServiceMember{VM: vm, Status: string(Up)})
 	}
 	for vm, m := range s.Down {
-		v.Members = append(v.Members, MemberView{VM: vm, Member: *m})
+		v.Members = append(v.Members, status.ServiceMember{VM: vm, Status: string(m.Status), DownSince: m.DownSince,
+			FirstSeenDown: m.FirstSeenDown, MayLeaveAt: m.MayLeaveAt, LeftAt: m.LeftAt})
 	}
-	slices.SortFunc(v.Members, func(a, b MemberView) int { return cmp.Compare(a.VM, b.VM) })
-	if v.Departures == nil {
-		v.Departures = []Departure{}
+	slices.SortFunc(v.Members, func(a, b status.ServiceMember) int { return cmp.Compare(a.VM, b.VM) })
+	for _, d := range c.Departures {
+		v.Departures = append(v.Departures, status.Departure{VM: d.VM, At: d.At})
 	}
-	if v.History == nil {
-		v.History = []Decision{}
+	for _, d := range s.History {
+		v.History = append(v.History, status.Decision{Time: d.Time, VM: d.VM, Action: string(d.Action), Reason: d.Reason})
 	}
 	return v
 }

@@ -508,7 +508,7 @@ func TestView(t *testing.T) {
 		t.Errorf("view = listed %d n %d budget %d left %d frees %v next %v; want 7 10 3 0 60s 60s",
 			v.Listed, v.N, v.Budget, v.BudgetLeft, v.WindowFreesAt.Sub(t0), v.NextCheck.Sub(t0))
 	}
-	if len(v.Members) != 10 || v.Members[3].VM != "vm03" || v.Members[3].Status != Pending || !v.Members[3].MayLeaveAt.Equal(at(60)) {
+	if len(v.Members) != 10 || v.Members[3].VM != "vm03" || v.Members[3].Status != string(Pending) || !v.Members[3].MayLeaveAt.Equal(at(60)) {
 		t.Errorf("members = %+v", v.Members)
 	}
 	b, err := json.Marshal(v)
