@@ -27,6 +27,7 @@ type (
 	PeerPropagation = status.PeerPropagation
 	Service         = status.Service
 	ServiceMember   = status.ServiceMember
+	MemberTimes     = status.MemberTimes
 	Departure       = status.Departure
 	Decision        = status.Decision
 	FeedStatus      = status.Feed

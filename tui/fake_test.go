@@ -133,9 +133,9 @@ func (f *fakeSource) Services(ctx context.Context) ([]admin.Service, error) {
 		{Owner: alice, Login: "alice", Service: "web", Listed: 2, N: 3, Budget: 1, BudgetLeft: 0,
 			WindowFreesAt: now.Add(45 * time.Second), NextCheck: now.Add(45 * time.Second),
 			Members: []admin.ServiceMember{
-				{VM: web3, Alias: "web3", Status: admin.MemberLeft, DownSince: now.Add(-2 * time.Hour), FirstSeenDown: now.Add(-2 * time.Hour)},
-				{VM: web1, Alias: "web1", Status: admin.MemberPending, DownSince: now.Add(-15 * time.Second), MayLeaveAt: now.Add(45 * time.Second)},
-				{VM: web2, Alias: "web2", Status: admin.MemberLeft, DownSince: now.Add(-15 * time.Second), LeftAt: now.Add(-15 * time.Second)},
+				{VM: web3, Alias: "web3", Status: admin.MemberLeft, MemberTimes: admin.MemberTimes{DownSince: now.Add(-2 * time.Hour), FirstSeenDown: now.Add(-2 * time.Hour)}},
+				{VM: web1, Alias: "web1", Status: admin.MemberPending, MemberTimes: admin.MemberTimes{DownSince: now.Add(-15 * time.Second), MayLeaveAt: now.Add(45 * time.Second)}},
+				{VM: web2, Alias: "web2", Status: admin.MemberLeft, MemberTimes: admin.MemberTimes{DownSince: now.Add(-15 * time.Second), LeftAt: now.Add(-15 * time.Second)}},
 				{VM: web0, Alias: "web0", Status: admin.MemberUp},
 			},
 			Departures: []admin.Departure{{VM: web2, Alias: "web2", At: now.Add(-15 * time.Second)}},

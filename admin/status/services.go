@@ -44,12 +44,19 @@ type ServiceMember struct {
 	// longer stored).
 	Alias  string `json:"alias,omitempty"`
 	Status string `json:"status"` // MemberUp, MemberPending or MemberLeft
+	MemberTimes
+}
+
+// MemberTimes are a member's way out of a service, as the hysteresis
+// records it (and stores it in this form).
+type MemberTimes struct {
 	// DownSince is when a pending or departed member's status went down,
 	// as far as cns knows: for a member cns never saw up, when cns first
 	// saw it down (FirstSeenDown).
 	DownSince time.Time `json:"down_since,omitzero"`
-	// FirstSeenDown is set for a member cns never saw up: it was already
-	// down when cns first saw it, at this time.
+	// FirstSeenDown is set for a member cns never saw up: its status was
+	// already down when it joined the service (or when cns first saw it),
+	// at this time; when it went down, cns cannot tell.
 	FirstSeenDown time.Time `json:"first_seen_down,omitzero"`
 	// MayLeaveAt is, for a pending member, when it will leave if nothing
 	// else changes (zero: not foreseeable).

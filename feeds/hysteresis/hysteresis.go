@@ -78,22 +78,10 @@ const (
 )
 
 // Member is one VM of a service whose status is down (in the views, any
-// member).
+// member): its status, and its way out (the times the API shows).
 type Member struct {
 	Status Status `json:"status"`
-	// DownSince is when a pending or departed member's status went down,
-	// as far as cns knows: for a member down when cns first saw it, that
-	// time (FirstSeenDown).
-	DownSince time.Time `json:"down_since,omitzero"`
-	// FirstSeenDown is set for a member cns never saw up: its status was
-	// down when it joined the service (or when cns first saw it), at
-	// FirstSeenDown; when it went down, cns cannot tell.
-	FirstSeenDown time.Time `json:"first_seen_down,omitzero"`
-	// MayLeaveAt is, for a pending member, when it will leave if nothing
-	// else changes (zero: not foreseeable).
-	MayLeaveAt time.Time `json:"may_leave_at,omitzero"`
-	// LeftAt is when a departed member left the service's names.
-	LeftAt time.Time `json:"left_at,omitzero"`
+	status.MemberTimes
 }
 
 // Departure is one self-removal, which spends the window's budget.
@@ -363,13 +351,13 @@ func (s *Service) observe(c Change, now time.Time) (d *Decision, changed, asked 
 		switch {
 		case up:
 			delete(s.Up, c.VM)
-			s.Down[c.VM] = &Member{Status: Pending, DownSince: now}
+			s.Down[c.VM] = &Member{Status: Pending, MemberTimes: status.MemberTimes{DownSince: now}}
 			return nil, true, true
 		case m == nil:
 			// Never listed here (it was down when it joined): nothing to
 			// hold, it simply is not listed. It went down before cns saw
 			// it, when, cns cannot tell.
-			s.Down[c.VM] = &Member{Status: Left, DownSince: now, FirstSeenDown: now}
+			s.Down[c.VM] = &Member{Status: Left, MemberTimes: status.MemberTimes{DownSince: now, FirstSeenDown: now}}
 			return nil, true, false
 		}
 	}
@@ -590,8 +578,7 @@ func (p Policy) View(s *Service, now time.Time) status.Service {
 		v.Members = append(v.Members, status.ServiceMember{VM: vm, Status: string(Up)})
 	}
 	for vm, m := range s.Down {
-		v.Members = append(v.Members, status.ServiceMember{VM: vm, Status: string(m.Status), DownSince: m.DownSince,
-			FirstSeenDown: m.FirstSeenDown, MayLeaveAt: m.MayLeaveAt, LeftAt: m.LeftAt})
+		v.Members = append(v.Members, status.ServiceMember{VM: vm, Status: string(m.Status), MemberTimes: m.MemberTimes})
 	}
 	slices.SortFunc(v.Members, func(a, b status.ServiceMember) int { return cmp.Compare(a.VM, b.VM) })
 	for _, d := range c.Departures {
