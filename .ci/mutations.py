@@ -194,6 +194,13 @@ MUTATIONS = [
         "\t_ = func(settings []string) {",
         [(".", "TestReloadRestartsForStartOnlySettings")],
     ),
+    Mutation(
+        "a zone that leaves the configuration stays served (its removal lacks the wire name serve drops it by)",
+        "db/commit.go",
+        "c.zones[name] = &zoneWork{name: name, wire: wire, remove: true,",
+        "c.zones[name] = &zoneWork{name: name, wire: wire[:0], remove: true,",
+        [("./db", "TestZoneConfigChanges")],
+    ),
 ]
 
 

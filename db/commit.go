@@ -217,7 +217,13 @@ func (c *commit) setZoneConfig(cfg *ZoneConfig) error {
 		if err != nil {
 			return fmt.Errorf("zone %s: %w", name, err)
 		}
-		c.zones[name] = &zoneWork{name: name, remove: true, exists: true, bucket: b, meta: m}
+		// The removal names the zone by its wire form too: the DNS server
+		// drops it from its snapshot by that key.
+		wire, err := ZoneWire(name)
+		if err != nil {
+			return err
+		}
+		c.zones[name] = &zoneWork{name: name, wire: wire, remove: true, exists: true, bucket: b, meta: m}
 		return nil
 	})
 }

@@ -394,10 +394,14 @@ func TestZoneConfigChanges(t *testing.T) {
 		t.Errorf("unchanged config produced %+v", c.Zones)
 	}
 
-	// Remove the zone, then bring it back with the clock behind.
-	mustCommit(t, d, &ChangeSet{Zones: &ZoneConfig{Forward: map[string]Apex{}, Reverse: testApex()}})
+	// Remove the zone, then bring it back with the clock behind. The
+	// removal names the zone by its wire form too, the DNS server's key.
+	c = mustCommit(t, d, &ChangeSet{Zones: &ZoneConfig{Forward: map[string]Apex{}, Reverse: testApex()}})
 	if _, ok, _ := d.Zone(z); ok {
 		t.Fatal("removed zone still stored")
+	}
+	if wire, _ := ZoneWire(z); len(c.Zones) != 1 || !c.Zones[0].Removed || !bytes.Equal(c.Zones[0].Wire, wire) {
+		t.Errorf("the removal's update: %+v, want zone %s removed, with its wire form", c.Zones, z)
 	}
 	clk.t = clk.t.Add(-time.Hour)
 	mustCommit(t, d, &ChangeSet{Zones: cfg})
