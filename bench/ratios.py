@@ -2,6 +2,7 @@
 """cns against the best peer, per target of issue 10, from run-anchors' results.
 
 usage: ratios.py results.tsv [loss.tsv [prep-figures.tsv [restart.tsv]]]
+       ratios.py --fixed-rate cpu-per-answer/results.tsv
 
 results.tsv is ../shared/bench/run-anchors.sh's raw output (one row per
 server, size and repetition; "custom" is cns). Every figure is the median
@@ -19,6 +20,12 @@ CPU-second". The previous rounds' figure, qps / the server's measured CPU
 share, is printed beside it. A capped figure whose server did not get most
 of its quota (measured share < 90 % of it: the machine's load, not the
 quota, held it back) is marked "starved".
+
+--fixed-rate prints bench/cpu-per-answer.sh's yardstick instead: CPU per
+answer at the same offered rates for every server, the median of the
+repetitions with its range, as answers per CPU-second; cns / each peer;
+the server's threads alone; system calls and context switches per answer
+(from the one counted run) and dnsperf's average latency.
 Prints Markdown.
 """
 import csv
@@ -53,7 +60,108 @@ def cpu_quota(results):
     return fnum(q) or 0
 
 
+def fixed_rate(path):
+    """bench/cpu-per-answer.sh's table: answers per CPU-second at fixed rates."""
+    rows = list(csv.DictReader(open(path), delimiter="\t"))
+    runs, counts = {}, {}
+    for r in rows:
+        a = fnum(r["answered"])
+        if not a:
+            continue
+        key = (int(r["N"]), int(r["rate"]), r["server"])
+        if r["kind"] == "fixed":
+            cost = fnum(r["machine_cpu_s"]) - fnum(r["baseline_cpu_s"]) - fnum(r["client_cpu_s"])
+            runs.setdefault(key, []).append({
+                "cost": cost / a, "server": fnum(r["server_cpu_s"]) / a, "ctxsw": fnum(r["server_ctxsw"]) / a,
+                "lat": fnum(r["avg_latency_ms"]), "lost": fnum(r["lost"]) or 0, "load": fnum(r["loadavg"]),
+                "qps": fnum(r["qps"])})
+        elif r["kind"] == "count":
+            counts[key] = (fnum(r["syscalls"]), a, r["counts"])
+    if not runs:
+        print("no fixed-rate rows in %s" % path)
+        return
+    order = list(dict.fromkeys(r["server"] for r in rows))
+    peers = [s for s in order if s in ("nsd", "knot", "bind")]
+    own = [s for s in order if s not in peers]
+
+    def per_cpu(vals):
+        """answers per CPU-second: median (min-max) of 1 / cost"""
+        v = sorted(1 / x for x in vals if x > 0)
+        return (statistics.median(v), v[0], v[-1]) if v else None
+
+    def fmt(t):
+        return "-" if t is None else "%s (%s–%s)" % tuple("{:,.0f}".format(x) for x in t)
+
+    def calls(key):
+        if key not in counts:
+            return "-"
+        sc, a, detail = counts[key]
+        parts = []
+        for kv in detail.split():
+            name, _, v = kv.partition("=")
+            if name != "context-switches" and fnum(v):
+                parts.append("%s %.2f" % (name, fnum(v) / a))
+        return "%.2f (%s)" % (sc / a, ", ".join(parts)) if sc is not None else "-"
+
+    print("CPU per UDP answer at fixed offered rates (bench/cpu-per-answer.sh): answers per CPU-second,"
+          " median (min–max) over the repetitions; the CPU is the machine's busy time during the run less"
+          " the no-server baseline's and less dnsperf's own, so it holds the server's threads and the"
+          " kernel's work for its packets. \"threads\" is the server's own threads alone.")
+    print()
+    print("| N | offered qps | server | answers per CPU-s | threads alone | syscalls per answer (which) |"
+          " context switches per answer | avg latency ms | lost | runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    short = []
+    for n, rate in sorted({(k[0], k[1]) for k in runs}):
+        for srv in order:
+            rs = runs.get((n, rate, srv))
+            if not rs:
+                continue
+            got = statistics.median(x["qps"] or 0 for x in rs)
+            if got < 0.95 * rate:
+                short.append("%s at %s VMs answered %s qps of %s offered" % (
+                    NAMES.get(srv, srv), "{:,}".format(n), "{:,.0f}".format(got), "{:,}".format(rate)))
+            print("| %s | %s | %s | %s | %s | %s | %.3f | %.3f | %d | %d |" % (
+                "{:,}".format(n), "{:,}".format(rate), NAMES.get(srv, srv), fmt(per_cpu([x["cost"] for x in rs])),
+                fmt(per_cpu([x["server"] for x in rs])), calls((n, rate, srv)),
+                statistics.median(x["ctxsw"] for x in rs), statistics.median(x["lat"] or 0 for x in rs),
+                sum(x["lost"] for x in rs), len(rs)))
+    if short:
+        print()
+        print("Saturated, not at the offered rate (median): " + "; ".join(short) + ".")
+    print()
+    print("Ratios of answers per CPU-second, medians (in brackets the worst case: cns's lowest run against"
+          " the peer's highest; after the slash the server's threads alone), target ≥ 1.2 on all CPU:")
+    print()
+    print("| N | offered qps | build | " + " | ".join("/ " + NAMES[p] for p in peers) + " | met? |")
+    print("|---|---|---|" + "---|" * len(peers) + "---|")
+    for n, rate in sorted({(k[0], k[1]) for k in runs}):
+        for c in own:
+            rs = runs.get((n, rate, c), [])
+            if not rs:
+                continue
+            cv, ct = per_cpu([x["cost"] for x in rs]), per_cpu([x["server"] for x in rs])
+            cells, ok = [], cv is not None
+            for p in peers:
+                prs = runs.get((n, rate, p), [])
+                pv, pt = per_cpu([x["cost"] for x in prs]), per_cpu([x["server"] for x in prs])
+                cell = "-" if cv is None or pv is None else "%.2f (%.2f)" % (cv[0] / pv[0], cv[1] / pv[2])
+                if ct is not None and pt is not None:
+                    cell += " / %.2f" % (ct[0] / pt[0])
+                cells.append(cell)
+                ok = ok and pv is not None and cv[0] / pv[0] >= 1.2
+            print("| %s | %s | %s | %s | %s |" % ("{:,}".format(n), "{:,}".format(rate), NAMES.get(c, c),
+                                                " | ".join(cells), "met" if ok else "**missed**"))
+    loads = [x["load"] for rs in runs.values() for x in rs if x["load"] is not None]
+    if loads:
+        print()
+        print("Load average (1 min) at the runs' starts: %.2f–%.2f." % (min(loads), max(loads)))
+
+
 def main():
+    if sys.argv[1] == "--fixed-rate":
+        fixed_rate(sys.argv[2])
+        return
     quota = cpu_quota(sys.argv[1])
     rows = [r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t") if r.get("status") == "ok"]
     by = {}
