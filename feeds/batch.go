@@ -52,7 +52,7 @@ func (u *Updater) Run(ctx context.Context) error {
 		// A change after a quiet spell is committed at once; while changes
 		// keep coming, drains begin at least a batch window apart, so a
 		// burst gathers into a few commits (serials) however fast it comes.
-		if wait := max(u.window-time.Since(lastDrain), 0) + backoff; wait > 0 {
+		if wait := max(u.commit.window-time.Since(lastDrain), 0) + backoff; wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():

@@ -44,8 +44,8 @@ func (u *Updater) next(ctx context.Context, inFlight *batch) (b *batch, release,
 		case stepDone:
 			return b, release, false
 		}
-		if u.hooks.betweenSlices != nil {
-			u.hooks.betweenSlices()
+		if u.sched.hooks.betweenSlices != nil {
+			u.sched.hooks.betweenSlices()
 		}
 	}
 }

@@ -21,6 +21,9 @@ import (
 type committer struct {
 	db  *db.DB
 	log *slog.Logger
+	// window is the shortest time between the starts of two drains
+	// (Options.BatchWindow). Run's.
+	window time.Duration
 	// Under the updater's mu:
 	commits uint64
 	last    CommitInfo
@@ -32,8 +35,8 @@ type committer struct {
 	compactDue bool
 }
 
-func newCommitter(store *db.DB, log *slog.Logger) committer {
-	return committer{db: store, log: log, hist: metrics.NewHistogram(commitBounds), latency: metrics.NewHistogram(metrics.LatencyBounds)}
+func newCommitter(store *db.DB, log *slog.Logger, window time.Duration) committer {
+	return committer{db: store, log: log, window: window, hist: metrics.NewHistogram(commitBounds), latency: metrics.NewHistogram(metrics.LatencyBounds)}
 }
 
 // CommitInfo describes the last commit the updater made.

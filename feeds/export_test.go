@@ -15,8 +15,8 @@ func (u *Updater) SetSizes(chunk, slice int) {
 
 // SetBetweenSlices makes u run f between two slices of a batch; it is
 // set before u runs.
-func (u *Updater) SetBetweenSlices(f func()) { u.hooks.betweenSlices = f }
+func (u *Updater) SetBetweenSlices(f func()) { u.sched.hooks.betweenSlices = f }
 
 // SetBetweenListingSlices makes u run f between two slices of a listing;
 // it is set before the listing is put.
-func (u *Updater) SetBetweenListingSlices(f func()) { u.hooks.betweenListingSlices = f }
+func (u *Updater) SetBetweenListingSlices(f func()) { u.sched.hooks.betweenListingSlices = f }

@@ -8,10 +8,42 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
+
+// model is the data center as the feeds last described it, held once,
+// and the indexes over it. Its setters return what they touched (the VMs
+// to recompute); the updater marks those (u.mu is held throughout).
+type model struct {
+	users    map[string]*dc.User     // by uuid
+	logins   map[string]*dc.User     // by login
+	servers  map[string]*serverFacts // by uuid
+	networks map[string]*dc.Network  // by uuid
+	pools    map[string][]string     // network uuid → pool uuids
+	poolNets map[string][]string     // pool uuid → network uuids
+	poolList []dc.NetworkPool        // as last given, to notice changes
+	vms      map[string]*storedVM    // by uuid: what records reads, encoded
+	strs     map[string]string       // interned owner and server UUIDs
+	byOwner  map[string]map[string]bool
+	byServer map[string]map[string]bool
+	// overtakes versions the inputs: changes since a listing began.
+	overtakes overtakes
+	haveFull  bool // a full listing has been applied
+	// listing: a listing is being put (SetInventory, between its slices):
+	// no batch is computed.
+	listing bool
+}
+
+func newModel() model {
+	return model{
+		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
+		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
+		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
+	}
+}
 
 // serverFacts is a CN and the state cns concluded for it.
 type serverFacts struct {
@@ -86,8 +118,8 @@ func (u *Updater) between(i int) {
 		return
 	}
 	u.mu.Unlock()
-	if u.hooks.betweenListingSlices != nil {
-		u.hooks.betweenListingSlices()
+	if u.sched.hooks.betweenListingSlices != nil {
+		u.sched.hooks.betweenListingSlices()
 	}
 	u.mu.Lock()
 }
@@ -119,8 +151,8 @@ func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause str
 }
 
 // sizeIndexes makes the owner and server indexes of a first listing with
-// room for their VMs; u.mu is held.
-func (u *Updater) sizeIndexes(facts []vmFacts) {
+// room for their VMs.
+func (m *model) sizeIndexes(facts []vmFacts) {
 	owners, servers := map[string]int{}, map[string]int{}
 	for _, f := range facts {
 		owners[f.owner]++
@@ -129,7 +161,7 @@ func (u *Updater) sizeIndexes(facts []vmFacts) {
 	for _, idx := range []struct {
 		m      map[string]map[string]bool
 		counts map[string]int
-	}{{u.byOwner, owners}, {u.byServer, servers}} {
+	}{{m.byOwner, owners}, {m.byServer, servers}} {
 		for k, n := range idx.counts {
 			if idx.m[k] == nil {
 				idx.m[k] = make(map[string]bool, n)
@@ -236,7 +268,57 @@ func (u *Updater) markSet(set map[string]bool, cause string) {
 	}
 }
 
+// The updater's side of the model's setters: what they touched is marked
+// for the next commit, with the cause. u.mu is held.
+
 func (u *Updater) setUsers(users []dc.User, cause string) {
+	for _, set := range u.model.setUsers(users) {
+		u.markSet(set, cause)
+	}
+}
+
+func (u *Updater) setNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
+	if u.model.setNetworks(nets, pools) {
+		u.markAll(cause)
+	}
+}
+
+func (u *Updater) setServers(servers []dc.Server, cause string) {
+	vms, cns := u.model.setServers(servers, u.now())
+	for _, set := range vms {
+		u.markSet(set, cause)
+	}
+	for _, id := range cns {
+		u.mark(id) // its CMON names, and what cnsadm vm says of it
+		u.causes[cause]++
+	}
+}
+
+// putVM records a VM's current state, and that a feed saw it now, and
+// marks it when it changed.
+func (u *Updater) putVM(f vmFacts, cause string) {
+	if f.err != nil {
+		u.log.Warn("vm not encodable; ignored", "vm", f.uuid, "err", f.err)
+		return
+	}
+	v, changed := u.model.putVM(f)
+	u.saw(f.uuid, &v.seen, u.now())
+	if changed {
+		u.mark(f.uuid)
+		u.causes[cause]++
+	}
+}
+
+func (u *Updater) removeVM(uuid, cause string) {
+	if u.model.removeVM(uuid) {
+		u.mark(uuid)
+		u.causes[cause]++
+	}
+}
+
+// setUsers replaces the accounts and returns the sets of VMs whose owner
+// changed (by UUID, or by login: a CN's cmon VMs).
+func (m *model) setUsers(users []dc.User) (touched []map[string]bool) {
 	next := make(map[string]*dc.User, len(users))
 	for i := range users {
 		usr := users[i]
@@ -244,68 +326,72 @@ func (u *Updater) setUsers(users []dc.User, cause string) {
 		next[usr.UUID] = &usr
 	}
 	for id, usr := range next {
-		if old := u.users[id]; old == nil || *old != *usr {
-			u.markSet(u.byOwner[id], cause)
+		if old := m.users[id]; old == nil || *old != *usr {
+			touched = append(touched, m.byOwner[id])
 			if old != nil && old.Login != usr.Login {
-				u.markSet(u.byOwner[old.Login], cause)
+				touched = append(touched, m.byOwner[old.Login])
 			}
-			u.markSet(u.byOwner[usr.Login], cause) // VMs owned by login (CN cmon VMs)
+			touched = append(touched, m.byOwner[usr.Login]) // VMs owned by login (CN cmon VMs)
 		}
 	}
-	for id, old := range u.users {
+	for id, old := range m.users {
 		if next[id] == nil {
-			u.markSet(u.byOwner[id], cause)
-			u.markSet(u.byOwner[old.Login], cause)
+			touched = append(touched, m.byOwner[id], m.byOwner[old.Login])
 		}
 	}
-	u.users = next
-	u.logins = make(map[string]*dc.User, len(next))
+	m.users = next
+	m.logins = make(map[string]*dc.User, len(next))
 	for _, usr := range next {
-		u.logins[usr.Login] = usr
+		m.logins[usr.Login] = usr
 	}
+	return touched
 }
 
-func (u *Updater) setNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
+// setNetworks replaces the networks and pools and reports whether they
+// changed: every VM's records may then change.
+func (m *model) setNetworks(nets []dc.Network, pools []dc.NetworkPool) (changed bool) {
 	next := make(map[string]*dc.Network, len(nets))
 	for i := range nets {
 		n := nets[i]
 		next[strings.ToLower(n.UUID)] = &n
 	}
-	changed := len(next) != len(u.networks)
+	changed = len(next) != len(m.networks)
 	for id, n := range next {
-		if old := u.networks[id]; old == nil || !reflect.DeepEqual(old, n) {
+		if old := m.networks[id]; old == nil || !reflect.DeepEqual(old, n) {
 			changed = true
 		}
 	}
-	if !reflect.DeepEqual(pools, u.poolList) {
+	if !reflect.DeepEqual(pools, m.poolList) {
 		changed = true
 	}
 	if !changed {
-		return
+		return false
 	}
-	u.networks = next
-	u.poolList = slices.Clone(pools)
-	u.pools = map[string][]string{}
-	u.poolNets = map[string][]string{}
+	m.networks = next
+	m.poolList = slices.Clone(pools)
+	m.pools = map[string][]string{}
+	m.poolNets = map[string][]string{}
 	for _, p := range pools {
 		for _, n := range p.Networks {
-			u.poolNets[strings.ToLower(p.UUID)] = append(u.poolNets[strings.ToLower(p.UUID)], strings.ToLower(n))
+			m.poolNets[strings.ToLower(p.UUID)] = append(m.poolNets[strings.ToLower(p.UUID)], strings.ToLower(n))
 		}
 		for _, n := range p.Networks {
-			u.pools[strings.ToLower(n)] = append(u.pools[strings.ToLower(n)], strings.ToLower(p.UUID))
+			m.pools[strings.ToLower(n)] = append(m.pools[strings.ToLower(n)], strings.ToLower(p.UUID))
 		}
 	}
-	u.markAll(cause)
+	return true
 }
 
-func (u *Updater) setServers(servers []dc.Server, cause string) {
-	now := u.now()
+// setServers replaces the compute nodes, their state judged at now, and
+// returns the sets of VMs on CNs whose down decision changed, and the CNs
+// whose own entry (CMON names, what cnsadm vm says) changed.
+func (m *model) setServers(servers []dc.Server, now time.Time) (vms []map[string]bool, cns []string) {
 	next := make(map[string]*serverFacts, len(servers))
 	for i := range servers {
 		s := servers[i]
 		id := strings.ToLower(s.UUID)
 		f := &serverFacts{server: s, state: dc.ServerState(&s, now)}
-		old := u.servers[id]
+		old := m.servers[id]
 		if old != nil {
 			f.seen = old.seen
 		}
@@ -316,22 +402,20 @@ func (u *Updater) setServers(servers []dc.Server, cause string) {
 			f.down = old != nil && old.down
 		}
 		if old == nil || old.down != f.down {
-			u.markSet(u.byServer[id], cause)
+			vms = append(vms, m.byServer[id])
 		}
 		if old == nil || old.down != f.down || old.server.Setup != s.Setup || old.server.Hostname != s.Hostname {
-			u.mark(id) // its CMON names, and what cnsadm vm says of it
-			u.causes[cause]++
+			cns = append(cns, id)
 		}
 		next[id] = f
 	}
-	for id := range u.servers {
+	for id := range m.servers {
 		if next[id] == nil {
-			u.markSet(u.byServer[id], cause)
-			u.mark(id)
-			u.causes[cause]++
+			vms, cns = append(vms, m.byServer[id]), append(cns, id)
 		}
 	}
-	u.servers = next
+	m.servers = next
+	return vms, cns
 }
 
 // Tick re-applies the time-dependent rules (a CN's heartbeat going stale,
@@ -365,11 +449,11 @@ func (v *storedVM) vm() (*dc.VM, error) { return decodeFacts(v.facts) }
 
 // intern returns a shared copy of s: owner and server UUIDs repeat
 // across VMs.
-func (u *Updater) intern(s string) string {
-	if v, ok := u.strs[s]; ok {
+func (m *model) intern(s string) string {
+	if v, ok := m.strs[s]; ok {
 		return v
 	}
-	u.strs[s] = s
+	m.strs[s] = s
 	return s
 }
 
@@ -410,44 +494,36 @@ func factsOfAll(vms []dc.VM) []vmFacts {
 	return out
 }
 
-// putVM records a VM's current state, and that a feed saw it now, and
-// marks it when it changed.
-func (u *Updater) putVM(f vmFacts, cause string) {
-	if f.err != nil {
-		u.log.Warn("vm not encodable; ignored", "vm", f.uuid, "err", f.err)
-		return
-	}
-	now := u.now()
-	old := u.vms[f.uuid]
+// putVM records a VM's current state, and returns it and whether it
+// changed (its records are to be recomputed).
+func (m *model) putVM(f vmFacts) (v *storedVM, changed bool) {
+	old := m.vms[f.uuid]
 	if old != nil && bytes.Equal(old.facts, f.facts) {
-		u.saw(f.uuid, &old.seen, now) // seen, unchanged: nothing to recompute
-		return
+		return old, false
 	}
 	var seen lastSeen
 	if old != nil {
 		seen = old.seen
-		delete(u.byOwner[old.owner], f.uuid)
-		delete(u.byServer[old.server], f.uuid)
+		delete(m.byOwner[old.owner], f.uuid)
+		delete(m.byServer[old.server], f.uuid)
 	}
-	v := &storedVM{owner: u.intern(f.owner), server: u.intern(f.server), facts: f.facts, seen: seen}
-	u.saw(f.uuid, &v.seen, now)
-	u.vms[f.uuid] = v
-	addIndex(u.byOwner, f.owner, f.uuid)
-	addIndex(u.byServer, f.server, f.uuid)
-	u.mark(f.uuid)
-	u.causes[cause]++
+	v = &storedVM{owner: m.intern(f.owner), server: m.intern(f.server), facts: f.facts, seen: seen}
+	m.vms[f.uuid] = v
+	addIndex(m.byOwner, f.owner, f.uuid)
+	addIndex(m.byServer, f.server, f.uuid)
+	return v, true
 }
 
-func (u *Updater) removeVM(uuid, cause string) {
-	old := u.vms[uuid]
+// removeVM forgets a VM and reports whether it was held.
+func (m *model) removeVM(uuid string) bool {
+	old := m.vms[uuid]
 	if old == nil {
-		return
+		return false
 	}
-	delete(u.byOwner[old.owner], uuid)
-	delete(u.byServer[old.server], uuid)
-	delete(u.vms, uuid)
-	u.mark(uuid)
-	u.causes[cause]++
+	delete(m.byOwner[old.owner], uuid)
+	delete(m.byServer[old.server], uuid)
+	delete(m.vms, uuid)
+	return true
 }
 
 func addIndex(idx map[string]map[string]bool, key, uuid string) {
@@ -496,8 +572,9 @@ func keepKeys(m map[string]any) map[string]any {
 	return out
 }
 
-func (u *Updater) world() *records.World {
-	return &records.World{Networks: u.networks, Pools: u.pools, PoolNetworks: u.poolNets}
+// world is the networks and pools records reads.
+func (m *model) world() *records.World {
+	return &records.World{Networks: m.networks, Pools: m.pools, PoolNetworks: m.poolNets}
 }
 
 // Owner returns an account (by UUID or login) the model holds: the owner

@@ -162,8 +162,13 @@ type scheduler struct {
 	// go before it.
 	order, urgent []string
 	state         state
-	burst         int // VMs computed since the dirty set was last empty
+	burst         int   // VMs computed since the dirty set was last empty
+	hooks         hooks // tests'
 }
+
+// hooks run, when set (tests), where the updater lets go of its lock
+// between two slices: of a batch (next), of a listing (SetInventory).
+type hooks struct{ betweenSlices, betweenListingSlices func() }
 
 // newScheduler returns a scheduler of backlogs in chunks of chunk VMs
 // (chunkSize), computed in slices of slice VMs.

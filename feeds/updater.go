@@ -49,60 +49,44 @@ type Options struct {
 	LoadLater bool
 }
 
-// hooks run, when set (tests), where the updater lets go of its lock
-// between two slices: of a batch (next), of a listing (SetInventory).
-type hooks struct{ betweenSlices, betweenListingSlices func() }
-
 // Both feeds report to the updater through dc.Sink.
 var _ dc.Sink = (*Updater)(nil)
 
 // Updater holds the data center as the sources last described it and
 // commits what follows from it.
 type Updater struct {
-	store  *db.DB
-	log    *slog.Logger
-	now    func() time.Time
-	window time.Duration
+	store *db.DB
+	log   *slog.Logger
+	now   func() time.Time
 
 	// forward is cfg's forward zone names in order, read without mu.
 	forward atomic.Pointer[[]string]
 
-	mu    sync.Mutex
-	cfg   records.Config
-	zones db.ZoneConfig
-	// The zone config goes into a change set while zonesGen (raised by
-	// every change of it) is ahead of zonesSaved (the generation a commit
-	// stored): a change made while a commit is in flight is not lost.
-	zonesGen, zonesSaved uint64
-	users                map[string]*dc.User     // by uuid
-	logins               map[string]*dc.User     // by login
-	servers              map[string]*serverFacts // by uuid
-	networks             map[string]*dc.Network  // by uuid
-	pools                map[string][]string     // network uuid → pool uuids
-	poolNets             map[string][]string     // pool uuid → network uuids
-	poolList             []dc.NetworkPool        // as last given, to notice changes
-	vms                  map[string]*storedVM    // by uuid: what records reads, encoded
-	strs                 map[string]string       // interned owner and server UUIDs
-	byOwner              map[string]map[string]bool
-	byServer             map[string]map[string]bool
-	hashes               map[string]uint64 // every stored VM: what its records and decision hash to
-	sched                *scheduler        // the VMs to recompute (or delete), and what the next batch takes
-	hooks                hooks
-	overtakes            overtakes      // changes since a listing began
-	causes               map[string]int // why the pending batch exists, for the journal
-	haveFull             bool           // a full listing has been applied
-	// listing: a listing is being put (SetInventory, between its slices):
-	// no batch is computed.
-	listing   bool
-	listingMu sync.Mutex // one listing at a time
-	kick      chan struct{}
-	commit    committer
+	mu sync.Mutex // the rest
+	naming
+	model                       // the data center (model.go)
+	hashes    map[string]uint64 // every stored VM: what its records and decision hash to
+	sched     *scheduler        // the VMs to recompute (or delete), and what the next batch takes (scheduler.go)
+	commit    committer         // (committer.go)
+	causes    map[string]int    // why the pending batch exists, for the journal
+	listingMu sync.Mutex        // one listing at a time
+	kick      chan struct{}     // wakes Run
 	feeds     map[string]FeedStatus
-	health    *serviceHealth  // self-removal hysteresis (selfremoval.go)
-	seenDue   map[string]bool // entries whose last-seen time is due for saving (lastseen.go)
-	sources   []queuedSource  // aggregated sources' changes (sources.go)
-	policy    hysteresis.Policy
-	loaded    chan struct{} // closed once hashes and health are read (load)
+	health    *serviceHealth    // self-removal hysteresis (selfremoval.go)
+	policy    hysteresis.Policy // health's, until it is read (load)
+	seenDue   map[string]bool   // entries whose last-seen time is due for saving (lastseen.go)
+	sources   []queuedSource    // aggregated sources' changes (sources.go)
+	loaded    chan struct{}     // closed once hashes and health are read (load)
+}
+
+// naming is the naming and zone configuration. The zone config goes into
+// a change set while zonesGen (raised by every change of it) is ahead of
+// zonesSaved (the generation a commit stored): a change made while a
+// commit is in flight is not lost.
+type naming struct {
+	cfg                  records.Config
+	zones                db.ZoneConfig
+	zonesGen, zonesSaved uint64
 }
 
 // NewUpdater returns an Updater writing to store. It reads which VMs the
@@ -110,11 +94,8 @@ type Updater struct {
 // o.LoadLater leaves that to Run).
 func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	u := &Updater{
-		store: store, log: o.Logger, now: o.Now, window: o.BatchWindow, policy: o.Hysteresis, loaded: make(chan struct{}),
-		cfg: o.Records, zones: o.Zones, zonesGen: 1,
-		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
-		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
-		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
+		store: store, log: o.Logger, now: o.Now, policy: o.Hysteresis, loaded: make(chan struct{}),
+		naming: naming{cfg: o.Records, zones: o.Zones, zonesGen: 1}, model: newModel(),
 		sched: newScheduler(defaultChunk, defaultSlice), causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, seenDue: map[string]bool{},
 	}
@@ -122,11 +103,11 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	if u.log == nil {
 		u.log = slog.Default()
 	}
-	u.commit = newCommitter(store, u.log)
+	u.commit = newCommitter(store, u.log, o.BatchWindow)
 	if u.now == nil {
 		u.now = db.Now // hysteresis times are stored: steps of the system clock must not move them
 	}
-	if u.window == 0 {
+	if u.commit.window == 0 {
 		// While changes keep coming, one waits for the next window and
 		// then for its commit: change → answer p99 is about a window and
 		// a slow commit. Under 1,000 VM changes a second on one CPU
@@ -136,7 +117,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		// the networks without the VMs. The cost is up to 40 commits
 		// (serials) a second, so the forward zone's 2,000 journal
 		// entries cover 50 s of such churn.
-		u.window = 25 * time.Millisecond
+		u.commit.window = 25 * time.Millisecond
 	}
 	if !o.LoadLater {
 		if err := u.load(false); err != nil {

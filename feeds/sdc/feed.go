@@ -133,25 +133,13 @@ type Feed struct {
 	now      func() time.Time
 	ownsHTTP bool // cfg.HTTPClient is the feed's own: Run closes its idle connections
 
-	vmapi *VMAPI
-	cnapi *CNAPI
-	napi  *NAPI
-	ufds  *UFDS
-	cf    *Changefeed
-
+	clients
 	queue    *vmQueue      // changed VMs waiting for a worker
 	owners   *ownerCache   // the VMs' owners, from UFDS
 	servers  *serverCache  // the compute nodes, from CNAPI
 	networks *networkCache // the networks and pools, from NAPI
 	lookups  *onDemand     // accounts and networks the API asked about
-
-	relist     chan struct{} // a full listing is due
-	napiNow    chan struct{} // NAPI failed to give a network a VM names
-	cnapiNow   chan struct{} // a VM changed state: its CN may have rebooted
-	bootstrap  chan struct{} // closed at the first changefeed bootstrap
-	synced     chan struct{} // closed when the first full listing is applied
-	bootOnce   sync.Once
-	syncedOnce sync.Once
+	wakeups
 
 	// mu guards the rest: what changes applied (for judging the next
 	// resourceObject and for the reaper), and the status.
@@ -175,6 +163,26 @@ type Status struct {
 	Pending          int // VMs waiting to be fetched or retried
 }
 
+// clients are the feed's clients of the SDC services.
+type clients struct {
+	vmapi *VMAPI
+	cnapi *CNAPI
+	napi  *NAPI
+	ufds  *UFDS
+	cf    *Changefeed
+}
+
+// wakeups are what the feed's goroutines wait for from one another.
+type wakeups struct {
+	relist     chan struct{} // a full listing is due
+	napiNow    chan struct{} // NAPI failed to give a network a VM names
+	cnapiNow   chan struct{} // a VM changed state: its CN may have rebooted
+	bootstrap  chan struct{} // closed at the first changefeed bootstrap
+	synced     chan struct{} // closed when the first full listing is applied
+	bootOnce   sync.Once
+	syncedOnce sync.Once
+}
+
 // appliedVM is the last state of a VM applied from a change: its
 // last_modified and a hash of the object, to tell a stale or repeated
 // resourceObject from a new one.
@@ -192,8 +200,8 @@ func NewFeed(cfg Config, sink dc.Sink) (*Feed, error) {
 		cfg: cfg, sink: sink, log: cfg.Logger, now: cfg.Now, ownsHTTP: ownsHTTP,
 		queue: newVMQueue(cfg.RetryMin, cfg.RetryMax), owners: newOwnerCache(),
 		servers: newServerCache(), networks: newNetworkCache(), lookups: newOnDemand(cfg.Now),
-		relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
-		bootstrap: make(chan struct{}), synced: make(chan struct{}),
+		wakeups: wakeups{relist: make(chan struct{}, 1), napiNow: make(chan struct{}, 1), cnapiNow: make(chan struct{}, 1),
+			bootstrap: make(chan struct{}), synced: make(chan struct{})},
 		applied: map[string]appliedVM{}, destroyed: map[string]time.Time{},
 		delay: metrics.NewHistogram(metrics.LatencyBounds),
 	}
