@@ -92,44 +92,44 @@ func (c *commit) applyClient(vmKey []byte, vc *VMChange) error {
 
 func encodeClient(cl *Client) []byte {
 	e := &enc{}
-	e.u8(1)
-	e.str(cl.Owner)
-	e.u16(uint16(len(cl.Addrs)))
+	e.U8(1)
+	e.Str16(cl.Owner)
+	e.U16(uint16(len(cl.Addrs)))
 	for _, a := range cl.Addrs {
-		e.bytes16(a.Addr.AsSlice())
+		e.Bytes16(a.Addr.AsSlice())
 		bits := -1
 		if a.Fabric.IsValid() {
 			bits = a.Fabric.Bits()
 		}
-		e.u8(uint8(bits + 1))
+		e.U8(uint8(bits + 1))
 		if a.Fabric.IsValid() {
-			e.bytes16(a.Fabric.Addr().AsSlice())
+			e.Bytes16(a.Fabric.Addr().AsSlice())
 		}
 	}
-	e.u16(uint16(len(cl.Zones)))
+	e.U16(uint16(len(cl.Zones)))
 	for _, z := range cl.Zones {
-		e.str(z)
+		e.Str16(z)
 	}
-	return e.b
+	return e.B
 }
 
 func decodeClient(b []byte) (Client, error) {
-	d := &dec{b: b}
-	d.version(1, "client")
-	cl := Client{Owner: d.str()}
-	n := int(d.u16())
-	for i := 0; i < n && d.err == nil; i++ {
+	d := &dec{B: b}
+	d.Version(1, "client")
+	cl := Client{Owner: d.Str16()}
+	n := int(d.U16())
+	for i := 0; i < n && d.Err == nil; i++ {
 		var a ClientAddr
-		a.Addr, _ = netip.AddrFromSlice(d.bytes16())
-		if bits := int(d.u8()) - 1; bits >= 0 {
-			fa, _ := netip.AddrFromSlice(d.bytes16())
+		a.Addr, _ = netip.AddrFromSlice(d.Bytes16())
+		if bits := int(d.U8()) - 1; bits >= 0 {
+			fa, _ := netip.AddrFromSlice(d.Bytes16())
 			a.Fabric = netip.PrefixFrom(fa, bits)
 		}
 		cl.Addrs = append(cl.Addrs, a)
 	}
-	n = int(d.u16())
-	for i := 0; i < n && d.err == nil; i++ {
-		cl.Zones = append(cl.Zones, d.str())
+	n = int(d.U16())
+	for i := 0; i < n && d.Err == nil; i++ {
+		cl.Zones = append(cl.Zones, d.Str16())
 	}
-	return cl, d.done("client")
+	return cl, d.Done("client")
 }

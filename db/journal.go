@@ -6,6 +6,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/tritondatacenter/cns/db/field"
 )
 
 // JournalEntry is one version step of a zone: the records deleted and
@@ -64,29 +66,29 @@ func (j *JournalEntry) encode(zone []byte) []byte {
 			size += 4 + len(r.Owner) - len(zone) + len(r.RR)
 		}
 	}
-	e := &enc{b: make([]byte, 0, size)}
-	e.u8(journalV2)
-	e.u32(j.From)
-	e.u32(j.To)
-	e.i64(j.Time.UnixNano())
-	e.str(j.Cause)
-	e.bytes16(j.SOAFrom)
-	e.bytes16(j.SOATo)
+	e := &enc{B: make([]byte, 0, size)}
+	e.U8(journalV2)
+	e.U32(j.From)
+	e.U32(j.To)
+	e.I64(j.Time.UnixNano())
+	e.Str16(j.Cause)
+	e.Bytes16(j.SOAFrom)
+	e.Bytes16(j.SOATo)
 	for _, list := range [][]JournalRR{j.Deleted, j.Added} {
-		e.uvarint(uint64(len(list)))
+		e.Uvarint(uint64(len(list)))
 		var prev []byte
 		for _, r := range list {
 			rel := relativeWire(r.Owner, zone)
 			shared := sharedSuffix(prev, rel)
-			e.uvarint(uint64(shared))
-			e.uvarint(uint64(len(rel) - shared))
-			e.b = append(e.b, rel[:len(rel)-shared]...)
-			e.uvarint(uint64(len(r.RR)))
-			e.b = append(e.b, r.RR...)
+			e.Uvarint(uint64(shared))
+			e.Uvarint(uint64(len(rel) - shared))
+			e.B = append(e.B, rel[:len(rel)-shared]...)
+			e.Uvarint(uint64(len(r.RR)))
+			e.B = append(e.B, r.RR...)
 			prev = rel
 		}
 	}
-	return e.b
+	return e.B
 }
 
 // sharedSuffix is the length of the longest common suffix of a and b.
@@ -103,45 +105,45 @@ func sharedSuffix(a, b []byte) int {
 // bbolt value, which lives in the mapped file only for its transaction
 // (a remap or Close unmaps it) while callers keep the entries.
 func decodeJournalEntry(b, zone []byte) (JournalEntry, error) {
-	d := &dec{b: bytes.Clone(b)}
-	version := d.u8()
-	if d.err == nil && version != journalV1 && version != journalV2 {
+	d := &dec{B: bytes.Clone(b)}
+	version := d.U8()
+	if d.Err == nil && version != journalV1 && version != journalV2 {
 		return JournalEntry{}, fmt.Errorf("journal entry: unknown encoding version %d", version)
 	}
 	j := JournalEntry{
-		From:    d.u32(),
-		To:      d.u32(),
-		Time:    time.Unix(0, d.i64()).UTC(),
-		Cause:   d.str(),
-		SOAFrom: d.bytes16(),
-		SOATo:   d.bytes16(),
+		From:    d.U32(),
+		To:      d.U32(),
+		Time:    time.Unix(0, d.I64()).UTC(),
+		Cause:   d.Str16(),
+		SOAFrom: d.Bytes16(),
+		SOATo:   d.Bytes16(),
 	}
 	for _, list := range []*[]JournalRR{&j.Deleted, &j.Added} {
 		if version == journalV1 {
-			n := int(d.u32())
-			for i := 0; i < n && d.err == nil; i++ {
-				rel := d.bytes16()
-				rr := d.bytes16()
+			n := int(d.U32())
+			for i := 0; i < n && d.Err == nil; i++ {
+				rel := d.Bytes16()
+				rr := d.Bytes16()
 				owner := make([]byte, 0, len(rel)+len(zone))
 				owner = append(append(owner, rel...), zone...)
 				*list = append(*list, JournalRR{Owner: owner, RR: rr})
 			}
 			continue
 		}
-		n := d.uvarint()
-		if n > uint64(len(d.b)) { // a record takes at least one byte
-			d.err = errShort
+		n := d.Uvarint()
+		if n > uint64(len(d.B)) { // a record takes at least one byte
+			d.Err = field.ErrShort
 		}
 		var prev []byte
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			shared := d.uvarint()
-			prefix := d.take(int(d.uvarint()))
-			rr := d.take(int(d.uvarint()))
-			if d.err != nil {
+		for i := uint64(0); i < n && d.Err == nil; i++ {
+			shared := d.Uvarint()
+			prefix := d.Take(d.Uvarint())
+			rr := d.Take(d.Uvarint())
+			if d.Err != nil {
 				break
 			}
 			if shared > uint64(len(prev)) || (len(prefix) > 0 && shared < uint64(len(prev)) && prefix[len(prefix)-1] == prev[len(prev)-int(shared)-1]) {
-				d.err = fmt.Errorf("owner %d shares %d bytes of the previous one's %d, not the most", i, shared, len(prev))
+				d.Err = fmt.Errorf("owner %d shares %d bytes of the previous one's %d, not the most", i, shared, len(prev))
 				break
 			}
 			owner := make([]byte, 0, len(prefix)+int(shared)+len(zone))
@@ -150,18 +152,18 @@ func decodeJournalEntry(b, zone []byte) (JournalEntry, error) {
 			*list = append(*list, JournalRR{Owner: owner, RR: rr})
 		}
 	}
-	return j, d.done("journal entry")
+	return j, d.Done("journal entry")
 }
 
 // journalHeader decodes only From, To and Time of an encoded entry.
 func journalHeader(b []byte) (from, to uint32, t time.Time, ok bool) {
-	d := &dec{b: b}
-	if v := d.u8(); v != journalV1 && v != journalV2 {
+	d := &dec{B: b}
+	if v := d.U8(); v != journalV1 && v != journalV2 {
 		return 0, 0, time.Time{}, false
 	}
-	from, to = d.u32(), d.u32()
-	t = time.Unix(0, d.i64())
-	return from, to, t, d.err == nil
+	from, to = d.U32(), d.U32()
+	t = time.Unix(0, d.I64())
+	return from, to, t, d.Err == nil
 }
 
 // IXFRWorthIt reports whether an IXFR of records records (every journal
@@ -178,35 +180,35 @@ func (j *JournalEntry) ixfrRecords() int { return len(j.Deleted) + len(j.Added) 
 // journalRecords reads what an encoded entry counts toward IXFRWorthIt
 // without decoding its records.
 func journalRecords(b []byte) (int, bool) {
-	d := &dec{b: b}
-	version := d.u8()
-	d.take(4 + 4 + 8)
-	d.str()
-	d.bytes16()
-	d.bytes16()
+	d := &dec{B: b}
+	version := d.U8()
+	d.Take(4 + 4 + 8)
+	d.Str16()
+	d.Bytes16()
+	d.Bytes16()
 	n := 2
 	for range 2 {
 		switch version {
 		case journalV1:
-			c := int(d.u32())
+			c := int(d.U32())
 			n += c
-			for i := 0; i < c && d.err == nil; i++ {
-				d.bytes16()
-				d.bytes16()
+			for i := 0; i < c && d.Err == nil; i++ {
+				d.Bytes16()
+				d.Bytes16()
 			}
 		case journalV2:
-			c := int(min(d.uvarint(), uint64(len(d.b))))
+			c := int(min(d.Uvarint(), uint64(len(d.B))))
 			n += c
-			for i := 0; i < c && d.err == nil; i++ {
-				d.uvarint()
-				d.take(int(d.uvarint()))
-				d.take(int(d.uvarint()))
+			for i := 0; i < c && d.Err == nil; i++ {
+				d.Uvarint()
+				d.Take(d.Uvarint())
+				d.Take(d.Uvarint())
 			}
 		default:
 			return 0, false
 		}
 	}
-	return n, d.err == nil
+	return n, d.Err == nil
 }
 
 // trimUnusable drops the journal entries no IXFR will use: an IXFR from an

@@ -70,21 +70,21 @@ func TestJournalDropsUnusableEntries(t *testing.T) {
 // the entries older files hold.
 func encodeJournalEntryV1(j *JournalEntry, zone []byte) []byte {
 	e := &enc{}
-	e.u8(journalV1)
-	e.u32(j.From)
-	e.u32(j.To)
-	e.i64(j.Time.UnixNano())
-	e.str(j.Cause)
-	e.bytes16(j.SOAFrom)
-	e.bytes16(j.SOATo)
+	e.U8(journalV1)
+	e.U32(j.From)
+	e.U32(j.To)
+	e.I64(j.Time.UnixNano())
+	e.Str16(j.Cause)
+	e.Bytes16(j.SOAFrom)
+	e.Bytes16(j.SOATo)
 	for _, list := range [][]JournalRR{j.Deleted, j.Added} {
-		e.u32(uint32(len(list)))
+		e.U32(uint32(len(list)))
 		for _, r := range list {
-			e.bytes16(relativeWire(r.Owner, zone))
-			e.bytes16(r.RR)
+			e.Bytes16(relativeWire(r.Owner, zone))
+			e.Bytes16(r.RR)
 		}
 	}
-	return e.b
+	return e.B
 }
 
 // Ensure a journal entry reads back the same from version 1 (older

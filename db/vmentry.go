@@ -112,59 +112,59 @@ func decodeVMEntry(id [16]byte, b []byte) (vmEntry, error) {
 	if len(b) > 0 && b[0] == vmEntryV2 {
 		return decodeVMEntryV2(b)
 	}
-	d := &dec{b: b}
-	d.version(vmEntryV3, "vm entry")
-	v := vmEntry{meta: d.take(int(d.uvarint()))}
+	d := &dec{B: b}
+	d.Version(vmEntryV3, "vm entry")
+	v := vmEntry{meta: d.Take(d.Uvarint())}
 	labels := newLabelTable(id)
-	groups := d.uvarint()
-	for g := uint64(0); g < groups && d.err == nil; g++ {
-		zone := string(d.take(int(d.uvarint())))
-		n := d.uvarint()
-		for i := uint64(0); i < n && d.err == nil; i++ {
+	groups := d.Uvarint()
+	for g := uint64(0); g < groups && d.Err == nil; g++ {
+		zone := string(d.Take(d.Uvarint()))
+		n := d.Uvarint()
+		for i := uint64(0); i < n && d.Err == nil; i++ {
 			v.names = append(v.names, vmName{zone: zone, key: labels.readKey(d)})
 		}
 	}
-	return v, d.done("vm entry")
+	return v, d.Done("vm entry")
 }
 
 // vmEntryMeta reads only the meta of an encoded entry, for readers that
 // need no names (VMMetas): the names are most of an entry's decoding.
 func vmEntryMeta(b []byte) ([]byte, error) {
-	d := &dec{b: b}
+	d := &dec{B: b}
 	var meta []byte
 	if len(b) > 0 && b[0] == vmEntryV2 {
-		d.version(vmEntryV2, "vm entry")
-		meta = d.bytes32()
+		d.Version(vmEntryV2, "vm entry")
+		meta = d.Bytes32()
 	} else {
-		d.version(vmEntryV3, "vm entry")
-		meta = d.take(int(d.uvarint()))
+		d.Version(vmEntryV3, "vm entry")
+		meta = d.Take(d.Uvarint())
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("vm entry: %w", d.err)
+	if d.Err != nil {
+		return nil, fmt.Errorf("vm entry: %w", d.Err)
 	}
 	return meta, nil
 }
 
 // readKey reads what appendKey wrote.
 func (t *labelTable) readKey(d *dec) []byte {
-	n := int(d.u8())
+	n := int(d.U8())
 	var key []byte
-	for i := 0; i < n && d.err == nil; i++ {
-		c := d.u8()
+	for i := 0; i < n && d.Err == nil; i++ {
+		c := d.U8()
 		switch {
-		case d.err != nil:
+		case d.Err != nil:
 		case c >= labelRef:
 			ref := int(c - labelRef)
 			if ref >= len(*t) {
-				d.err = fmt.Errorf("label reference %d of %d", ref, len(*t))
+				d.Err = fmt.Errorf("label reference %d of %d", ref, len(*t))
 				break
 			}
 			key = append(key, (*t)[ref]...)
 		case c >= 64:
-			d.err = fmt.Errorf("bad label octet %#x", c)
+			d.Err = fmt.Errorf("bad label octet %#x", c)
 		default:
-			label := append([]byte{c}, d.take(int(c))...)
-			if d.err == nil {
+			label := append([]byte{c}, d.Take(uint64(c))...)
+			if d.Err == nil {
 				key = append(key, label...)
 				if len(*t) < maxLabelRefs {
 					*t = append(*t, label)
@@ -177,18 +177,18 @@ func (t *labelTable) readKey(d *dec) []byte {
 
 // decodeVMEntryV2 reads the entries of schema 1 (migrate rewrites them).
 func decodeVMEntryV2(b []byte) (vmEntry, error) {
-	d := &dec{b: b}
-	d.version(vmEntryV2, "vm entry")
-	v := vmEntry{meta: d.bytes32()}
-	groups := int(d.u16())
-	for g := 0; g < groups && d.err == nil; g++ {
-		zone := d.str()
-		n := int(d.u32())
-		for i := 0; i < n && d.err == nil; i++ {
-			v.names = append(v.names, vmName{zone: zone, key: d.bytes16()})
+	d := &dec{B: b}
+	d.Version(vmEntryV2, "vm entry")
+	v := vmEntry{meta: d.Bytes32()}
+	groups := int(d.U16())
+	for g := 0; g < groups && d.Err == nil; g++ {
+		zone := d.Str16()
+		n := int(d.U32())
+		for i := 0; i < n && d.Err == nil; i++ {
+			v.names = append(v.names, vmName{zone: zone, key: d.Bytes16()})
 		}
 	}
-	return v, d.done("vm entry")
+	return v, d.Done("vm entry")
 }
 
 // parseUUID turns a textual UUID into its 16 bytes.

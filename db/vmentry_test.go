@@ -20,8 +20,8 @@ var fuzzVM = [16]byte{0x00, 0x05, 0x8e, 0x63, 0x08, 0x2d, 0x49, 0xe4, 0xa9, 0xfd
 // entries the upgrade reads.
 func encodeVMEntryV2(v *vmEntry) []byte {
 	e := &enc{}
-	e.u8(vmEntryV2)
-	e.bytes32(v.meta)
+	e.U8(vmEntryV2)
+	e.Bytes32(v.meta)
 	names := slices.Clone(v.names)
 	slices.SortStableFunc(names, func(a, b vmName) int { return strings.Compare(a.zone, b.zone) })
 	var groups int
@@ -30,20 +30,20 @@ func encodeVMEntryV2(v *vmEntry) []byte {
 			groups++
 		}
 	}
-	e.u16(uint16(groups))
+	e.U16(uint16(groups))
 	for i := 0; i < len(names); {
 		j := i
 		for j < len(names) && names[j].zone == names[i].zone {
 			j++
 		}
-		e.str(names[i].zone)
-		e.u32(uint32(j - i))
+		e.Str16(names[i].zone)
+		e.U32(uint32(j - i))
 		for _, n := range names[i:j] {
-			e.bytes16(n.key)
+			e.Bytes16(n.key)
 		}
 		i = j
 	}
-	return e.b
+	return e.B
 }
 
 // allLabels reports whether every key of e is a sequence of DNS labels.

@@ -76,29 +76,29 @@ func (a *Apex) equal(b *Apex) bool {
 }
 
 func (a *Apex) encode(e *enc) {
-	e.str(a.MName)
-	e.str(a.RName)
-	e.u32(a.Refresh)
-	e.u32(a.Retry)
-	e.u32(a.Expire)
-	e.u32(a.Minimum)
-	e.u32(a.SOATTL)
-	e.u32(a.NSTTL)
-	e.u16(uint16(len(a.NS)))
+	e.Str16(a.MName)
+	e.Str16(a.RName)
+	e.U32(a.Refresh)
+	e.U32(a.Retry)
+	e.U32(a.Expire)
+	e.U32(a.Minimum)
+	e.U32(a.SOATTL)
+	e.U32(a.NSTTL)
+	e.U16(uint16(len(a.NS)))
 	for _, ns := range a.NS {
-		e.str(ns)
+		e.Str16(ns)
 	}
 }
 
 func decodeApex(d *dec) Apex {
 	a := Apex{
-		MName: d.str(), RName: d.str(),
-		Refresh: d.u32(), Retry: d.u32(), Expire: d.u32(), Minimum: d.u32(),
-		SOATTL: d.u32(), NSTTL: d.u32(),
+		MName: d.Str16(), RName: d.Str16(),
+		Refresh: d.U32(), Retry: d.U32(), Expire: d.U32(), Minimum: d.U32(),
+		SOATTL: d.U32(), NSTTL: d.U32(),
 	}
-	n := int(d.u16())
-	for i := 0; i < n && d.err == nil; i++ {
-		a.NS = append(a.NS, d.str())
+	n := int(d.U16())
+	for i := 0; i < n && d.Err == nil; i++ {
+		a.NS = append(a.NS, d.Str16())
 	}
 	return a
 }
@@ -129,42 +129,42 @@ func (c *ZoneConfig) apexFor(zone string) (Apex, bool) {
 
 func (c *ZoneConfig) encode() []byte {
 	e := &enc{}
-	e.u8(2)
+	e.U8(2)
 	names := slices.Sorted(maps.Keys(c.Forward))
-	e.u16(uint16(len(names)))
+	e.U16(uint16(len(names)))
 	for _, n := range names {
-		e.str(n)
+		e.Str16(n)
 		a := c.Forward[n]
 		a.encode(e)
 	}
 	c.Reverse.encode(e)
 	if c.Catalog != nil {
-		e.u8(1)
-		e.str(c.Catalog.Name)
+		e.U8(1)
+		e.Str16(c.Catalog.Name)
 		c.Catalog.Apex.encode(e)
 	} else {
-		e.u8(0)
+		e.U8(0)
 	}
-	return e.b
+	return e.B
 }
 
 func decodeZoneConfig(b []byte) (ZoneConfig, error) {
-	d := &dec{b: b}
-	version := d.u8()
-	if d.err == nil && version != 1 && version != 2 {
+	d := &dec{B: b}
+	version := d.U8()
+	if d.Err == nil && version != 1 && version != 2 {
 		return ZoneConfig{}, fmt.Errorf("zone config: unknown encoding version %d", version)
 	}
 	c := ZoneConfig{Forward: map[string]Apex{}}
-	n := int(d.u16())
-	for i := 0; i < n && d.err == nil; i++ {
-		name := d.str()
+	n := int(d.U16())
+	for i := 0; i < n && d.Err == nil; i++ {
+		name := d.Str16()
 		c.Forward[name] = decodeApex(d)
 	}
 	c.Reverse = decodeApex(d)
-	if version >= 2 && d.u8() == 1 { // version 1 had no catalog
-		c.Catalog = &CatalogConfig{Name: d.str(), Apex: decodeApex(d)}
+	if version >= 2 && d.U8() == 1 { // version 1 had no catalog
+		c.Catalog = &CatalogConfig{Name: d.Str16(), Apex: decodeApex(d)}
 	}
-	return c, d.done("zone config")
+	return c, d.Done("zone config")
 }
 
 // zoneMeta is the per-zone bookkeeping stored beside its names.
@@ -181,32 +181,32 @@ type zoneMeta struct {
 
 func (m *zoneMeta) encode() []byte {
 	e := &enc{}
-	e.u8(1)
-	e.u32(m.Serial)
-	e.i64(m.LastChange.UnixNano())
-	e.u32(m.Names)
-	e.u32(m.Records)
-	e.u64(m.NextSeq)
-	e.u32(m.JEntries)
-	e.u64(m.JBytes)
+	e.U8(1)
+	e.U32(m.Serial)
+	e.I64(m.LastChange.UnixNano())
+	e.U32(m.Names)
+	e.U32(m.Records)
+	e.U64(m.NextSeq)
+	e.U32(m.JEntries)
+	e.U64(m.JBytes)
 	m.Apex.encode(e)
-	return e.b
+	return e.B
 }
 
 func decodeZoneMeta(b []byte) (zoneMeta, error) {
-	d := &dec{b: b}
-	d.version(1, "zone meta")
+	d := &dec{B: b}
+	d.Version(1, "zone meta")
 	m := zoneMeta{
-		Serial:     d.u32(),
-		LastChange: time.Unix(0, d.i64()).UTC(),
-		Names:      d.u32(),
-		Records:    d.u32(),
-		NextSeq:    d.u64(),
-		JEntries:   d.u32(),
-		JBytes:     d.u64(),
+		Serial:     d.U32(),
+		LastChange: time.Unix(0, d.I64()).UTC(),
+		Names:      d.U32(),
+		Records:    d.U32(),
+		NextSeq:    d.U64(),
+		JEntries:   d.U32(),
+		JBytes:     d.U64(),
 	}
 	m.Apex = decodeApex(d)
-	return m, d.done("zone meta")
+	return m, d.Done("zone meta")
 }
 
 // ZoneInfo describes one stored zone.

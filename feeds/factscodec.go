@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/tritondatacenter/cns/db/field"
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
@@ -46,24 +47,24 @@ func encodeFacts(b []byte, t *dc.VM) ([]byte, error) {
 	b = appendUUIDField(b, t.ServerUUID)
 	b = append(b, flagOctet(flag{t.Docker, factDocker}, flag{t.Destroyed.Set, factDestroyed},
 		flag{t.Alias != nil, factAlias}, flag{t.LastModified != "", factModified}))
-	b = appendString(b, t.State)
+	b = field.AppendStr(b, t.State)
 	if t.Alias != nil {
-		b = appendString(b, *t.Alias)
+		b = field.AppendStr(b, *t.Alias)
 	}
 	if t.Destroyed.Set {
-		b = appendString(b, t.Destroyed.Time)
+		b = field.AppendStr(b, t.Destroyed.Time)
 	}
 	if t.LastModified != "" {
-		b = appendString(b, t.LastModified)
+		b = field.AppendStr(b, t.LastModified)
 	}
 	b = appendCount(b, t.NICs == nil, len(t.NICs))
 	for i := range t.NICs {
 		n := &t.NICs[i]
-		b = appendString(b, n.IP)
+		b = field.AppendStr(b, n.IP)
 		b = binary.AppendUvarint(b, uint64(len(n.IPs))) // omitempty: [] reads back as nil
 		b = appendStrings(b, n.IPs)
 		b = appendUUIDField(b, n.NetworkUUID)
-		b = appendString(b, n.NICTag)
+		b = field.AppendStr(b, n.NICTag)
 		if n.VLANID == nil {
 			b = append(b, 0)
 		} else {
@@ -84,10 +85,10 @@ func encodeFacts(b []byte, t *dc.VM) ([]byte, error) {
 func appendFactMap(b []byte, m map[string]any) ([]byte, error) {
 	b = appendCount(b, m == nil, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		b = appendString(b, k)
+		b = field.AppendStr(b, k)
 		switch v := m[k].(type) {
 		case string:
-			b = appendString(append(b, factString), v)
+			b = field.AppendStr(append(b, factString), v)
 		case bool:
 			if v {
 				b = append(b, factTrue)
@@ -99,7 +100,7 @@ func appendFactMap(b []byte, m map[string]any) ([]byte, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
-			b = appendString(append(b, factJSON), string(j))
+			b = field.AppendStr(append(b, factJSON), string(j))
 		}
 	}
 	return b, nil
@@ -107,29 +108,29 @@ func appendFactMap(b []byte, m map[string]any) ([]byte, error) {
 
 // decodeFacts reads what encodeFacts wrote.
 func decodeFacts(b []byte) (*dc.VM, error) {
-	d := fieldDecoder{b: b}
+	d := fieldDecoder{field.Decoder{B: b}}
 	vm := &dc.VM{UUID: d.uuidField(), OwnerUUID: d.uuidField(), ServerUUID: d.uuidField()}
-	flags := d.byte()
-	vm.State = d.string()
+	flags := d.U8()
+	vm.State = d.Str()
 	vm.Docker = flags&factDocker != 0
 	if flags&factAlias != 0 {
-		alias := d.string()
+		alias := d.Str()
 		vm.Alias = &alias
 	}
 	if flags&factDestroyed != 0 {
-		vm.Destroyed = dc.Destroyed{Set: true, Time: d.string()}
+		vm.Destroyed = dc.Destroyed{Set: true, Time: d.Str()}
 	}
 	if flags&factModified != 0 {
-		vm.LastModified = d.string()
+		vm.LastModified = d.Str()
 	}
 	if n, ok := d.count(); ok {
 		vm.NICs = make([]dc.NIC, 0, n)
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			nic := dc.NIC{IP: d.string()}
-			nic.IPs = d.strings(d.uvarint())
-			nic.NetworkUUID, nic.NICTag = d.uuidField(), d.string()
-			if d.byte() == 1 {
-				v := int(d.varint())
+		for i := uint64(0); i < n && d.Err == nil; i++ {
+			nic := dc.NIC{IP: d.Str()}
+			nic.IPs = d.strings(d.Uvarint())
+			nic.NetworkUUID, nic.NICTag = d.uuidField(), d.Str()
+			if d.U8() == 1 {
+				v := int(d.Varint())
 				nic.VLANID = &v
 			}
 			vm.NICs = append(vm.NICs, nic)
@@ -137,7 +138,7 @@ func decodeFacts(b []byte) (*dc.VM, error) {
 	}
 	vm.Tags = d.factMap()
 	vm.CustomerMetadata = d.factMap()
-	if err := d.end("vm facts"); err != nil {
+	if err := d.Done("vm facts"); err != nil {
 		return nil, err
 	}
 	return vm, nil
@@ -149,22 +150,22 @@ func (d *fieldDecoder) factMap() map[string]any {
 		return nil
 	}
 	m := make(map[string]any, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		k := d.string()
-		switch tag := d.byte(); tag {
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		k := d.Str()
+		switch tag := d.U8(); tag {
 		case factString:
-			m[k] = d.string()
+			m[k] = d.Str()
 		case factTrue, factFalse:
 			m[k] = tag == factTrue
 		case factJSON:
 			var v any
-			if err := json.Unmarshal(d.take(d.uvarint()), &v); err != nil && d.err == nil {
-				d.err = fmt.Errorf("%s: %w", k, err)
+			if err := json.Unmarshal(d.Take(d.Uvarint()), &v); err != nil && d.Err == nil {
+				d.Err = fmt.Errorf("%s: %w", k, err)
 			}
 			m[k] = v
 		default:
-			if d.err == nil {
-				d.err = errors.New("bad value tag")
+			if d.Err == nil {
+				d.Err = errors.New("bad value tag")
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tritondatacenter/cns/db/field"
 )
 
 // The stored encoding of VMMeta. Every VM of the data center has one, so
@@ -30,9 +32,9 @@ func (m *VMMeta) Encode() []byte {
 	b = appendUUIDField(b, m.UUID)
 	b = appendUUIDField(b, m.Owner)
 	b = appendUUIDField(b, m.Server)
-	b = appendString(b, m.Alias)
-	b = appendString(b, m.Login)
-	b = appendString(b, m.State)
+	b = field.AppendStr(b, m.Alias)
+	b = field.AppendStr(b, m.Login)
+	b = field.AppendStr(b, m.State)
 	b = append(b, flagOctet(flag{m.CNDown, metaCNDown}, flag{m.ComputeNode, metaComputeNode},
 		flag{m.ListInstance, metaListInstance}, flag{m.ListServices, metaListServices}))
 	// Reasons is written as the JSON has it, null or a list; services and
@@ -51,24 +53,24 @@ func (m *VMMeta) Encode() []byte {
 }
 
 func decodeVMMetaBinary(b []byte) (*VMMeta, error) {
-	d := fieldDecoder{b: b}
-	if v := d.byte(); d.err == nil && v != metaVersion {
+	d := fieldDecoder{field.Decoder{B: b}}
+	if v := d.U8(); d.Err == nil && v != metaVersion {
 		return nil, fmt.Errorf("vm meta: unknown encoding version %d", v)
 	}
 	m := &VMMeta{UUID: d.uuidField(), Owner: d.uuidField(), Server: d.uuidField(),
-		Alias: d.string(), Login: d.string(), State: d.string()}
-	flags := d.byte()
+		Alias: d.Str(), Login: d.Str(), State: d.Str()}
+	flags := d.U8()
 	m.CNDown, m.ComputeNode = flags&metaCNDown != 0, flags&metaComputeNode != 0
 	m.ListInstance, m.ListServices = flags&metaListInstance != 0, flags&metaListServices != 0
 	if n, ok := d.count(); ok {
 		m.Reasons = append([]string{}, d.strings(n)...)
 	}
-	m.Services = d.strings(d.uvarint())
-	m.Problems = d.strings(d.uvarint())
-	if t := d.varint(); t != 0 {
+	m.Services = d.strings(d.Uvarint())
+	m.Problems = d.strings(d.Uvarint())
+	if t := d.Varint(); t != 0 {
 		m.Updated = time.Unix(0, t).UTC()
 	}
-	if err := d.end("vm meta"); err != nil {
+	if err := d.Done("vm meta"); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -86,16 +88,16 @@ func DecodeVMMetaNames(b []byte) (alias, owner, login string, err error) {
 		}
 		return m.Alias, m.Owner, m.Login, nil
 	}
-	d := fieldDecoder{b: b}
-	if v := d.byte(); d.err == nil && v != metaVersion {
+	d := fieldDecoder{field.Decoder{B: b}}
+	if v := d.U8(); d.Err == nil && v != metaVersion {
 		return "", "", "", fmt.Errorf("vm meta: unknown encoding version %d", v)
 	}
 	d.skipUUIDField() // the VM's own
 	owner = d.uuidField()
 	d.skipUUIDField() // its server
-	alias, login = d.string(), d.string()
-	if d.err != nil {
-		return "", "", "", fmt.Errorf("vm meta: %w", d.err)
+	alias, login = d.Str(), d.Str()
+	if d.Err != nil {
+		return "", "", "", fmt.Errorf("vm meta: %w", d.Err)
 	}
 	return alias, owner, login, nil
 }
@@ -117,10 +119,6 @@ func flagOctet(flags ...flag) byte {
 	return o
 }
 
-func appendString(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-}
-
 // appendCount writes a list's length, +1 so that 0 can mean nil (JSON's
 // null and [] decode apart).
 func appendCount(b []byte, isNil bool, n int) []byte {
@@ -132,7 +130,7 @@ func appendCount(b []byte, isNil bool, n int) []byte {
 
 func appendStrings(b []byte, list []string) []byte {
 	for _, s := range list {
-		b = appendString(b, s)
+		b = field.AppendStr(b, s)
 	}
 	return b
 }
@@ -144,7 +142,7 @@ func appendUUIDField(b []byte, s string) []byte {
 	if id, ok := packUUID(s); ok {
 		return append(append(b, 1), id[:]...)
 	}
-	return appendString(append(b, 0), s)
+	return field.AppendStr(append(b, 0), s)
 }
 
 func packUUID(s string) (id [16]byte, ok bool) {
@@ -163,83 +161,19 @@ func unpackUUID(id []byte) string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// fieldDecoder reads the field encodings (VMMeta's, the VM facts'); the
-// first short read sets err and every later read returns zero.
-type fieldDecoder struct {
-	b   []byte
-	err error
-}
-
-var errFieldShort = errors.New("value truncated")
-
-// end returns the first error, or one when bytes are left over, naming
-// what was read.
-func (d *fieldDecoder) end(what string) error {
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return fmt.Errorf("%s: %w", what, d.err)
-	}
-	return nil
-}
-
-func (d *fieldDecoder) take(n uint64) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.err = errFieldShort
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *fieldDecoder) byte() byte {
-	if v := d.take(1); v != nil {
-		return v[0]
-	}
-	return 0
-}
-
-func (d *fieldDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errFieldShort
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *fieldDecoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errFieldShort
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *fieldDecoder) string() string { return string(d.take(d.uvarint())) }
+// fieldDecoder reads the field encodings (VMMeta's, the VM facts'): the
+// store's field primitives (field.Decoder), and the UUID fields, counts
+// and string lists these encodings add.
+type fieldDecoder struct{ field.Decoder }
 
 func (d *fieldDecoder) strings(n uint64) []string {
-	if n > uint64(len(d.b)) { // each string takes at least its length octet
-		d.err = errFieldShort
+	if n > uint64(len(d.B)) { // each string takes at least its length octet
+		d.Err = field.ErrShort
 		return nil
 	}
 	var out []string
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		out = append(out, d.string())
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		out = append(out, d.Str())
 	}
 	return out
 }
@@ -248,12 +182,12 @@ func (d *fieldDecoder) strings(n uint64) []string {
 // larger than the bytes left (each element takes at least one) is an
 // error, so a damaged count never allocates much.
 func (d *fieldDecoder) count() (n uint64, ok bool) {
-	c := d.uvarint()
-	if c == 0 || d.err != nil {
+	c := d.Uvarint()
+	if c == 0 || d.Err != nil {
 		return 0, false
 	}
-	if c-1 > uint64(len(d.b)) {
-		d.err = errFieldShort
+	if c-1 > uint64(len(d.B)) {
+		d.Err = field.ErrShort
 		return 0, false
 	}
 	return c - 1, true
@@ -261,29 +195,29 @@ func (d *fieldDecoder) count() (n uint64, ok bool) {
 
 // skipUUIDField passes over what uuidField would read.
 func (d *fieldDecoder) skipUUIDField() {
-	switch d.byte() {
+	switch d.U8() {
 	case 0:
-		d.take(d.uvarint())
+		d.Take(d.Uvarint())
 	case 1:
-		d.take(16)
+		d.Take(16)
 	default:
-		if d.err == nil {
-			d.err = errors.New("bad uuid field tag")
+		if d.Err == nil {
+			d.Err = errors.New("bad uuid field tag")
 		}
 	}
 }
 
 func (d *fieldDecoder) uuidField() string {
-	switch d.byte() {
+	switch d.U8() {
 	case 0:
-		return d.string()
+		return d.Str()
 	case 1:
-		if v := d.take(16); v != nil {
+		if v := d.Take(16); v != nil {
 			return unpackUUID(v)
 		}
 	default:
-		if d.err == nil {
-			d.err = errors.New("bad uuid field tag")
+		if d.Err == nil {
+			d.Err = errors.New("bad uuid field tag")
 		}
 	}
 	return ""
