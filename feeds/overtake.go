@@ -30,10 +30,14 @@ type overtaken struct {
 	removed  bool
 }
 
-// begin starts a listing and returns its start.
+// begin starts a listing and returns its start. A feed lists one at a
+// time: the changes remembered for a listing begun before, which failed,
+// are older than this one's start and go (a VMAPI down for hours does
+// not grow them).
 func (o *overtakes) begin() uint64 {
 	o.seq++
 	o.begun = o.seq
+	o.vms = nil
 	return o.seq
 }
 
