@@ -87,20 +87,33 @@ type Sim struct {
 	nextChange int
 
 	faults *faultTable
-	feed   *publisher
-
-	vmapi, cnapi, napi *httpService
-	ldap               *ldapServer
-
-	certPEM  []byte
-	certFile string
-	tmpDir   string
+	services
+	tlsFiles
 
 	closeOnce sync.Once
 	closed    chan struct{}
 
+	crashLog
+}
+
+// crashLog lists the requests that would have made a real service exit.
+type crashLog struct {
 	crashMu sync.Mutex
 	crashes []string
+}
+
+// services are the simulated SDC services and their listeners.
+type services struct {
+	feed               *publisher
+	vmapi, cnapi, napi *httpService
+	ldap               *ldapServer
+}
+
+// tlsFiles are the simulator's certificate and where its files go.
+type tlsFiles struct {
+	certPEM  []byte
+	certFile string
+	tmpDir   string
 }
 
 // New starts a simulator over a copy of inv. It does not validate the
