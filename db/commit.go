@@ -279,7 +279,7 @@ func (c *commit) applyVM(vc *VMChange) error {
 	// Names it feeds now.
 	newNames := make([]vmName, 0, len(groups))
 	for _, g := range groups {
-		nw, err := c.name(g.zone, g.key, g.own)
+		nw, err := c.name(g.zone, g.key, nil)
 		if err != nil {
 			return err
 		}
@@ -314,7 +314,6 @@ func (c *commit) applyVM(vc *VMChange) error {
 type recordGroup struct {
 	zone *zoneWork
 	key  []byte
-	own  []byte
 	rrs  []candidate
 }
 
@@ -329,22 +328,23 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) (groups []*recordGroup,
 			return nil, false, err
 		}
 		if z == nil || z.remove {
-			c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[r.RR.Header().Rrtype], r.RR.Header().Name, r.Zone)
+			c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, r.typeString(), r.name(), r.Zone)
 			zonesMissing = true
 			continue
 		}
 		w := r.wire
 		if w == nil { // not prepared (PrepareRecords)
-			w, _, _ = encodeRecord(r.RR, z.wire, nil)
+			e, _, _, _ := encodeRecord(r.RR, z.wire, nil, nil)
+			w = &e
 		}
 		if err := w.unstorable(&r, z.name); err != nil {
 			c.problem("vm %s: %v", vc.UUID, err)
 			continue
 		}
-		owner, key, rr := w.owner, w.key, w.rr
+		key, rr := w.key(), w.rr()
 		g := findGroup(groups, z, key)
 		if g == nil {
-			g = &recordGroup{zone: z, key: key, own: owner}
+			g = &recordGroup{zone: z, key: key}
 			groups = append(groups, g)
 		}
 		g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})

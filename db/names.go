@@ -3,6 +3,7 @@ package db
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -45,28 +46,39 @@ func lowerASCII(b []byte) []byte {
 // zone (absolute wire name), and false when owner is not strictly below
 // the zone.
 func relativeKey(owner, zone []byte) ([]byte, bool) {
-	if len(owner) <= len(zone) || !bytes.Equal(owner[len(owner)-len(zone):], zone) {
+	key, below := appendRelativeKey(nil, owner, zone)
+	if !below {
 		return nil, false
+	}
+	return key, true
+}
+
+// appendRelativeKey is relativeKey appending the key to dst (returned
+// unchanged when owner is not below the zone).
+func appendRelativeKey(dst, owner, zone []byte) ([]byte, bool) {
+	if len(owner) <= len(zone) || !bytes.Equal(owner[len(owner)-len(zone):], zone) {
+		return dst, false
 	}
 	rel := owner[:len(owner)-len(zone)]
 	// The suffix must start on a label boundary.
-	var starts []int
+	var startsBuf [128]int // a name has at most 127 labels: no allocation
+	starts := startsBuf[:0]
 	for i := 0; i < len(rel); {
 		starts = append(starts, i)
 		i += int(rel[i]) + 1
 		if i > len(rel) {
-			return nil, false
+			return dst, false
 		}
 		if i == len(rel) {
 			break
 		}
 	}
-	key := make([]byte, 0, len(rel))
+	dst = slices.Grow(dst, len(rel))
 	for j := len(starts) - 1; j >= 0; j-- {
 		s := starts[j]
-		key = append(key, rel[s:s+int(rel[s])+1]...)
+		dst = append(dst, rel[s:s+int(rel[s])+1]...)
 	}
-	return key, true
+	return dst, true
 }
 
 // keyToWire turns a relative key back into an absolute wire name.

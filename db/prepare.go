@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/miekg/dns"
 )
@@ -15,41 +16,82 @@ import (
 // recordWire is a Record in the store's encoding. groupRecords checks it in
 // the order it checks a record it encodes itself, so the problems reported
 // are the same.
+//
+// A first load's chunk holds tens of thousands of VMs' records from when
+// they are computed until their commit ends, beside the next chunk's, so
+// the encoding is kept small: the owner's key and the record in one slice
+// of the VM's arena (PrepareRecords). The owner's wire name is not kept:
+// the commit makes it from the key once per name (commit.name), where it
+// would otherwise be held once per record.
 type recordWire struct {
-	owner    []byte // absolute wire name, lower case
-	ownerErr error
-	key      []byte // relative to the record's zone
-	below    bool   // owner is below the zone (key is set)
-	rr       []byte // set when below
-	rrErr    error
+	b       []byte // the owner's key, then the record (when below)
+	keyLen  uint8  // a wire name is at most 255 octets
+	ownerOK bool   // the owner encoded (else err says why)
+	below   bool   // the owner is below the zone: the key is set
+	// err is why the owner (!ownerOK) or, below the zone, the record
+	// could not be encoded.
+	err error
 }
 
-// encodeRecord encodes rr for the zone zoneWire, packing in buf (returned
-// for the next call). packed is rr as dns.PackRR packs it uncompressed
-// (buf's), nil when it does not pack. The owner and the RDATA come from
-// that one packing; a record that does not pack is encoded as its parts
-// would be, for the same problems: the owner, then the record.
-func encodeRecord(rr dns.RR, zoneWire, buf []byte) (w *recordWire, next, packed []byte) {
-	w = &recordWire{}
+// key is the owner relative to the record's zone (relativeKey), when below.
+func (w *recordWire) key() []byte {
+	if !w.below {
+		return nil
+	}
+	return w.b[:w.keyLen:w.keyLen]
+}
+
+// rr is the record as the store keeps it (EncodeRR), when below and encoded.
+func (w *recordWire) rr() []byte {
+	if !w.below || w.err != nil {
+		return nil
+	}
+	return w.b[w.keyLen:]
+}
+
+// encodeRecord encodes rr for the zone zoneWire, appending its bytes to
+// arena (returned grown, with w.b a slice of it) and packing in buf
+// (returned for the next call). packed is rr as dns.PackRR packs it
+// uncompressed (buf's, not changed), nil when it does not pack. The owner
+// and the RDATA come from that one packing; a record that does not pack is
+// encoded as its parts would be, for the same problems: the owner, then
+// the record.
+func encodeRecord(rr dns.RR, zoneWire, buf, arena []byte) (w recordWire, nextBuf, nextArena, packed []byte) {
 	packed, buf, err := packRR(rr, buf)
 	off := 0
 	if err == nil {
 		off, err = skipName(packed, 0)
 	}
+	var owner [256]byte // lower case
+	var ownerLen int
+	var data []byte
 	if err != nil {
-		if w.owner, w.ownerErr = wireName(rr.Header().Name); w.ownerErr == nil {
-			if w.key, w.below = relativeKey(w.owner, zoneWire); w.below {
-				w.rrErr = err
-			}
+		packed = nil
+		name, nameErr := wireName(rr.Header().Name)
+		if nameErr != nil {
+			w.err = nameErr
+			return w, buf, arena, nil
 		}
-		return w, buf, nil
+		ownerLen = copy(owner[:], name)
+	} else {
+		ownerLen = copy(owner[:], packed[:off])
+		lowerASCII(owner[:ownerLen])
+		data = packed[off:]
 	}
-	w.owner = lowerASCII(bytes.Clone(packed[:off]))
-	if w.key, w.below = relativeKey(w.owner, zoneWire); w.below {
-		w.rr = slices.Clone(packed[off:])
-		lowerRDataNames(w.rr)
+	w.ownerOK = true
+	start := len(arena)
+	arena, w.below = appendRelativeKey(arena, owner[:ownerLen], zoneWire)
+	if w.below {
+		w.keyLen = uint8(len(arena) - start)
+		if data == nil {
+			w.err = err
+		} else {
+			arena = append(arena, data...)
+			lowerRDataNames(arena[len(arena)-len(data):])
+		}
 	}
-	return w, buf, packed
+	w.b = arena[start:len(arena):len(arena)]
+	return w, buf, arena, packed
 }
 
 // PrepareRecords encodes vc's records the way Commit stores them. Commit
@@ -59,10 +101,18 @@ func encodeRecord(rr dns.RR, zoneWire, buf []byte) (w *recordWire, next, packed 
 // as dns.PackRR packs it uncompressed (nil when it was not packed), valid
 // during the call: the feeds hash what they computed without packing it
 // again.
+//
+// A record the store takes as it is encoded lets go of its RR (Record.RR
+// is nil after the call): the encoding is all the commit needs of it, and
+// the RRs were a quarter of what a first load's chunk held until its
+// commit. A record the store refuses keeps it, for the problem reported.
 func PrepareRecords(vc *VMChange, packed func(i int, wire []byte)) {
 	var zone string
-	var zoneWire, buf, p []byte
+	var zoneWire, p []byte
 	var zoneErr error
+	scratch := prepareScratch.Get().(*prepareBufs)
+	buf, arena := scratch.pack, scratch.arena[:0]
+	wires := make([]recordWire, len(vc.Records))
 	for i := range vc.Records {
 		r := &vc.Records[i]
 		if i == 0 || r.Zone != zone {
@@ -71,14 +121,58 @@ func PrepareRecords(vc *VMChange, packed func(i int, wire []byte)) {
 		}
 		p = nil
 		if zoneErr == nil && r.RR != nil { // else the commit finds out for itself
-			r.wire, buf, p = encodeRecord(r.RR, zoneWire, buf)
+			wires[i], buf, arena, p = encodeRecord(r.RR, zoneWire, buf, arena)
+			r.wire = &wires[i]
 		}
 		if packed != nil {
 			packed(i, p)
 		}
 	}
+	// One allocation of the VM's encoded records, their exact size: the
+	// wires point into it in the order they were appended.
+	exact := bytes.Clone(arena)
+	off := 0
+	for i := range wires {
+		if n := len(wires[i].b); n > 0 {
+			wires[i].b = exact[off : off+n : off+n]
+			off += n
+		}
+	}
+	scratch.pack, scratch.arena = buf, arena[:0]
+	prepareScratch.Put(scratch)
 	vc.entry = preparedEntry(vc)
+	for i := range vc.Records {
+		if r := &vc.Records[i]; r.wire != nil && r.wire.unstorable(r, r.Zone) == nil {
+			r.RR = nil
+		}
+	}
 }
+
+// name is r's owner name as text: RR's, or, once PrepareRecords let go
+// of it, the encoded owner's (lower case).
+func (r *Record) name() string {
+	if r.RR != nil {
+		return r.RR.Header().Name
+	}
+	zoneWire, err := ZoneWire(r.Zone)
+	if err != nil || !r.wire.below {
+		return "<name unknown>" // (never: such a record keeps its RR)
+	}
+	return WireToString(keyToWire(r.wire.key(), zoneWire))
+}
+
+// typeString is r's record type as text (see name).
+func (r *Record) typeString() string {
+	if r.RR != nil {
+		return dns.TypeToString[r.RR.Header().Rrtype]
+	}
+	return dns.TypeToString[RRType(r.wire.rr())]
+}
+
+// prepareBufs are PrepareRecords' buffers, reused from VM to VM.
+type prepareBufs struct{ pack, arena []byte }
+
+var prepareScratch = sync.Pool{New: func() any { return new(prepareBufs) }}
 
 // preparedEntry encodes vc's stored entry for when every record's zone is
 // configured, which only the commit knows: the names of the records
@@ -99,8 +193,8 @@ func preparedEntry(vc *VMChange) []byte {
 		case w.unstorable(r, r.Zone) != nil:
 			continue // left out, as groupRecords does
 		}
-		if !slices.ContainsFunc(names, func(n vmName) bool { return n.zone == r.Zone && bytes.Equal(n.key, w.key) }) {
-			names = append(names, vmName{zone: r.Zone, key: w.key})
+		if !slices.ContainsFunc(names, func(n vmName) bool { return n.zone == r.Zone && bytes.Equal(n.key, w.key()) }) {
+			names = append(names, vmName{zone: r.Zone, key: w.key()})
 		}
 	}
 	return (&vmEntry{meta: vc.Meta, names: names}).encode(id)
@@ -109,15 +203,15 @@ func preparedEntry(vc *VMChange) []byte {
 // unstorable says why the store does not take r, encoded as w for zone,
 // or nil when it does: groupRecords reports it as a problem of the
 // commit, and preparedEntry leaves the record's name out of the VM's
-// entry the same way.
+// entry the same way. (A record it takes may have let go of its RR.)
 func (w *recordWire) unstorable(r *Record, zone string) error {
 	switch {
-	case w.ownerErr != nil:
-		return w.ownerErr
+	case !w.ownerOK:
+		return w.err
 	case !w.below:
 		return fmt.Errorf("record %s is not below zone %s", r.RR.Header().Name, zone)
-	case w.rrErr != nil:
-		return w.rrErr
+	case w.err != nil:
+		return w.err
 	case r.Pref >= candStamped:
 		return fmt.Errorf("record %s: pref %d is not below %d", r.RR.Header().Name, r.Pref, candStamped)
 	}

@@ -48,8 +48,11 @@ const (
 func (v *vmEntry) encode(id [16]byte) []byte {
 	names := slices.Clone(v.names)
 	slices.SortStableFunc(names, func(a, b vmName) int { return strings.Compare(a.zone, b.zone) })
-	b := make([]byte, 0, 16+len(v.meta)+24*len(names))
-	b = append(b, vmEntryV3)
+	// Written on the stack, kept at its size: a first load holds a chunk's
+	// entries until its commit ends, and grown by appending they kept up to
+	// twice their size.
+	var stack [512]byte
+	b := append(stack[:0], vmEntryV3)
 	b = binary.AppendUvarint(b, uint64(len(v.meta)))
 	b = append(b, v.meta...)
 	var groups int
@@ -73,7 +76,7 @@ func (v *vmEntry) encode(id [16]byte) []byte {
 		}
 		i = j
 	}
-	return b
+	return bytes.Clone(b)
 }
 
 // labelTable is the labels an entry has written so far.

@@ -76,7 +76,12 @@ func TestChangeHashAsStored(t *testing.T) {
 		}
 		m.Updated = time.Time{}
 		timeless, _ := json.Marshal(m)
-		want := referenceChangeHash(timeless, vc.Records, vc.Client)
+		for _, r := range vc.Records {
+			if r.RR != nil {
+				t.Fatalf("vm %s: record %s kept its RR once prepared", uuid, r.RR)
+			}
+		}
+		want := referenceChangeHash(timeless, computedRecords(t, u, uuid), vc.Client)
 		if vc.Hash != want {
 			t.Fatalf("vm %s: hash %x, stored hashes say %x", uuid, vc.Hash, want)
 		}
@@ -128,6 +133,22 @@ func TestChangeHashAsStored(t *testing.T) {
 			}
 		}
 	}
+}
+
+// computedRecords are the records change computes for uuid, before
+// PrepareRecords encodes them and lets go of their RRs.
+func computedRecords(t *testing.T, u *Updater, uuid string) []db.Record {
+	t.Helper()
+	vm, err := u.vms[uuid].vm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := u.computeListing(records.Input{VM: vm, Owner: u.users[vm.OwnerUUID], CNDown: u.servers[vm.ServerUUID] != nil && u.servers[vm.ServerUUID].down})
+	recs := make([]db.Record, 0, len(res.Records))
+	for _, r := range res.Records {
+		recs = append(recs, storedRecord(r))
+	}
+	return recs
 }
 
 func toResult(recs []db.Record) []records.Record {
