@@ -2,6 +2,7 @@ package db
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -26,6 +27,7 @@ func contentsErr(d *DB) (map[string][32]byte, error) {
 	out := map[string][32]byte{}
 	var walk func(path string, b *bolt.Bucket) error
 	walk = func(path string, b *bolt.Bucket) error {
+		out[path+"/"] = sha256.Sum256(binary.BigEndian.AppendUint64(nil, b.Sequence()))
 		return b.ForEach(func(k, v []byte) error {
 			if v == nil {
 				return walk(path+"/"+string(k), b.Bucket(k))
@@ -159,5 +161,52 @@ func TestCompactLive(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("compacted file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+}
+
+// A compaction's copy in many transactions holds what the file held:
+// every bucket with its sequence, every key and value.
+func TestCopyLiveInSmallTransactions(t *testing.T) {
+	d, _ := openTest(t, Options{NoSync: true})
+	cs := &ChangeSet{Zones: benchZoneConfig()}
+	for i := range 500 {
+		cs.VMs = append(cs.VMs, benchVM(i, 0))
+	}
+	mustCommit(t, d, cs)
+	if err := d.file.Load().Update(func(tx *bolt.Tx) error {
+		zones := tx.Bucket(bucketZones)
+		zone, _ := zones.Cursor().First()
+		if err := zones.Bucket(zone).SetSequence(9); err != nil { // nested
+			return err
+		}
+		return tx.Bucket(bucketVMs).SetSequence(77)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := bolt.Open(filepath.Join(t.TempDir(), "copy.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if err := copyLive(dst, d.file.Load(), 4096); err != nil {
+		t.Fatal(err)
+	}
+	copied := &DB{opts: Options{ReadOnly: true}}
+	copied.file.Store(dst)
+	want, got := contents(t, d), contents(t, copied)
+	if len(got) != len(want) {
+		t.Fatalf("%d entries copied, %d in the file", len(got), len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("%q differs in the copy", k)
+		}
+	}
+	var commits int
+	if err := dst.View(func(tx *bolt.Tx) error { commits = tx.ID(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if commits < 10 {
+		t.Fatalf("copied in %d transactions, want many of 4096 bytes", commits)
 	}
 }
