@@ -19,15 +19,19 @@ import (
 // A scheduler's sizes, unless tests give others.
 const (
 	// defaultChunk is a backlog's chunk while the store is small
-	// (chunkSize grows it with the store, up to three times). A big
+	// (chunkSize grows it with the store, up to six times). A big
 	// load's chunks write their names at random places of the name
 	// buckets (names sort by owner, VMs come by UUID), so every chunk
 	// rewrites most of those buckets' pages: the bytes a load writes grow
 	// with the number of chunks (100k VMs: 1.1 GB written in chunks of
 	// 5000, 0.44 GB in chunks of 20000, for a 0.3 GB file). A chunk's
 	// transaction holds its VMs' records and the touched pages in memory,
-	// which is what bounds it.
-	defaultChunk = 20000
+	// beside the next chunk being computed, which is what bounds it: a
+	// 100k-VM first load in chunks of 20,000 peaked at 750–840 MiB
+	// resident, in these (10,000 to 12,500) at 585–600, for 453 MB
+	// written instead of 304 and the same CPU time (BENCHMARKS.md,
+	// "Memory of a first load").
+	defaultChunk = 10000
 	// defaultSlice is how many VMs the updater computes before it lets go
 	// of its lock: a VM takes 30–45 µs to recompute (1M and 100k VMs), so
 	// 60–90 ms. A reconcile's batch that has found as many as stored is
@@ -238,17 +242,18 @@ func (s *scheduler) endOfBurst(sourcesPending bool) bool {
 	return big
 }
 
-// chunkSize is how many VMs the next chunk takes: s.chunk, or a quarter
-// of the VMs stored, up to three times s.chunk. Every chunk rewrites
-// pages all over the buckets it does not append to (reverse zones, the
-// VMs by UUID), so once the store is large a bigger chunk rewrites fewer
-// pages per VM. A first load of 1M VMs (bench/load.sh, medians of 2, in
-// UUID order): 20k chunks, 51 commits, 10.9 GB written, 11.2k VMs/s, peak
-// RSS 5.7 GB; these, 23 commits, 6.5 GB, 13.3k VMs/s, 7.5 GB. Uncapped
-// they made 14.3k VMs/s for 9.1 GB peak. In owner order a cap of five
-// times gained 2 % for 1.4 GB more peak.
+// chunkSize is how many VMs the next chunk takes: s.chunk, or an eighth
+// of the VMs stored, up to six times s.chunk. Every chunk rewrites pages
+// all over the buckets it does not append to (reverse zones, the VMs by
+// UUID), so once the store is large a bigger chunk rewrites fewer pages
+// per VM. A first load of 1M VMs (bench/load.sh, medians of 2, in UUID
+// order): 20k chunks, 51 commits, 10.9 GB written, 11.2k VMs/s, peak RSS
+// 5.7 GB; growing with the store to 60k, 23 commits, 6.5 GB, 13.3k
+// VMs/s, 7.5 GB. Uncapped they made 14.3k VMs/s for 9.1 GB peak. In
+// owner order a cap of five times gained 2 % for 1.4 GB more peak. Up to
+// 100k VMs the chunks stay at 10,000 to 12,500 (defaultChunk).
 func (s *scheduler) chunkSize(stored int) int {
-	return min(max(s.chunk, stored/4), 3*s.chunk)
+	return min(max(s.chunk, stored/8), 6*s.chunk)
 }
 
 // step is what one slice of planning came to.
