@@ -13,6 +13,13 @@
 #   load_s   "inventory applied" → that line (bench/run.sh's figure)
 #   cpu_s    the process's utime + stime at that moment
 #   peak_rss_mib, written_mib: VmHWM, and the bytes it wrote (wchar)
+#   settled_peak_mib: VmHWM once what follows a first load is done too
+#     (the tables built, "zones loaded into memory after a backlog", and
+#     the live compaction, "db compacted", or 30 s without one): the
+#     first load's peak as a memory cap sees it
+#   cg_peak_mib, cg_oom: with LIMIT, the cgroup's own peak (page cache
+#     included) and how many times it hit the limit (v1 failcnt, v2
+#     memory.events max)
 #
 # Run:      bench/load.sh                    (N=100000, REPS=3)
 #           N=10000 REPS=5 bench/load.sh
@@ -27,6 +34,10 @@
 #             run in turn within each repetition
 #           PORT (5471): DNS port of the load; API on PORT+1 (pprof)
 #           TIMEOUT (900 s per run)
+#           LIMIT: run cns in a memory cgroup of this many bytes (K, M, G
+#             suffixes), a child of this shell's cgroup (v2, or v1's memory
+#             controller; needs root), removed after each run: cns gives
+#             its heap 3/4 of it (README, "Memory")
 #           KEEP (0): 1 keeps each run's db ($WORK/run-<name>-<rep>/cns.db,
 #             ~2 GB at 1M VMs); by default it is removed once measured, and
 #             only the log stays
@@ -63,7 +74,7 @@ if ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q .; then
 fi
 
 TSV=$WORK/load.tsv
-printf 'name\trep\tvms\twall_s\tload_s\tcpu_s\tcpu_us_per_vm\tvms_per_s\tcommits\tpeak_rss_mib\twritten_mib\n' > "$TSV"
+printf 'name\trep\tvms\twall_s\tload_s\tcpu_s\tcpu_us_per_vm\tvms_per_s\tcommits\tpeak_rss_mib\twritten_mib\tsettled_peak_mib\tcg_peak_mib\tcg_oom\n' > "$TSV"
 cat "$TSV"
 for rep in $(seq 1 "$REPS"); do
     for pair in $CNS; do
@@ -88,13 +99,39 @@ for rep in $(seq 1 "$REPS"); do
 EOF
         prof=""
         [ "$PROFILE" -gt 0 ] && prof=$WORK/$name-$rep.pprof
-        python3 - "$bin" "$run" "$N" "$TIMEOUT" "$((PORT + 1))" "$prof" "$PROFILE" <<'EOF' | sed "s/^/$name\t$rep\t/" | tee -a "$TSV"
+        python3 - "$bin" "$run" "$N" "$TIMEOUT" "$((PORT + 1))" "$prof" "$PROFILE" "${LIMIT:-}" <<'EOF' | sed "s/^/$name\t$rep\t/" | tee -a "$TSV"
 import json, os, subprocess, sys, threading, time, urllib.request
-binary, run, n, timeout, api, prof, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6], int(sys.argv[7])
+binary, run, n, timeout, api, prof, secs, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8]
 tick = os.sysconf("SC_CLK_TCK")
 log = open(run + "/cns.log", "wb")
+cmd = [binary, "serve", "-c", run + "/config.json"]
+cg = None  # (directory, peak file, failures file and its key)
+if limit:
+    size = int(limit[:-1]) << {"K": 10, "M": 20, "G": 30}[limit[-1]] if limit[-1] in "KMG" else int(limit)
+    for line in open("/proc/self/cgroup"):
+        hier, ctrl, path = line.strip().split(":", 2)
+        if hier == "0" and ctrl == "" and os.path.exists("/sys/fs/cgroup" + path + "/memory.max"):
+            d = "/sys/fs/cgroup" + path + "/cns-load-%d" % os.getpid()
+            os.mkdir(d); open(d + "/memory.max", "w").write(str(size)); open(d + "/memory.swap.max", "w").write("0")
+            cg = (d, "memory.peak", "memory.events", "max")
+        elif "memory" in ctrl.split(","):
+            d = "/sys/fs/cgroup/memory" + path + "/cns-load-%d" % os.getpid()
+            os.mkdir(d); open(d + "/memory.limit_in_bytes", "w").write(str(size))
+            cg = (d, "memory.max_usage_in_bytes", "memory.failcnt", None)
+        if cg:
+            break
+    if not cg:
+        sys.exit("LIMIT: no memory cgroup to make a child of")
+    cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cg[0]] + cmd
+def cgroup_figures():
+    if not cg:
+        return "", ""
+    peak = int(open(cg[0] + "/" + cg[1]).read()) / 1048576
+    text = open(cg[0] + "/" + cg[2]).read().split()
+    fails = text[text.index(cg[3]) + 1] if cg[3] else text[0]
+    return "%.0f" % peak, fails
 t0 = time.monotonic()
-p = subprocess.Popen([binary, "serve", "-c", run + "/config.json"], stderr=log, stdout=subprocess.DEVNULL)
+p = subprocess.Popen(cmd, stderr=log, stdout=subprocess.DEVNULL)
 if prof:
     def profile():
         for _ in range(500):  # the API listens shortly after exec
@@ -118,7 +155,17 @@ def hwm():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
 import atexit
-atexit.register(lambda: p.poll() is None and p.kill())  # never leave cns behind
+def cleanup():  # never leave cns behind, nor its cgroup
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    if cg:
+        for _ in range(100):
+            try:
+                os.rmdir(cg[0]); break
+            except OSError:
+                time.sleep(0.1)
+atexit.register(cleanup)
 pos = 0; buf = b""; applied = None; commits = 0; vms = 0; done = None
 while done is None:
     if p.poll() is not None:
@@ -145,6 +192,26 @@ while done is None:
                 break
     if done is None:
         time.sleep(0.005)
+# What follows a first load: the tables built, then the live compaction.
+settled, tables, quiet = None, None, None
+while settled is None and p.poll() is None and time.monotonic() - t0 < timeout:
+    with open(run + "/cns.log", "rb") as f:
+        f.seek(pos); chunk = f.read(); pos += len(chunk)
+    buf += chunk
+    *lines, buf = buf.split(b"\n")
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if r.get("msg") == "zones loaded into memory after a backlog":
+            tables = time.monotonic()
+        elif r.get("msg") == "db compacted":
+            settled = hwm()
+    if settled is None and tables is not None and time.monotonic() - tables > 30:
+        settled = hwm()
+    time.sleep(0.05)
+cg_peak, cg_oom = cgroup_figures()
 if prof:
     profiler.join()
     # what the load allocated, by where (go tool pprof -sample_index=alloc_space)
@@ -152,7 +219,8 @@ if prof:
     open(prof.replace(".pprof", ".allocs"), "wb").write(data)
 p.terminate(); p.wait()
 wall = done - t0
-print("%d\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%d\t%.0f\t%.0f" % (vms, wall, done - applied, c, c / n * 1e6, n / wall, commits, rss, wr), flush=True)
+print("%d\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%d\t%.0f\t%.0f\t%s\t%s\t%s" % (vms, wall, done - applied, c, c / n * 1e6, n / wall, commits, rss, wr,
+      "%.0f" % settled if settled is not None else "", cg_peak, cg_oom), flush=True)
 EOF
         [ "$KEEP" = 1 ] || rm -f "$run/cns.db"
     done
@@ -166,8 +234,10 @@ rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 for name in dict.fromkeys(r["name"] for r in rows):
     rs = [r for r in rows if r["name"] == name]
     out = []
-    for k in ("wall_s", "load_s", "cpu_s", "cpu_us_per_vm", "vms_per_s", "peak_rss_mib", "written_mib"):
-        v = sorted(float(r[k]) for r in rs)
+    for k in ("wall_s", "load_s", "cpu_s", "cpu_us_per_vm", "vms_per_s", "peak_rss_mib", "written_mib", "settled_peak_mib", "cg_peak_mib"):
+        v = sorted(float(r[k]) for r in rs if r[k] != "")
+        if not v:
+            continue
         out.append("%s %g (%g-%g)" % (k, statistics.median(v), v[0], v[-1]))
     print(name + ": " + ", ".join(out))
 EOF
