@@ -15,6 +15,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/db/durable"
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
@@ -397,8 +398,10 @@ func (b AdmBackupCmd) Run(a *AdmCmd) error {
 	}
 	n, err := a.client().Backup(c, w)
 	if f != nil {
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if err == nil {
+			err = durable.Close(f) // a backup that a power cut can empty is none
+		} else {
+			f.Close()
 		}
 		if err != nil {
 			os.Remove(b.Out)

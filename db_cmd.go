@@ -15,6 +15,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/db/durable"
 	"github.com/tritondatacenter/cns/feeds"
 )
 
@@ -355,8 +356,10 @@ func (b DBBackupCmd) Run(c *DBCmd) error {
 		return err
 	}
 	n, err := store.Backup(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = durable.Close(f) // a backup that a power cut can empty is none
+	} else {
+		f.Close()
 	}
 	if err != nil {
 		os.Remove(b.Out)

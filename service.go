@@ -16,6 +16,7 @@ import (
 	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/db/durable"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/aggregate"
 	"github.com/tritondatacenter/cns/feeds/file"
@@ -200,7 +201,9 @@ func (s *service) listenAPI() error {
 // restarts. The returned error says so.
 func (s *service) openStore() (readOnly error, err error) {
 	cfg := s.cfg
-	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
+	// Durably: the db file is synced into its directory when created,
+	// and that directory must itself survive a power cut.
+	if err := durable.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
 		return nil, fmt.Errorf("db directory: %w", err)
 	}
 	opts := cfg.DBOptions()

@@ -12,13 +12,14 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tritondatacenter/cns/db/durable"
 )
 
 // cnsadm config and cnsadm zones edit the configuration: in an SDC zone
@@ -52,8 +53,8 @@ func (f FileStore) Load() (*JSONObject, error) {
 	return m, nil
 }
 
-// Save rewrites the file atomically (temp file and rename), its keys in
-// their order, new keys last.
+// Save rewrites the file atomically and durably (durable.WriteFile), its
+// keys in their order, new keys last.
 func (f FileStore) Save(changes map[string]any) error {
 	m, err := f.Load()
 	if err != nil {
@@ -70,22 +71,9 @@ func (f FileStore) Save(changes map[string]any) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".cnsadm-*.json")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if fi, err := os.Stat(f.Path); err == nil {
-		os.Chmod(tmp.Name(), fi.Mode().Perm())
-	}
-	return os.Rename(tmp.Name(), f.Path)
+	// Synced before and after the rename: a power cut leaves the old
+	// file or the new one, never an empty one cns cannot start from.
+	return durable.WriteFile(f.Path, append(data, '\n'), 0o644)
 }
 
 // SAPIStore is the configuration in SAPI, as the reference's cnsadm
