@@ -1,6 +1,7 @@
 package db
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,54 @@ func (d *DB) MarkSerialsVerified() error {
 // changed).
 func (d *DB) RaiseSerial(zone string, floor uint32, cause string) (*Committed, error) {
 	return d.Commit(&ChangeSet{SerialFloors: map[string]uint32{zone: floor}, Cause: cause})
+}
+
+// ForgetJournalFrom drops zone's journal entries up to and including the
+// one that starts from serial, and reports whether there was one. The
+// serial check calls it for a serial a secondary holds while this file
+// cannot vouch for its own: the file may have reused that serial (its
+// commits before the check moved past the secondaries), so the
+// secondary's version of the zone at it is not the one the entry starts
+// from, and an IXFR from it would be applied to the wrong zone. It gets
+// the whole zone instead. Older entries go too: the journal stays one
+// chain ending at the zone's serial.
+func (d *DB) ForgetJournalFrom(zone string, serial uint32) (bool, error) {
+	if d.opts.ReadOnly {
+		return false, ErrReadOnly
+	}
+	found := false
+	err := d.update(func(tx *bolt.Tx) error {
+		zb := tx.Bucket(bucketZones).Bucket([]byte(zone))
+		if zb == nil {
+			return nil
+		}
+		jb := zb.Bucket(bucketJournal)
+		var through []byte
+		jb.ForEach(func(k, v []byte) error {
+			if from, _, _, ok := journalHeader(v); ok && from == serial && through == nil {
+				through = bytes.Clone(k)
+			}
+			return nil
+		})
+		if through == nil {
+			return nil
+		}
+		found = true
+		m, err := decodeZoneMeta(zb.Get(keyZoneMeta))
+		if err != nil {
+			return err
+		}
+		c := jb.Cursor()
+		for k, v := c.First(); k != nil && bytes.Compare(k, through) <= 0; k, v = c.First() {
+			m.JEntries--
+			m.JBytes -= uint64(len(v))
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return zb.Put(keyZoneMeta, m.encode())
+	})
+	return found, err
 }
 
 // raiseSerials marks the zones whose serial must pass a floor: the next

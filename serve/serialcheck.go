@@ -28,6 +28,15 @@ import (
 // the peer's. A peer that does not answer holds nothing up: the zone is
 // announced after the first round, and the peer is asked again with
 // backoff, and whenever propagation tracking sees it ahead.
+//
+// In such a zone a peer's serial may also be one cns's own journal starts
+// from, in cns's version: a db created empty or restored numbers its
+// commits from the clock or the backup, and can pass through serials the
+// lost file gave the peer. No IXFR starts from it then (db.
+// ForgetJournalFrom): the peer gets the whole zone. An empty db stays
+// unverified until it holds zones and they have been checked, so that a
+// crash or a power cut between a first load's commits and their check
+// does not leave a file that vouches for serials nobody compared.
 
 // Serial check timing.
 const (
@@ -91,6 +100,26 @@ func (c *serialCheck) commit(cm *db.Committed) {
 	if created {
 		c.poke()
 	}
+}
+
+// vouchesFor reports whether an IXFR to peer may start from cns's journal
+// of zone: always, unless the zone is still being checked (the db cannot
+// vouch for its serials, or the zone is new) and peer has not answered
+// yet. Its serial may then be one the journal reused (settle); it gets
+// the whole zone.
+func (c *serialCheck) vouchesFor(zone string, peer netip.Addr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	zc := c.zones[zone]
+	if zc == nil || !zc.untrusted {
+		return true
+	}
+	for to := range zc.answered {
+		if to.Addr().Unmap() == peer.Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 // holds reports whether zone's NOTIFYs wait for its first check.
@@ -223,16 +252,16 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 			highest[a.zone] = a
 		}
 	}
-	c.mu.Lock()
+	var got []peerSerial
+	heard := map[string]map[netip.AddrPort]bool{} // zone → peers that answered this round
 	for a := range answers {
-		if zc := c.zones[a.zone]; zc != nil {
-			if zc.answered == nil {
-				zc.answered = map[netip.AddrPort]bool{}
-			}
-			zc.answered[a.target] = true
-			if a.has {
-				note(a)
-			}
+		got = append(got, a)
+		if heard[a.zone] == nil {
+			heard[a.zone] = map[netip.AddrPort]bool{}
+		}
+		heard[a.zone][a.target] = true
+		if a.has {
+			note(a)
 		}
 	}
 	type raise struct {
@@ -241,8 +270,9 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 		untrusted bool
 	}
 	var raises []raise
-	var release []string
+	var release, trusted []string
 	complete := true
+	c.mu.Lock()
 	for _, zone := range names {
 		zc := c.zones[zone]
 		if zc == nil {
@@ -261,28 +291,26 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 			release = append(release, zone)
 		}
 		zc.held = false
-		targets := c.s.expectedTargets(acc, zone)
 		done := true
-		for _, to := range targets {
-			done = done && zc.answered[to]
+		for _, to := range c.s.expectedTargets(acc, zone) {
+			done = done && (zc.answered[to] || heard[zone][to])
 		}
 		if done {
-			zc.untrusted = false
+			trusted = append(trusted, zone)
 		}
 		complete = complete && done
 	}
-	verified := c.unverified != "" && complete
+	verified := c.unverified != "" && complete && len(names) > 0
 	why := c.unverified
 	if verified {
 		c.unverified = ""
 	}
 	c.mu.Unlock()
 
-	for _, zone := range release {
-		if cur, ok := c.s.ZoneSerial(zone); ok {
-			c.s.notify.release(zone, cur)
-		}
-	}
+	// The answers count (vouchesFor) only once the journal forgot the
+	// serials they name in a version cns cannot vouch for: those it
+	// starts from now, and those the raises make it start from.
+	c.forgetReused(got)
 	for _, r := range raises {
 		c.s.log.Warn("a secondary holds a serial at or past the db's; continuing above it", "zone", r.zone,
 			"peer", r.target.String(), "peer_serial", r.serial, "serial", r.cur, "db_unverified", r.untrusted)
@@ -291,7 +319,31 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 			c.s.log.Error("cannot move the serial past the secondary's; changes do not reach it", "zone", r.zone, "peer", r.target.String(), "err", err)
 		}
 		if err != nil || len(cm.Zones) == 0 {
-			c.s.notify.release(r.zone, r.cur)
+			release = append(release, r.zone)
+		}
+	}
+	if len(raises) > 0 {
+		c.forgetReused(got)
+	}
+	c.mu.Lock()
+	for zone, peers := range heard {
+		if zc := c.zones[zone]; zc != nil {
+			if zc.answered == nil {
+				zc.answered = map[netip.AddrPort]bool{}
+			}
+			maps.Copy(zc.answered, peers)
+		}
+	}
+	for _, zone := range trusted {
+		if zc := c.zones[zone]; zc != nil {
+			zc.untrusted = false
+		}
+	}
+	c.mu.Unlock()
+
+	for _, zone := range release {
+		if cur, ok := c.s.ZoneSerial(zone); ok {
+			c.s.notify.release(zone, cur)
 		}
 	}
 	if verified {
@@ -302,6 +354,28 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 		}
 	}
 	return complete
+}
+
+// forgetReused has the journal of each zone still being checked forget
+// the serials peers answered (db.ForgetJournalFrom): in a db that cannot
+// vouch for its serials, or a zone new to it, the peer's version of the
+// zone at that serial may not be the one the journal starts from.
+func (c *serialCheck) forgetReused(answers []peerSerial) {
+	var reused []peerSerial
+	c.mu.Lock()
+	for _, a := range answers {
+		if zc := c.zones[a.zone]; zc != nil && zc.untrusted && a.has && !a.ours {
+			reused = append(reused, a)
+		}
+	}
+	c.mu.Unlock()
+	for _, a := range reused {
+		if ok, err := c.s.store.ForgetJournalFrom(a.zone, a.serial); err != nil {
+			c.s.log.Warn("cannot drop the journal from a secondary's serial; an IXFR from it may start from cns's version of it", "zone", a.zone, "peer", a.target.String(), "serial", a.serial, "err", err)
+		} else if ok {
+			c.s.log.Info("a secondary holds a serial the journal starts from, in a version cns cannot vouch for; it gets the whole zone", "zone", a.zone, "peer", a.target.String(), "serial", a.serial)
+		}
+	}
 }
 
 // transferredSince reports whether addr transferred zone after t.

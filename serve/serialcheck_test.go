@@ -1,8 +1,12 @@
 package serve
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -152,5 +156,126 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for: %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Ensure a db created empty stays unverified until it holds zones and
+// they were checked: verified with nothing in it, a first load's zones
+// below the secondaries would be trusted after a crash or a power cut
+// that came before their check (TestPowerCutServe found it).
+func TestSerialCheckEmptyDBStaysUnverified(t *testing.T) {
+	sec := startSOASecondary(t, 0)
+	a := Access{Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{sec.addr()}}}}
+	d, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	s, err := New(Config{Listen: []string{"127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: a}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	runServer(t, s)
+	// The round at start has nothing to ask; it must not vouch for
+	// zones to come. (A round is quick: give it ten times its time.)
+	time.Sleep(200 * time.Millisecond)
+	if why, _ := d.SerialsUnverified(); why != "created empty" {
+		t.Fatalf("an empty db was verified before it held a zone: %q", why)
+	}
+	// The first zone is checked, and then the db is.
+	if _, err := d.Commit(&db.ChangeSet{Zones: &db.ZoneConfig{Forward: map[string]db.Apex{zoneName: testApex()}, Reverse: testApex()},
+		VMs: []db.VMChange{{UUID: vmA, Records: []db.Record{{Zone: zoneName, RR: mustRR(t, "n.dc.example.com. 30 IN A 10.0.0.1")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { why, _ := d.SerialsUnverified(); return why == "" }, "serials verified once the zone was checked")
+}
+
+// Ensure a secondary whose serial the unverified db's journal starts from
+// (the db reused it: another version of the zone at that serial) gets
+// the whole zone, never a difference from cns's version of it.
+func TestSerialCheckReusedSerial(t *testing.T) {
+	sec := startSOASecondary(t, 0)
+	sec.mute.Store(true) // silent while the db makes its journal
+	a := Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{sec.addr()}}}}
+	s, d, addr := xfrServer(t, 2, a)
+	// Three changes: the journal starts from the serials of the first
+	// three versions.
+	var serials []uint32
+	for i := range 3 {
+		cur, _ := s.ZoneSerial(zoneName)
+		serials = append(serials, cur)
+		if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{
+			{Zone: zoneName, RR: mustRR(t, fmt.Sprintf("n.dc.example.com. 30 IN A 10.0.0.%d", i+1))}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, _ := d.Journal(zoneName, serials[1]); !ok {
+		t.Fatalf("setup: the journal does not start from %d", serials[1])
+	}
+	// whole reports whether an IXFR from serial, asked from local, gets
+	// the whole zone.
+	whole := func(serial uint32, local string) bool {
+		m := new(dns.Msg)
+		m.SetIxfr(zoneName+".", serial, "ns.", "h.")
+		rrs, err := transfer(t, addr, local, m, nil)
+		if err != nil || len(rrs) < 3 {
+			t.Fatalf("IXFR from %d: %d records, %v", serial, len(rrs), err)
+		}
+		return rrs[1].Header().Rrtype != dns.TypeSOA
+	}
+	// Before a peer has answered, no serial of its is taken on trust
+	// (asked from 127.0.0.2: a transfer from the secondary's address
+	// would make what it holds this run's).
+	runServer(t, s)
+	if !whole(serials[2], "127.0.0.2") {
+		t.Fatalf("IXFR from %d before the peer answered: a difference, want the whole zone", serials[2])
+	}
+	// The secondary holds the second serial, from the lost db.
+	sec.serial.Store(serials[1])
+	sec.mute.Store(false)
+	waitUntil(t, func() bool { _, ok, _ := d.Journal(zoneName, serials[1]); return !ok },
+		"the journal to forget the serial the secondary holds")
+	if !whole(serials[1], "") {
+		t.Fatalf("IXFR from the reused serial %d: a difference, want the whole zone", serials[1])
+	}
+	if whole(serials[2], "") {
+		t.Errorf("IXFR from %d, newer than the secondary's serial, once it answered: the whole zone, want a difference", serials[2])
+	}
+	if probs, err := d.Check(); err != nil || len(probs) > 0 {
+		t.Fatalf("check: %v %v", probs, err)
+	}
+}
+
+// Ensure a secondary at the very serial an unverified db holds, which
+// the check moves past, gets the whole zone: the raise's journal entry
+// starts from that serial, in cns's version of it, which the secondary's
+// need not be.
+func TestSerialCheckSameSerialGetsWholeZone(t *testing.T) {
+	sec := startSOASecondary(t, 0)
+	sec.mute.Store(true)
+	a := Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{sec.addr()}}}}
+	s, d, addr := xfrServer(t, 2, a)
+	cur, _ := s.ZoneSerial(zoneName)
+	sec.serial.Store(cur)
+	sec.mute.Store(false)
+	runServer(t, s)
+	waitUntil(t, func() bool { why, _ := d.SerialsUnverified(); return why == "" }, "serials verified")
+	if now, _ := s.ZoneSerial(zoneName); now == cur {
+		t.Fatalf("the zone was not moved past the secondary's serial %d", cur)
+	}
+	m := new(dns.Msg)
+	m.SetIxfr(zoneName+".", cur, "ns.", "h.")
+	rrs, err := transfer(t, addr, "", m, nil)
+	if err != nil || len(rrs) < 3 {
+		t.Fatalf("IXFR from %d: %d records, %v", cur, len(rrs), err)
+	}
+	if rrs[1].Header().Rrtype == dns.TypeSOA {
+		t.Fatalf("IXFR from %d, the serial the secondary held in a version cns cannot vouch for: a difference, want the whole zone", cur)
 	}
 }

@@ -231,7 +231,7 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 	}
 	start := time.Now()
 	setDeadline(start.Add(xfrWriteTimeout))
-	res, err := s.writeTransfer(x, z, q)
+	res, err := s.writeTransfer(x, z, q, src.Addr())
 	if err == nil {
 		err = flush()
 	}
@@ -239,8 +239,14 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 		s.log.Warn("transfer failed", "zone", z.name, "qtype", kind, "client", src.String(), "err", err)
 		return err
 	}
-	s.log.Info("transfer", "zone", z.name, "kind", res.kind, "serial", res.serial, "client", src.String(),
-		"records", res.records, "messages", res.messages, "bytes", res.bytes, "took", time.Since(start).String())
+	// asked and from: what the peer asked for (an IXFR may be answered
+	// with the whole zone: kind AXFR).
+	asked := []any{"asked", kind}
+	if q.qtype == dns.TypeIXFR && q.hasIXFRSOA {
+		asked = append(asked, "from", q.ixfrSerial)
+	}
+	s.log.Info("transfer", append([]any{"zone", z.name, "kind", res.kind, "serial", res.serial, "client", src.String(),
+		"records", res.records, "messages", res.messages, "bytes", res.bytes, "took", time.Since(start).String()}, asked...)...)
 	s.peers.transferred(src.Addr(), z.name, res)
 	switch res.kind {
 	case "AXFR":
@@ -254,8 +260,9 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 }
 
 // writeTransfer sends the zone, or the journal's difference for an IXFR
-// whose serial it holds.
-func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult, error) {
+// whose serial it holds and the serial check vouches for (serialcheck.go)
+// to peer.
+func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query, peer netip.Addr) (transferResult, error) {
 	if q.qtype == dns.TypeIXFR && q.hasIXFRSOA {
 		if !db.SerialLess(q.ixfrSerial, z.serial) {
 			// Up to date (or ahead): the single SOA (RFC 1995 §4).
@@ -265,9 +272,13 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query) (transferResult,
 			err := x.finish()
 			return transferResult{kind: "IXFR-SOA", serial: z.serial, records: x.records, messages: x.messages, bytes: x.bytes}, err
 		}
-		entries, ok, err := s.store.Journal(z.name, q.ixfrSerial)
-		if err != nil {
-			return transferResult{}, err
+		var entries []db.JournalEntry
+		ok := false
+		if s.serials.vouchesFor(z.name, peer) {
+			var err error
+			if entries, ok, err = s.store.Journal(z.name, q.ixfrSerial); err != nil {
+				return transferResult{}, err
+			}
 		}
 		if ok && len(entries) > 0 && s.ixfrWorthIt(entries, z) {
 			last := entries[len(entries)-1]

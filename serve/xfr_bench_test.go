@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -214,7 +215,7 @@ func BenchmarkAXFR(b *testing.B) {
 	transfer := func() {
 		x := &xfrWriter{w: io.Discard, q: q, zone: z.wire, limit: xfrMessageLimit, now: time.Now()}
 		var err error
-		if res, err = s.writeTransfer(x, z, q); err != nil || res.kind != "AXFR" {
+		if res, err = s.writeTransfer(x, z, q, netip.Addr{}); err != nil || res.kind != "AXFR" {
 			b.Fatalf("transfer %+v: %v", res, err)
 		}
 	}
@@ -260,7 +261,7 @@ func BenchmarkIXFR(b *testing.B) {
 	for b.Loop() {
 		x := &xfrWriter{w: io.Discard, q: q, zone: z.wire, limit: xfrMessageLimit, now: time.Now()}
 		var err error
-		if res, err = s.writeTransfer(x, z, q); err != nil || res.kind != "IXFR" {
+		if res, err = s.writeTransfer(x, z, q, netip.Addr{}); err != nil || res.kind != "IXFR" {
 			b.Fatalf("transfer %+v: %v", res, err)
 		}
 	}
