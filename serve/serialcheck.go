@@ -106,7 +106,7 @@ func (c *serialCheck) commit(cm *db.Committed) {
 // of zone: always, unless the zone is still being checked (the db cannot
 // vouch for its serials, or the zone is new) and peer has not answered
 // yet. Its serial may then be one the journal reused (settle); it gets
-// the whole zone.
+// the whole zone, and the check asks it at once.
 func (c *serialCheck) vouchesFor(zone string, peer netip.Addr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -119,6 +119,8 @@ func (c *serialCheck) vouchesFor(zone string, peer netip.Addr) bool {
 			return true
 		}
 	}
+	// It is up, and asking: ask it now rather than at the next backoff.
+	c.poke()
 	return false
 }
 

@@ -263,6 +263,7 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 // whose serial it holds and the serial check vouches for (serialcheck.go)
 // to peer.
 func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query, peer netip.Addr) (transferResult, error) {
+	vouched := s.serials.vouchesFor(z.name, peer) // (on any transfer: it has the peer asked)
 	if q.qtype == dns.TypeIXFR && q.hasIXFRSOA {
 		if !db.SerialLess(q.ixfrSerial, z.serial) {
 			// Up to date (or ahead): the single SOA (RFC 1995 §4).
@@ -274,7 +275,7 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query, peer netip.Addr)
 		}
 		var entries []db.JournalEntry
 		ok := false
-		if s.serials.vouchesFor(z.name, peer) {
+		if vouched {
 			var err error
 			if entries, ok, err = s.store.Journal(z.name, q.ixfrSerial); err != nil {
 				return transferResult{}, err
