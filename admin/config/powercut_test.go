@@ -28,34 +28,19 @@ func TestFileStoreSaveSurvivesPowerCut(t *testing.T) {
 	save := func() error {
 		return FileStore{Path: path}.Save(map[string]any{"dns_domain": "new.example.com"})
 	}
-	reset()
-	start := d.FS.Ops()
-	if err := save(); err != nil {
-		t.Fatal(err)
-	}
-	n := d.FS.Ops() - start
-	for k := 1; k <= n+1; k++ {
-		reset()
-		base := d.FS.Ops()
-		d.FS.CutBefore(func(op powercut.Op) bool { return op.N == base+k })
-		err := save()
-		_, _, cut := d.FS.CutAt()
-		if !cut && err != nil {
-			t.Fatal(err)
-		}
-		d.CutAndRemount()
+	d.CutBeforeEach(reset, save, func(at powercut.Op, cut bool, err error) {
 		m, lerr := FileStore{Path: path}.Load()
 		if lerr != nil {
-			t.Fatalf("cut %d of %d (Save: %v): the config does not load: %v", k, n, err, lerr)
+			t.Fatalf("cut before %v (Save: %v): the config does not load: %v", at, err, lerr)
 		}
 		switch got := m["dns_domain"]; {
 		case got == "new.example.com":
 		case got == "old.example.com" && cut:
 		default:
-			t.Fatalf("cut %d of %d (Save returned %v): dns_domain %v", k, n, err, got)
+			t.Fatalf("cut before %v (Save returned %v): dns_domain %v", at, err, got)
 		}
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
-			t.Fatalf("cut %d: mode %v %v, want 0640 kept", k, fi.Mode(), err)
+			t.Fatalf("cut before %v: mode %v %v, want 0640 kept", at, fi.Mode(), err)
 		}
-	}
+	})
 }

@@ -118,34 +118,18 @@ func TestWriteFileAtomic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reset()
-	start := d.FS.Ops()
-	if err := WriteFile(path, neu, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := d.FS.Ops() - start
-	for k := 1; k <= n+1; k++ {
-		reset()
-		base := d.FS.Ops()
-		d.FS.CutBefore(func(op powercut.Op) bool { return op.N == base+k })
-		err := WriteFile(path, neu, 0o600)
-		op, _, cut := d.FS.CutAt()
-		if !cut && err != nil {
-			t.Fatal(err)
-		}
-		d.CutAndRemount()
-		got := readOrNil(t, path)
-		switch {
+	d.CutBeforeEach(reset, func() error { return WriteFile(path, neu, 0o600) }, func(at powercut.Op, cut bool, err error) {
+		switch got := readOrNil(t, path); {
 		case bytes.Equal(got, neu):
 		case bytes.Equal(got, old) && cut:
 		default:
-			t.Fatalf("cut before %v (WriteFile: %v): the file holds %q", op, err, got)
+			t.Fatalf("cut before %v (WriteFile: %v): the file holds %q", at, err, got)
 		}
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
-			t.Fatalf("cut before %v: mode %v %v, want 0640 kept", op, fi.Mode(), err)
+			t.Fatalf("cut before %v: mode %v %v, want 0640 kept", at, fi.Mode(), err)
 		}
-		if left, _ := filepath.Glob(d.Path(".cns.json.*")); len(left) > 0 && !cut {
-			t.Fatalf("temporary files left: %v", left)
+		if left, _ := filepath.Glob(d.Path(".cns.json.*")); len(left) > 0 {
+			t.Fatalf("cut before %v: temporary files left: %v", at, left)
 		}
-	}
+	})
 }

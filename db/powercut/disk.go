@@ -73,3 +73,28 @@ func (d *Disk) CutAndRemount() Lost {
 
 // Path is name's path in the mount.
 func (d *Disk) Path(name string) string { return filepath.Join(d.Mnt, name) }
+
+// CutBeforeEach runs op once to count its operations, then again with
+// the power cut before each of them in turn, and once more with it cut
+// right after op returned. reset puts the disk in the state op starts
+// from (and makes it durable) before every run; check looks at the disk
+// as it comes back from each cut, told where the cut fell (cut is false
+// for the run cut after op returned) and what op returned.
+func (d *Disk) CutBeforeEach(reset func(), op func() error, check func(at Op, cut bool, err error)) {
+	d.t.Helper()
+	reset()
+	start := d.FS.Ops()
+	if err := op(); err != nil {
+		d.t.Fatalf("without a cut: %v", err)
+	}
+	n := d.FS.Ops() - start
+	for k := 1; k <= n+1; k++ {
+		reset()
+		base := d.FS.Ops()
+		d.FS.CutBefore(func(o Op) bool { return o.N == base+k })
+		err := op()
+		at, _, cut := d.FS.CutAt()
+		d.CutAndRemount()
+		check(at, cut, err)
+	}
+}

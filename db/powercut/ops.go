@@ -149,10 +149,19 @@ func (r *rawFS) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut
 	return fuse.OK
 }
 
-// add names a new node in d; the kernel holds it once.
-func (f *FS) add(d *node, name string, dir bool, mode uint32, kind OpKind) (*node, fuse.Status) {
+// add names a new node in the directory numbered dirID; the kernel
+// holds it once, as out says.
+func (f *FS) add(dirID uint64, name string, dir bool, mode uint32, out *fuse.EntryOut) (*node, fuse.Status) {
+	d, st := f.dirNode(dirID)
+	if !st.Ok() {
+		return nil, st
+	}
 	if d.entries[name] != nil {
 		return nil, fuse.Status(syscall.EEXIST)
+	}
+	kind := OpCreate
+	if dir {
+		kind = OpMkdir
 	}
 	if st := f.before(kind, &node{parent: d, name: name}, ""); !st.Ok() {
 		return nil, st
@@ -164,59 +173,35 @@ func (f *FS) add(d *node, name string, dir bool, mode uint32, kind OpKind) (*nod
 	d.entries[name] = c
 	c.links++
 	c.parent, c.name = d, name
+	c.entry(out)
 	return c, fuse.OK
 }
 
 func (r *rawFS) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	f := r.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d, st := f.dirNode(in.NodeId)
-	if !st.Ok() {
-		return st
-	}
 	if in.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return fuse.EPERM // only regular files and directories are kept
 	}
-	c, st := f.add(d, name, false, in.Mode, OpCreate)
-	if !st.Ok() {
-		return st
-	}
-	c.entry(out)
-	return fuse.OK
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	_, st := r.f.add(in.NodeId, name, false, in.Mode, out)
+	return st
 }
 
 func (r *rawFS) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	f := r.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d, st := f.dirNode(in.NodeId)
-	if !st.Ok() {
-		return st
-	}
-	c, st := f.add(d, name, true, in.Mode, OpMkdir)
-	if !st.Ok() {
-		return st
-	}
-	c.entry(out)
-	return fuse.OK
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	_, st := r.f.add(in.NodeId, name, true, in.Mode, out)
+	return st
 }
 
 func (r *rawFS) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	f := r.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d, st := f.dirNode(in.NodeId)
-	if !st.Ok() {
-		return st
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	c, st := r.f.add(in.NodeId, name, false, in.Mode, &out.EntryOut)
+	if st.Ok() {
+		out.Fh = r.f.open(c, in.Flags)
 	}
-	c, st := f.add(d, name, false, in.Mode, OpCreate)
-	if !st.Ok() {
-		return st
-	}
-	c.entry(&out.EntryOut)
-	out.Fh = f.open(c, in.Flags)
-	return fuse.OK
+	return st
 }
 
 // remove takes name out of d (unlink and rmdir).

@@ -30,6 +30,12 @@
 // kept, ownership and times are the caller's and not modelled; no
 // symlinks, devices, xattrs or locks held in the file system (flock
 // and fcntl locks are the kernel's own, as on a local file system).
+//
+// A process must not map (mmap) a file of a mount it serves itself, as
+// bbolt does: a page fault waits for the file system, whose goroutines
+// may wait for a garbage collection that waits for the faulting thread.
+// Run what maps files (cns, a test's store) in a process of its own, or
+// read the disk once it is unmounted.
 package powercut
 
 import (
@@ -91,6 +97,9 @@ type Op struct {
 }
 
 func (o Op) String() string {
+	if o.Kind == "" {
+		return "no operation (after it returned)"
+	}
 	s := fmt.Sprintf("#%d %s /%s", o.N, o.Kind, o.Path)
 	if o.To != "" {
 		s += " → /" + o.To
