@@ -51,6 +51,10 @@ func testSerialContinuity(t *testing.T, kinds []secondarytest.Kind, lose func(t 
 	inv := interopInventory()
 	r := newInteropRig(t, kinds, inv, false, func(c map[string]any) { c["batch_window_ms"] = 0 })
 	r.converge("initial transfer")
+	// A db created empty vouches for its serials once every secondary
+	// has answered for its zones; a restart before that moves them past
+	// the secondaries' (which this test does on purpose below).
+	r.cns.waitLog(10*time.Second, func(l logLine) bool { return l.str("msg") == "every secondary answered: serials verified" })
 	dbPath := filepath.Join(r.dir, "cns.db")
 	backup := filepath.Join(r.dir, "backup.db")
 	r.restartCNS(func() {

@@ -106,7 +106,7 @@ func (c *serialCheck) commit(cm *db.Committed) {
 // of zone: always, unless the zone is still being checked (the db cannot
 // vouch for its serials, or the zone is new) and peer has not answered
 // yet. Its serial may then be one the journal reused (settle); it gets
-// the whole zone, and the check asks it at once.
+// the whole zone.
 func (c *serialCheck) vouchesFor(zone string, peer netip.Addr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -114,14 +114,31 @@ func (c *serialCheck) vouchesFor(zone string, peer netip.Addr) bool {
 	if zc == nil || !zc.untrusted {
 		return true
 	}
+	return zc.heard(peer)
+}
+
+// heard reports whether peer answered the check of the zone.
+func (zc *zoneCheck) heard(peer netip.Addr) bool {
 	for to := range zc.answered {
 		if to.Addr().Unmap() == peer.Unmap() {
 			return true
 		}
 	}
-	// It is up, and asking: ask it now rather than at the next backoff.
-	c.poke()
 	return false
+}
+
+// transferred is told of every transfer peer took of zone: a peer the
+// check of the zone has not heard yet is up, so it is asked now rather
+// than at the next backoff. Called once the transfer is recorded, so
+// that the serial it answers counts as this run's (peerSerial.ours).
+func (c *serialCheck) transferred(zone string, peer netip.Addr) {
+	c.mu.Lock()
+	zc := c.zones[zone]
+	ask := zc != nil && zc.untrusted && !zc.heard(peer)
+	c.mu.Unlock()
+	if ask {
+		c.poke()
+	}
 }
 
 // holds reports whether zone's NOTIFYs wait for its first check.

@@ -248,6 +248,7 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 	s.log.Info("transfer", append([]any{"zone", z.name, "kind", res.kind, "serial", res.serial, "client", src.String(),
 		"records", res.records, "messages", res.messages, "bytes", res.bytes, "took", time.Since(start).String()}, asked...)...)
 	s.peers.transferred(src.Addr(), z.name, res)
+	s.serials.transferred(z.name, src.Addr())
 	switch res.kind {
 	case "AXFR":
 		s.xfrAXFR.Add(1)
@@ -263,7 +264,6 @@ func (s *Server) serveTransfer(w io.Writer, flush func() error, q *query, src ne
 // whose serial it holds and the serial check vouches for (serialcheck.go)
 // to peer.
 func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query, peer netip.Addr) (transferResult, error) {
-	vouched := s.serials.vouchesFor(z.name, peer) // (on any transfer: it has the peer asked)
 	if q.qtype == dns.TypeIXFR && q.hasIXFRSOA {
 		if !db.SerialLess(q.ixfrSerial, z.serial) {
 			// Up to date (or ahead): the single SOA (RFC 1995 §4).
@@ -275,7 +275,7 @@ func (s *Server) writeTransfer(x *xfrWriter, z *zone, q *query, peer netip.Addr)
 		}
 		var entries []db.JournalEntry
 		ok := false
-		if vouched {
+		if s.serials.vouchesFor(z.name, peer) {
 			var err error
 			if entries, ok, err = s.store.Journal(z.name, q.ixfrSerial); err != nil {
 				return transferResult{}, err
