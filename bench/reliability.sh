@@ -8,6 +8,9 @@
 #   bench/reliability.sh fuzz       only the fuzzers ($FUZZTIME each, default 5m)
 #   bench/reliability.sh corpus     copy what the fuzzers found (Go's fuzz cache)
 #                                   into testdata/fuzz/, where every go test runs it
+#   bench/reliability.sh powercut   the power-cut runs in their long form: the db's life
+#                                   cut before every file operation, 60 rounds of cns serve
+#                                   with BIND, Knot and NSD (CNS_POWER_CUTS=N for N rounds)
 #   bench/reliability.sh soak       the soak (TestSoak) for $SOAK_DURATION (10m; LONG=1:
 #                                   60m), sampled every $SOAK_INTERVAL (10s; LONG=1: 60s),
 #                                   plotted to bench/soak.svg with the slopes in $OUT/soak.md
@@ -21,7 +24,7 @@ OUT=${OUT:-/tmp/cns-reliability}
 FUZZTIME=${FUZZTIME:-5m}
 FUZZ=${FUZZ:-.}
 # The reliability scenarios (RELIABILITY.md) and the older tests they build on.
-TESTS=${TESTS:-'Kill9|DiskFull|DNSAbuse|RRL|Secrets|Differential|SDCChaos|SDCFaults|TCPLimits|TCPGlobalLimit|ProtocolEdges|TSIGError|TransferACL|TransferKeyBinding|UDPIXFRAccess|ClassANY|RemoteCallers|Authorization|SerialContinuity|SerialCheck|ClockSteps|Soak|HeapFloorGrowth|ChurnDBSize|Compact|Restore|OneVMChangeIsIXFR'}
+TESTS=${TESTS:-'Kill9|DiskFull|DNSAbuse|RRL|Secrets|Differential|SDCChaos|SDCFaults|TCPLimits|TCPGlobalLimit|ProtocolEdges|TSIGError|TransferACL|TransferKeyBinding|UDPIXFRAccess|ClassANY|RemoteCallers|Authorization|SerialContinuity|SerialCheck|ClockSteps|Soak|HeapFloorGrowth|ChurnDBSize|Compact|Restore|OneVMChangeIsIXFR|PowerCut|SurvivesPowerCut'}
 mkdir -p "$OUT"
 
 # "package fuzzer", one a line: every Fuzz function of the module's tests.
@@ -87,7 +90,14 @@ tests() {
 	fi
 	echo "== fuzz seed corpora and reliability tests"
 	go test -count=1 -timeout 60m -run '^Fuzz' ./... || return 1
-	go test -count=1 -timeout 90m -v -run "$TESTS" ./ ./serve/ ./admin/ ./db/ ./feeds/hysteresis/ 2>&1 | tee "$OUT/tests.log" |
+	go test -count=1 -timeout 90m -v -run "$TESTS" ./ ./serve/ ./admin/ ./admin/config/ ./db/... ./feeds/hysteresis/ 2>&1 | tee "$OUT/tests.log" |
+		grep -E '^(--- |PASS|FAIL|ok|\s+\S+_test.go:[0-9]+: )'
+	return "${PIPESTATUS[0]}"
+}
+
+powercut() {
+	echo "== power cuts (long form)"
+	CNS_LONG=1 go test -count=1 -timeout 3h -v -run 'PowerCut' ./ ./db/... ./admin/config/ 2>&1 | tee "$OUT/powercut.log" |
 		grep -E '^(--- |PASS|FAIL|ok|\s+\S+_test.go:[0-9]+: )'
 	return "${PIPESTATUS[0]}"
 }
@@ -108,9 +118,10 @@ soak() {
 case "${1:-}" in
 fuzz) fuzz || exit 1 ;;
 soak) soak ;;
+powercut) powercut ;;
 corpus) corpus ;;
 *)
 	tests || exit 1
-	[ -n "${LONG:-}" ] && fuzz && soak
+	[ -n "${LONG:-}" ] && fuzz && powercut && soak
 	;;
 esac

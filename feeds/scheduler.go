@@ -3,7 +3,9 @@ package feeds
 import (
 	"fmt"
 	"iter"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -173,6 +175,16 @@ type scheduler struct {
 // hooks run, when set (tests), where the updater lets go of its lock
 // between two slices: of a batch (next), of a listing (SetInventory).
 type hooks struct{ betweenSlices, betweenListingSlices func() }
+
+// testChunk is CNS_TEST_CHUNK_VMS, or def: the whole-program power-cut
+// test (powercut_e2e_test.go) loads in small chunks, as a large data
+// center's first load is loaded. Not documented for operators.
+func testChunk(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("CNS_TEST_CHUNK_VMS")); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // newScheduler returns a scheduler of backlogs in chunks of chunk VMs
 // (chunkSize), computed in slices of slice VMs.

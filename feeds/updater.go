@@ -96,7 +96,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 	u := &Updater{
 		store: store, log: o.Logger, now: o.Now, policy: o.Hysteresis, loaded: make(chan struct{}),
 		naming: naming{cfg: o.Records, zones: o.Zones, zonesGen: 1}, model: newModel(),
-		sched: newScheduler(defaultChunk, defaultSlice), causes: map[string]int{},
+		sched: newScheduler(testChunk(defaultChunk), defaultSlice), causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, seenDue: map[string]bool{},
 	}
 	u.setForward()
