@@ -33,7 +33,7 @@ func TestFileStoreSaveSurvivesPowerCut(t *testing.T) {
 		if lerr != nil {
 			t.Fatalf("cut before %v (Save: %v): the config does not load: %v", at, err, lerr)
 		}
-		switch got := m["dns_domain"]; {
+		switch got := m.Value("dns_domain"); {
 		case got == "new.example.com":
 		case got == "old.example.com" && cut:
 		default:
