@@ -169,12 +169,13 @@ func (f *Feed) applyListing(l *listing) *dc.Inventory {
 	inv := &dc.Inventory{VMs: l.vms, Servers: l.servers, Since: l.since}
 	inv.Users = f.owners.keep(owners, admin, l.started)
 	// The networks as cached now: a change may have fetched one since
-	// the listing resolved its VMs'. Under the cache's lock, so that the
-	// sink never gets an older snapshot after a newer one (applyNetworks).
-	f.networks.apply(func(nets []dc.Network, pools []dc.NetworkPool) {
-		inv.Networks, inv.NetworkPools = nets, pools
-		f.sink.SetInventory(inv, "vmapi full listing")
-	})
+	// the listing resolved its VMs'. A poll may hand the sink a newer
+	// snapshot while the listing is put: the cache's snapshot is handed on
+	// again after it (the sink ignores networks that did not change), so
+	// the last word is the newest.
+	inv.Networks, inv.NetworkPools, _ = f.networks.snapshot()
+	f.sink.SetInventory(inv, "vmapi full listing")
+	f.applyNetworks("networks changed while a listing was put")
 	return inv
 }
 
