@@ -46,7 +46,7 @@ type forwarder struct {
 // forwardJob is a UDP query waiting for an upstream answer.
 type forwardJob struct {
 	req  *dns.Msg
-	conn net.PacketConn
+	conn udpConn
 	to   net.Addr
 	size int // the client's UDP limit
 }
@@ -330,7 +330,7 @@ func (s *Server) ForwardStats() ForwardStats {
 // hands it to a worker that writes the upstream's answer to the client
 // later, so a slow upstream never holds up the socket. It returns nil in
 // that case.
-func (s *Server) forwardUDP(q *query, conn net.PacketConn, to net.Addr, b []byte) []byte {
+func (s *Server) forwardUDP(q *query, conn udpConn, to net.Addr, b []byte) []byte {
 	req := new(dns.Msg)
 	if err := req.Unpack(q.msg); err != nil || len(req.Question) != 1 {
 		return s.errorReply(q, b, dns.RcodeFormatError)

@@ -100,7 +100,7 @@ type Server struct {
 	now func() time.Time
 
 	lmu       sync.Mutex
-	udp       []net.PacketConn
+	udp       []udpConn
 	tcp       []net.Listener
 	conns     map[net.Conn]struct{}
 	perIP     map[netip.Addr]int
@@ -509,7 +509,7 @@ func (s *Server) Listening() bool { return s.listening.Load() && !s.closed.Load(
 
 // listenPair binds UDP and TCP on the same port. With port 0 the kernel
 // picks the UDP port, which may be taken for TCP: then it tries again.
-func listenPair(ap netip.AddrPort, sockets int) ([]net.PacketConn, net.Listener, error) {
+func listenPair(ap netip.AddrPort, sockets int) ([]udpConn, net.Listener, error) {
 	for attempt := 0; ; attempt++ {
 		conns, err := listenUDP(ap, sockets)
 		if err != nil {

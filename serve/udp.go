@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"net"
 	"net/netip"
 	"runtime"
@@ -36,6 +35,14 @@ type packetBatch interface {
 	flush() error
 }
 
+// udpConn is what the server keeps of a UDP socket: its address, a way
+// to send an answer outside the batches (the forwarder's), and Close.
+type udpConn interface {
+	LocalAddr() net.Addr
+	WriteTo(b []byte, to net.Addr) (int, error)
+	Close() error
+}
+
 // ipVersion is "4" or "6", the family a listener on ap takes. Sockets are
 // opened for one family explicitly: Go makes "udp" and "tcp" on 0.0.0.0 a
 // dual-stack [::] socket, and the default dns_listen (0.0.0.0:53 and
@@ -53,33 +60,19 @@ func ipVersion(ap netip.AddrPort) string {
 // on, not per P: with more Ps than CPUs (GOMAXPROCS=2 on one CPU, so that
 // a commit does not hold the answers back) a second socket would only
 // halve the datagrams each wake-up reads.
-func listenUDP(ap netip.AddrPort, n int) ([]net.PacketConn, error) {
+func listenUDP(ap netip.AddrPort, n int) ([]udpConn, error) {
 	if n <= 0 {
 		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
 	if !reusePortSupported {
 		n = 1
 	}
-	lc := net.ListenConfig{Control: reusePortControl}
-	network := "udp" + ipVersion(ap)
-	first, err := lc.ListenPacket(context.Background(), network, ap.String())
-	if err != nil {
-		return nil, err
-	}
-	conns := []net.PacketConn{first}
-	for len(conns) < n {
-		c, err := lc.ListenPacket(context.Background(), network, first.LocalAddr().String())
-		if err != nil {
-			break // serve with what we have
-		}
-		conns = append(conns, c)
-	}
-	return conns, nil
+	return openUDP(ap, n)
 }
 
 // serveUDP reads requests from c in batches and writes the answers back in
 // batches. Buffers are allocated once per socket.
-func (s *Server) serveUDP(c net.PacketConn, cnt *counters, ep endpoint) {
+func (s *Server) serveUDP(c udpConn, cnt *counters, ep endpoint) {
 	pb, err := newPacketBatch(c)
 	if err != nil {
 		s.log.Error("udp socket", "addr", c.LocalAddr().String(), "err", err)

@@ -3,12 +3,34 @@
 package serve
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 )
+
+// reusePortSupported is false where SO_REUSEPORT does not balance load
+// (illumos has no such option): one socket is read by one goroutine.
+const reusePortSupported = false
+
+// openUDP binds one socket to ap, asking for a large receive buffer (the
+// kernel clamps it to what it allows).
+func openUDP(ap netip.AddrPort, _ int) ([]udpConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, udpReceiveBuffer)
+		})
+	}}
+	c, err := lc.ListenPacket(context.Background(), "udp"+ipVersion(ap), ap.String())
+	if err != nil {
+		return nil, err
+	}
+	return []udpConn{c.(net.PacketConn)}, nil
+}
 
 // batchConn is the part of ipv4.PacketConn and ipv6.PacketConn used here;
 // both take the same Message type.
@@ -26,7 +48,11 @@ type xnetBatch struct {
 	nout int
 }
 
-func newPacketBatch(c net.PacketConn) (packetBatch, error) {
+func newPacketBatch(uc udpConn) (packetBatch, error) {
+	c, ok := uc.(net.PacketConn)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a net.PacketConn", uc)
+	}
 	b := &xnetBatch{in: make([]ipv4.Message, udpBatch), out: make([]ipv4.Message, udpBatch)}
 	if ua, ok := c.LocalAddr().(*net.UDPAddr); ok && ua.IP.To4() == nil {
 		b.bc = ipv6.NewPacketConn(c)
