@@ -64,31 +64,23 @@ func (r *response) start(q *query, b []byte, limit int, udpSize uint16) {
 	}
 }
 
-// room reports whether n more bytes fit.
-func (r *response) room(n int) bool { return len(r.b)+n <= r.limit }
-
 // appendRRs appends every record of rrs (db.RRs form) with the owner name
 // given as a compression pointer to ptr. It returns false, having
 // appended nothing, when they do not all fit.
 func (r *response) appendRRs(rrs []byte, ptr int, count *uint16) bool {
-	n := 0
-	size := 0
+	start, n := len(r.b), uint16(0)
+	p0, p1 := byte(0xC0|ptr>>8), byte(ptr)
 	for off := 0; off+10 <= len(rrs); n++ {
 		l := 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
-		size += 2 + l
-		off += l
-	}
-	if !r.room(size) {
-		return false
-	}
-	p0, p1 := byte(0xC0|ptr>>8), byte(ptr)
-	for off := 0; off+10 <= len(rrs); {
-		l := 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
+		if len(r.b)+2+l > r.limit {
+			r.b = r.b[:start]
+			return false
+		}
 		r.b = append(r.b, p0, p1)
 		r.b = append(r.b, rrs[off:off+l]...)
 		off += l
 	}
-	*count += uint16(n)
+	*count += n
 	return true
 }
 

@@ -60,7 +60,7 @@ func benchServer(b *testing.B, n int) (*Server, []string) {
 	}
 	z.names = (*table)(nil).update(wire, changes)
 	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil)), udpSize: 1232}
-	s.snap.Store(&snapshot{zones: map[string]*zone{string(wire): z}})
+	s.snap.Store(newSnapshot(map[string]*zone{string(wire): z}, nil))
 	return s, names
 }
 
@@ -158,7 +158,7 @@ func BenchmarkAnswerClientScoped(b *testing.B) {
 	const n = 300_000
 	s, names := benchServer(b, n)
 	sn := s.snap.Load()
-	s.snap.Store(&snapshot{zones: sn.zones, clients: benchClients(n)})
+	s.snap.Store(newSnapshot(sn.zones, benchClients(n)))
 	// Instance 42 is owner42's and a member of svc42 (service s has owner s%2000).
 	src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 42}), 5353)
 	cases := []struct {

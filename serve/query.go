@@ -194,7 +194,6 @@ func (q *query) parse(msg []byte) parseResult {
 func (q *query) parseName(off int) (int, bool) {
 	msg := q.msg
 	start := off
-	n := 0
 	for {
 		if off >= len(msg) {
 			return 0, false
@@ -203,29 +202,42 @@ func (q *query) parseName(off int) (int, bool) {
 		if l&0xC0 != 0 {
 			return 0, false
 		}
-		if n+l+1 > maxNameLen {
-			return 0, false
-		}
-		if off+1+l > len(msg) {
-			return 0, false
-		}
-		q.lname[n] = byte(l)
-		for i := 1; i <= l; i++ {
-			c := msg[off+i]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			q.lname[n+i] = c
-		}
-		n += l + 1
 		off += l + 1
+		if off-start > maxNameLen {
+			return 0, false
+		}
 		if l == 0 {
 			break
 		}
 	}
 	q.qname = msg[start:off]
-	q.lnameN = n
+	q.lnameN = copy(q.lname[:], q.qname)
+	lowerASCII(q.lname[:q.lnameN])
 	return off, true
+}
+
+// lowerASCII lower-cases the ASCII letters of b in place, eight bytes at
+// a time: in each byte below 0x80, adding 0x3f sets the top bit from 'A'
+// up and adding 0x25 from 'Z'+1 up, so the bytes with the first and not
+// the second are the capitals, and their top bit shifted down two is
+// 0x20. Label lengths (0-63) and bytes from 0x80 are left alone.
+func lowerASCII(b []byte) {
+	const (
+		low7 = 0x7f7f7f7f7f7f7f7f
+		top  = 0x8080808080808080
+	)
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		h := w & low7
+		upper := (h + 0x3f3f3f3f3f3f3f3f) &^ (h + 0x2525252525252525) &^ w & top
+		binary.LittleEndian.PutUint64(b[i:], w|upper>>2)
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
 }
 
 // skipName returns the offset past the (possibly compressed) name at off.

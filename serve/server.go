@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"runtime/debug"
@@ -157,7 +158,7 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	sn := &snapshot{zones: map[string]*zone{}}
+	served := map[string]*zone{}
 	for _, zi := range zones {
 		wire, err := db.ZoneWire(zi.Name)
 		if err != nil {
@@ -167,14 +168,15 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		sn.zones[string(wire)] = z // cold until Warm
+		served[string(wire)] = z // cold until Warm
 	}
+	var clients *clientIndex
 	if cfg.ClientAnswers.Enabled {
-		if sn.clients, err = newClientIndex(store); err != nil {
+		if clients, err = newClientIndex(store); err != nil {
 			return nil, fmt.Errorf("client answers: %w", err)
 		}
 	}
-	s.snap.Store(sn)
+	s.snap.Store(newSnapshot(served, clients))
 	s.serials = newSerialCheck(s, zones)
 	store.OnCommit(s.apply)
 	return s, nil
@@ -309,12 +311,9 @@ func (s *Server) warmZone(wire []byte) error {
 	}
 	nz := *z
 	nz.setNames(t)
-	next := &snapshot{zones: make(map[string]*zone, len(cur.zones)), clients: cur.clients}
-	for k, v := range cur.zones {
-		next.zones[k] = v
-	}
-	next.zones[string(wire)] = &nz
-	s.snap.Store(next)
+	zones := maps.Clone(cur.zones)
+	zones[string(wire)] = &nz
+	s.snap.Store(newSnapshot(zones, cur.clients))
 	return nil
 }
 

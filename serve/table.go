@@ -389,10 +389,9 @@ func (t *table) rebuildShards(pending map[string]*entry, size int) *table {
 // rrsOfType returns the run of records of type t inside rrs (which is
 // sorted by type) and how many there are.
 func rrsOfType(rrs []byte, t uint16) (run []byte, n int) {
-	start := -1
-	for off := 0; off+10 <= len(rrs); {
+	start, off := -1, 0
+	for off+10 <= len(rrs) {
 		rt := binary.BigEndian.Uint16(rrs[off:])
-		l := 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
 		if rt == t {
 			if start < 0 {
 				start = off
@@ -401,16 +400,12 @@ func rrsOfType(rrs []byte, t uint16) (run []byte, n int) {
 		} else if start >= 0 || rt > t {
 			break
 		}
-		off += l
+		off += 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
 	}
 	if start < 0 {
 		return nil, 0
 	}
-	end := start
-	for i := 0; i < n; i++ {
-		end += 10 + int(binary.BigEndian.Uint16(rrs[end+8:]))
-	}
-	return rrs[start:end], n
+	return rrs[start:off], n
 }
 
 // sign is +1 for a node that appeared, -1 for one that went.

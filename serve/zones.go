@@ -16,8 +16,20 @@ import (
 // swaps it in with one atomic store.
 type snapshot struct {
 	zones map[string]*zone // by lower-case wire name
+	// zoneLens has bit l set when a zone's wire name is l bytes long:
+	// findZone looks up only the suffixes of a question that long.
+	zoneLens [4]uint64
 	// clients identifies the instances that ask (nil: client answers off).
 	clients *clientIndex
+}
+
+// newSnapshot serves zones (which it keeps: the map must not change).
+func newSnapshot(zones map[string]*zone, clients *clientIndex) *snapshot {
+	s := &snapshot{zones: zones, clients: clients}
+	for w := range zones {
+		s.zoneLens[len(w)>>6] |= 1 << (len(w) & 63)
+	}
+	return s
 }
 
 // zone is one zone at one serial.
@@ -81,6 +93,10 @@ func (z *zone) soa() []byte {
 // deepest one when zones nest, and the offset of its apex inside name.
 func (s *snapshot) findZone(name []byte) (*zone, int) {
 	for off := 0; off < len(name) && name[off] != 0; off += int(name[off]) + 1 {
+		l := len(name) - off
+		if l > 255 || s.zoneLens[l>>6]&(1<<(l&63)) == 0 {
+			continue // no zone this long: no need to hash the suffix
+		}
 		if z, ok := s.zones[string(name[off:])]; ok {
 			return z, off
 		}
@@ -163,5 +179,5 @@ func (s *snapshot) applyCommit(c *db.Committed, store *db.DB) (*snapshot, error)
 	if clients != nil && len(c.Clients) > 0 {
 		clients = clients.apply(c.Clients)
 	}
-	return &snapshot{zones: zones, clients: clients}, nil
+	return newSnapshot(zones, clients), nil
 }
