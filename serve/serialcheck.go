@@ -344,6 +344,21 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 	if len(raises) > 0 {
 		c.forgetReused(got)
 	}
+	c.admit(heard, trusted, release)
+	if verified {
+		if err := c.s.store.MarkSerialsVerified(); err != nil {
+			c.s.log.Warn("cannot record that the serials are verified", "err", err)
+		} else {
+			c.s.log.Info("every secondary answered: serials verified", "was", why)
+		}
+	}
+	return complete
+}
+
+// admit records the peers a round heard and the zones it found trusted,
+// once the journal has forgotten the serials they named (settle), and
+// announces the zones released.
+func (c *serialCheck) admit(heard map[string]map[netip.AddrPort]bool, trusted, release []string) {
 	c.mu.Lock()
 	for zone, peers := range heard {
 		if zc := c.zones[zone]; zc != nil {
@@ -359,20 +374,11 @@ func (c *serialCheck) settle(acc *access, names []string, answers <-chan peerSer
 		}
 	}
 	c.mu.Unlock()
-
 	for _, zone := range release {
 		if cur, ok := c.s.ZoneSerial(zone); ok {
 			c.s.notify.release(zone, cur)
 		}
 	}
-	if verified {
-		if err := c.s.store.MarkSerialsVerified(); err != nil {
-			c.s.log.Warn("cannot record that the serials are verified", "err", err)
-		} else {
-			c.s.log.Info("every secondary answered: serials verified", "was", why)
-		}
-	}
-	return complete
 }
 
 // forgetReused has the journal of each zone still being checked forget
