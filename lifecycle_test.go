@@ -22,6 +22,7 @@ import (
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
+	"github.com/tritondatacenter/cns/smf"
 )
 
 const demoZone = "us-west-1.cns.example.com"
@@ -493,8 +494,8 @@ func TestConfigErrorsExit(t *testing.T) {
 				os.WriteFile(cfg, []byte(tc.raw), 0o644)
 			}
 			_, stderr, code := runCNS(t, "serve", "-c", cfg)
-			if code != exitConfigError {
-				t.Errorf("exit %d, want %d; stderr: %s", code, exitConfigError, stderr)
+			if code != smf.ExitConfig {
+				t.Errorf("exit %d, want %d; stderr: %s", code, smf.ExitConfig, stderr)
 			}
 			for _, w := range append(tc.want, cfg) {
 				if !strings.Contains(stderr, w) {

@@ -16,6 +16,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/smf"
 )
 
 // version and commit are stamped at build time:
@@ -24,13 +25,6 @@ import (
 var (
 	version = "dev"
 	commit  = ""
-)
-
-// Exit codes follow SMF conventions so svcadm shows the right state;
-// cnsadm has the reference's own (admExitUsage, admExitValidation).
-const (
-	exitError       = 1
-	exitConfigError = 96 // SMF_EXIT_ERR_CONFIG: fix the config, do not restart
 )
 
 // CLI is the whole command line.
@@ -115,8 +109,8 @@ func main() {
 		}
 		var ce *config.Error
 		if errors.As(err, &ce) {
-			os.Exit(exitConfigError)
+			os.Exit(smf.ExitConfig) // fix the config; SMF does not restart it
 		}
-		os.Exit(exitError)
+		os.Exit(smf.ExitError)
 	}
 }

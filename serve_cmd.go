@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/smf"
 )
 
 // ServeCmd runs the service.
@@ -26,7 +27,7 @@ type ServeCmd struct {
 // start applies, cns stops as for SIGTERM and starts again (restart).
 func (c *ServeCmd) Run() error {
 	level := new(slog.LevelVar)
-	log := slog.New(newBunyanHandler(os.Stderr, "cns", level))
+	log := slog.New(smf.NewBunyanHandler(os.Stderr, "cns", level))
 	slog.SetDefault(log)
 
 	cfg, err := config.Load(c.Config)

@@ -23,6 +23,7 @@ import (
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/serve"
+	"github.com/tritondatacenter/cns/smf"
 )
 
 // service is a running cns: the store, the DNS server, the updater and its
@@ -171,7 +172,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 // open, or cns does not start; of the reference's default listeners, one
 // that cannot open (no ::1, port 80 taken) is logged and the rest serve.
 func (s *service) listenAPI() error {
-	addrs, err := apiAddresses(s.cfg, mdataNICs)
+	addrs, err := apiAddresses(s.cfg, smf.ZoneMetadata.AdminAddrs)
 	explicit := s.cfg.APIListen != nil
 	if err != nil {
 		s.log.Info("API on loopback only", "reason", err.Error())

@@ -15,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
+	"github.com/tritondatacenter/cns/smf"
 )
 
 // The SMF manifest is well-formed, depends on what cns needs, runs the
@@ -111,8 +112,8 @@ func TestSMFManifest(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, []byte(`{"my_name": 7}`), 0o644)
-	if _, _, code := runCNS(t, "serve", "-c", bad, "--check"); code != exitConfigError {
-		t.Errorf("cns serve --check on a bad config: exit %d, want %d", code, exitConfigError)
+	if _, _, code := runCNS(t, "serve", "-c", bad, "--check"); code != smf.ExitConfig {
+		t.Errorf("cns serve --check on a bad config: exit %d, want %d", code, smf.ExitConfig)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
+	"github.com/tritondatacenter/cns/smf"
 )
 
 // SimCmd runs the SDC simulator as a process: `cns sim --inventory FILE`
@@ -24,7 +25,7 @@ func (c *SimCmd) Run() error {
 	level := new(slog.LevelVar)
 	l, _ := config.ParseLogLevel(c.LogLevel)
 	level.Set(l)
-	log := slog.New(newBunyanHandler(os.Stderr, "cns-sim", level))
+	log := slog.New(smf.NewBunyanHandler(os.Stderr, "cns-sim", level))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return sdcsim.Run(ctx, c.Inventory, os.Stdout, log)

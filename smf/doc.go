@@ -1,5 +1,9 @@
-// Package smf holds no Go code: the directory is what a Triton zone and a
-// Linux host need to run cns, and its tests check it.
+// Package smf is what runs cns as a service of a Triton zone (and of a
+// Linux host). Its Go part is what cns serve needs from the zone: logs in
+// bunyan's format (NewBunyanHandler), the zone's metadata read as the
+// service's user may (Metadata: its admin addresses), and SMF's exit
+// statuses (ExitConfig). The rest of the directory is what the zone runs,
+// and its tests check it:
 //
 //   - cns.xml and method/cns: the SMF service (cns.service: systemd's unit)
 //   - sapi_manifests/cns: the SAPI manifest and config-agent template that
@@ -11,5 +15,5 @@
 //     sdc-scripts' lib/util.sh), lib/cns.sh (cns's own), sbin/postlogrotate.sh
 //   - build-release.sh: the release tarball; build-image.sh: the zone image
 //     built from it on the origin image with the agents
-//   - man: cnsadm(1), generated from the CLI (go generate in the root)
+//   - man: cnsadm(1), generated from the CLI (go generate in admin/cnsadm)
 package smf

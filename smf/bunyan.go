@@ -1,4 +1,4 @@
-package main
+package smf
 
 import (
 	"bytes"
@@ -13,9 +13,16 @@ import (
 	"time"
 )
 
-// bunyanHandler writes one JSON object per line in bunyan's format (name,
-// hostname, pid, level as a bunyan number, msg, time, v), which is what
-// SMF log files, `bunyan` and the rest of Triton expect.
+// NewBunyanHandler returns a log handler that writes to w one JSON object
+// per line in bunyan's format (name, hostname, pid, level as a bunyan
+// number, msg, time, v), which is what SMF log files, `bunyan` and the
+// rest of Triton expect, at level and above. Attributes whose names say
+// they are secrets (password, secret, token) are redacted.
+func NewBunyanHandler(w io.Writer, name string, level *slog.LevelVar) slog.Handler {
+	host, _ := os.Hostname()
+	return &bunyanHandler{out: &lockedWriter{w: w}, name: name, hostname: host, pid: os.Getpid(), level: level}
+}
+
 type bunyanHandler struct {
 	out      *lockedWriter
 	name     string
@@ -39,11 +46,6 @@ const (
 	bunyanWarn  = 40
 	bunyanError = 50
 )
-
-func newBunyanHandler(w io.Writer, name string, level *slog.LevelVar) *bunyanHandler {
-	host, _ := os.Hostname()
-	return &bunyanHandler{out: &lockedWriter{w: w}, name: name, hostname: host, pid: os.Getpid(), level: level}
-}
 
 func bunyanLevel(l slog.Level) int {
 	switch {

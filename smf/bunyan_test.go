@@ -1,4 +1,4 @@
-package main
+package smf
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 func TestBunyanLog(t *testing.T) {
 	var buf bytes.Buffer
 	level := new(slog.LevelVar)
-	log := slog.New(newBunyanHandler(&buf, "cns", level))
+	log := slog.New(NewBunyanHandler(&buf, "cns", level))
 	log.Info("hello", "zone", "a.example", "serial", 42, "bindPassword", "hunter2")
 	log.With("feed", "vmapi").WithGroup("http").Warn("slow", "took", time.Second)
 	log.Debug("not shown at info")
