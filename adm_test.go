@@ -63,14 +63,14 @@ func normalizeAdm(s string) string {
 func admGolden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", "cnsadm", name+".txt")
-	if os.Getenv("CNS_UPDATE_GOLDEN") != "" {
+	if *update {
 		os.MkdirAll(filepath.Dir(path), 0o755)
 		os.WriteFile(path, []byte(got), 0o644)
 		return
 	}
 	want, err := os.ReadFile(path)
 	if err != nil || string(want) != got {
-		t.Errorf("cnsadm %s differs from %s (CNS_UPDATE_GOLDEN=1 to rewrite, then review):\n%s", name, path, got)
+		t.Errorf("cnsadm %s differs from %s (go test -run TestCnsadmOutput . -update rewrites it; then review):\n%s", name, path, got)
 	}
 }
 
@@ -348,20 +348,19 @@ func TestDBCommands(t *testing.T) {
 }
 
 // cnsadm(1) is built from the CLI's own help: the committed page is what
-// the generator makes now (go generate, or CNS_UPDATE_GOLDEN=1, rewrites
-// it), names every verb, and groff renders it without a warning.
+// the generator makes now (go generate, or -update, rewrites it), names every verb, and groff renders it without a warning.
 func TestCnsadmManPage(t *testing.T) {
 	page, err := cnsadmManPage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if os.Getenv("CNS_UPDATE_GOLDEN") != "" {
+	if *update {
 		os.MkdirAll(filepath.Dir(cnsadmManPath), 0o755)
 		os.WriteFile(cnsadmManPath, []byte(page), 0o644)
 	}
 	committed, err := os.ReadFile(cnsadmManPath)
 	if err != nil || string(committed) != page {
-		t.Errorf("%s is stale: run go generate (or CNS_UPDATE_GOLDEN=1 go test -run TestCnsadmManPage)", cnsadmManPath)
+		t.Errorf("%s is stale: run go generate (or go test -run TestCnsadmManPage . -update)", cnsadmManPath)
 	}
 	for _, verb := range []string{"status", "vm", "peers", "config", "zones", "history", "wait", "feeds", "services", "backup", "upgrade", "tui"} {
 		if !strings.Contains(page, "\\fBcnsadm "+verb+"\\fR") {

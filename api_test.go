@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -24,8 +23,6 @@ import (
 // The API's contract over the whole program, built as cns serve builds it:
 // the demo data center's inventory file, the DNS server and the API. The
 // golden answers are admin's (admin/testdata).
-
-var updateAPI = flag.Bool("update-api", false, "rewrite the API's golden files under admin/testdata/")
 
 // apiDemo is cns built by newService, as cns serve builds it, from the
 // test config with the demo data center's inventory file and the API on
@@ -86,13 +83,13 @@ func normalizeAPI(b []byte) []byte {
 func goldenAPI(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("admin", "testdata", name+".golden")
-	if *updateAPI {
+	if *update {
 		os.WriteFile(path, got, 0o644)
 		return
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test -run TestAPIContract . -update-api, then review)", err)
+		t.Fatalf("%v (run go test -run TestAPIContract . -update, then review)", err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from %s:\n%s", name, path, got)

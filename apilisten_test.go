@@ -31,7 +31,7 @@ func TestAPIAddresses(t *testing.T) {
 		{name: "not an SDC zone", addrErr: errors.New("not an SDC zone"), want: loopback, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &config.Config{APIListen: tc.listen}
+			cfg := &config.Config{Server: config.Server{APIListen: tc.listen}}
 			got, err := apiAddresses(cfg, func() ([]netip.Addr, error) {
 				if tc.addrErr != nil {
 					return nil, tc.addrErr

@@ -204,7 +204,6 @@ func TestExportGoldenAndNamedCheckzone(t *testing.T) {
 	if len(zones) < 4 {
 		t.Fatalf("zones: %q", zones)
 	}
-	update := os.Getenv("CNS_UPDATE_GOLDEN") != ""
 	checkzone, _ := exec.LookPath("named-checkzone")
 	for _, z := range zones {
 		text, stderr, code := runCNS(t, "db", "--db", dbPath, "export", z)
@@ -215,11 +214,11 @@ func TestExportGoldenAndNamedCheckzone(t *testing.T) {
 		norm := serialRE.ReplaceAllString(text, "${1}SERIAL")
 		norm = regexp.MustCompile(`(?m)^; zone .*\n`).ReplaceAllString(norm, "")
 		golden := filepath.Join("testdata", "zones", z+".zone")
-		if update {
+		if *update {
 			os.MkdirAll(filepath.Dir(golden), 0o755)
 			os.WriteFile(golden, []byte(norm), 0o644)
 		} else if want, err := os.ReadFile(golden); err != nil || string(want) != norm {
-			t.Errorf("export of %s differs from %s (set CNS_UPDATE_GOLDEN=1 to rewrite, then review):\n%s", z, golden, norm)
+			t.Errorf("export of %s differs from %s (go test -run TestExportGoldenAndNamedCheckzone . -update rewrites it; then review):\n%s", z, golden, norm)
 		}
 		if checkzone == "" {
 			continue

@@ -56,6 +56,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// update rewrites the golden files the whole-program tests compare with
+// (the API's answers, cnsadm's output, the zone exports); review the
+// difference before committing it. Every package with goldens has the
+// same flag: go test ./PKG -run TEST -update.
+var update = flag.Bool("update", false, "rewrite the golden files instead of comparing with them (then review the difference)")
+
 // raceBuild is set by race_test.go under -race.
 var raceBuild bool
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"syscall"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/aggregate"
 	"github.com/tritondatacenter/cns/feeds/file"
-	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 	"github.com/tritondatacenter/cns/serve"
 	"github.com/tritondatacenter/cns/smf"
@@ -34,7 +32,7 @@ type service struct {
 	path string
 	logging
 
-	reloading sync.Mutex // one reload at a time
+	reloading sync.Mutex // one reload (or look-up of the peers' names) at a time
 	mu        sync.Mutex // guards cfg
 	cfg       *config.Config
 
@@ -78,7 +76,7 @@ type serviceTuning struct {
 func newService(path string, cfg *config.Config, logs logging, tune serviceTuning) (_ *service, err error) {
 	s := &service{path: path, cfg: cfg, logging: logs}
 	log := s.log
-	s.applyLogLevel(cfg)
+	s.applyLogLevel(cfg.LogLevel)
 	defer func() {
 		if err != nil {
 			s.close()
@@ -100,8 +98,8 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	}
 	// The updater reads the stored VMs in Run, which start calls once the
 	// tables are built.
-	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Logger: log,
-		Hysteresis: hysteresis.Policy{Window: cfg.HysteresisWindow, LastMemberDelay: cfg.HysteresisLastMemberDelay}, LoadLater: true}
+	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Hysteresis: cfg.Hysteresis,
+		Logger: log, LoadLater: true}
 	if tune.Updater != nil {
 		tune.Updater(&uo)
 	}
@@ -112,9 +110,9 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 		s.updater.ReportFeed(feeds.StoreFeed, readOnly)
 	}
 	// The aggregator exists before the DNS server listens: a source's
-	// NOTIFY may come in the first packet (serve calls s.notified). Its
-	// stored copies are read once cns answers.
-	ao := aggregateOptions(cfg, s.store, s.updater, log)
+	// NOTIFY may come in the first packet. Its stored copies are read
+	// once cns answers.
+	ao := aggregate.Options{Regions: cfg.Aggregate, Store: s.store, Sink: s.updater, Logger: log}
 	if tune.Aggregate != nil {
 		tune.Aggregate(&ao)
 	}
@@ -123,9 +121,8 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	// Serve at once with the addresses the config spells out; peer names
 	// are looked up in the background.
 	s.dns, err = serve.New(serve.Config{Listen: cfg.DNSListen, Version: version, MetaVersion: meta, Identity: identity, Logger: log,
-		Access: transferAccess(context.Background(), cfg, log, false), RRL: serveRRL(cfg.RRL), Forwarding: serveForwarding(cfg.Forwarding),
-		Propagation: servePropagation(cfg.Propagation), Signers: cfg.Signers, Notified: s.notified,
-		ClientAnswers: serveClientAnswers(cfg.ClientAnswers)}, s.store)
+		Access: serve.ResolveTransfers(context.Background(), cfg.Transfers(), log, false), RRL: cfg.RRL, Forwarding: cfg.Forwarding,
+		Propagation: cfg.Propagation, Signers: cfg.Signers, Notified: s.agg.Notified, ClientAnswers: cfg.ClientAnswers}, s.store)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +152,12 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	} else if cfg.InventoryFile != "" {
 		s.feed = &file.Feed{Path: cfg.InventoryFile, Sink: s.updater, Logger: log}
 	} else {
-		f, err := newSDCFeed(cfg, s.updater, log, tune.SDC)
+		sc := cfg.SDC
+		sc.Logger = log
+		if tune.SDC != nil {
+			tune.SDC(&sc)
+		}
+		f, err := sdc.NewFeed(sc, s.updater)
 		if err != nil {
 			return nil, err
 		}
@@ -285,90 +287,4 @@ func (s *service) close() {
 	if s.store != nil {
 		s.store.Close()
 	}
-}
-
-func (s *service) applyLogLevel(cfg *config.Config) {
-	if s.level == nil {
-		return
-	}
-	name := cfg.LogLevel
-	if name == "" {
-		// The reference's SMF manifest sets LOGLEVEL; the config's
-		// log_level wins when both are set.
-		name = os.Getenv("LOGLEVEL")
-	}
-	if s.levelArg != "" {
-		name = s.levelArg
-	}
-	l, err := config.ParseLogLevel(name)
-	if err != nil {
-		s.log.Warn("log level", "err", err)
-		return
-	}
-	s.level.Set(l)
-}
-
-// resolvePeers looks peer names up now and every peerResolveInterval.
-func (s *service) resolvePeers(ctx context.Context) {
-	for {
-		s.mu.Lock()
-		cfg := s.cfg
-		s.mu.Unlock()
-		if err := s.dns.SetAccess(transferAccess(ctx, cfg, s.log, true)); err != nil {
-			s.log.Error("transfer policy", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(peerResolveInterval):
-		}
-	}
-}
-
-// reload re-reads the config file and applies what can change while
-// running: zones and naming, peers, transfer ACL, TSIG keys, NOTIFY
-// interval, log level. A config that does not validate changes nothing.
-// When a setting only a start applies changed (db_path, dns_listen,
-// api_server, the feed's: the key table's Restart), cns restarts (see
-// restart): a SAPI change, which config-agent follows with a refresh,
-// always takes effect.
-func (s *service) reload() error {
-	s.reloading.Lock()
-	defer s.reloading.Unlock()
-	next, err := config.Load(s.path)
-	if err != nil {
-		return err
-	}
-	// Peer names are looked up before the lock: a slow resolver must not
-	// hold up the API or the peer refresh.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	access := transferAccess(ctx, next, s.log, true)
-	cancel()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.dns.SetAccess(access); err != nil {
-		return err
-	}
-	s.dns.SetRRL(serveRRL(next.RRL))
-	old := s.cfg
-	for _, w := range next.Warnings {
-		s.log.Warn(w)
-	}
-	_, needRestart := config.Diff(old, next)
-	if !reflect.DeepEqual(old.RecordsConfig(), next.RecordsConfig()) || !reflect.DeepEqual(old.ZoneConfig(), next.ZoneConfig()) {
-		s.updater.SetConfig(next.RecordsConfig(), next.ZoneConfig())
-	}
-	s.cfg = next
-	s.applyLogLevel(next)
-	switch {
-	case len(needRestart) > 0 && s.restart != nil:
-		s.log.Warn("configuration reloaded; restarting to apply settings only a start applies", "settings", needRestart)
-		s.restart(needRestart)
-		return nil
-	case len(needRestart) > 0:
-		s.log.Warn("configuration reloaded; these settings take effect at the next restart", "settings", needRestart)
-		return nil
-	}
-	s.log.Info("configuration reloaded", "file", s.path)
-	return nil
 }

@@ -40,10 +40,10 @@ func FuzzWiring(f *testing.F) {
 		if err != nil {
 			return // FuzzParse checks the errors
 		}
-		if err := srv.SetAccess(transferAccess(context.Background(), c, log, false)); err != nil {
+		if err := srv.SetAccess(serve.ResolveTransfers(context.Background(), c.Transfers(), log, false)); err != nil {
 			t.Fatalf("a config that validates gives a transfer policy the server refuses: %v", err)
 		}
-		srv.SetRRL(serveRRL(c.RRL))
+		srv.SetRRL(c.RRL)
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // Access is who may transfer which zone, who is notified, and with which
@@ -20,7 +22,7 @@ type Access struct {
 	Zones   map[string]ZoneAccess
 	Reverse ZoneAccess
 	// Keys are the TSIG keys by name.
-	Keys []Key
+	Keys []policy.Key
 	// PeerKeys names the key an address must sign with; transfers from it
 	// without that signature are refused, and NOTIFYs to it are signed.
 	PeerKeys map[netip.Addr]string

@@ -20,17 +20,6 @@ import (
 // always did, for everyone; the answers are built from the snapshot, never
 // stored, and are no part of any transfer.
 
-// ClientAnswers configures client-scoped answers.
-type ClientAnswers struct {
-	// Enabled turns them on; the instances and their addresses come from
-	// the store (db.Client, committed by the updater).
-	Enabled bool
-	// Listen holds extra host:port addresses on which only client-scoped
-	// service is offered: owner-less names, and forwarding for the
-	// forwarding clients; everything else is REFUSED there.
-	Listen []string
-}
-
 // clientShards splits the index so that a commit copies only the shards
 // holding the addresses it changed.
 const clientShards = 64

@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // Two owners' instances, with the records the record builder gives them
@@ -98,7 +99,7 @@ func startClientServer(t testing.TB, store *db.DB, warm bool) (s *Server, main, 
 	t.Helper()
 	s, err := New(Config{Listen: []string{"127.0.0.1:0"}, UDPSockets: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Access:        Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
-		ClientAnswers: ClientAnswers{Enabled: true, Listen: []string{fabricListen + ":0"}}}, store)
+		ClientAnswers: policy.ClientAnswers{Networks: []string{"0b0c5b1e-0000-4000-8000-000000000001"}, Listen: []netip.AddrPort{netip.MustParseAddrPort(fabricListen + ":0")}}}, store)
 	if err != nil {
 		t.Fatal(err)
 	}

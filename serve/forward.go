@@ -5,36 +5,19 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
-)
 
-// Forwarding answers the names cns is not authoritative for on behalf of
-// chosen clients (the data center's own VMs, say), by asking upstream
-// resolvers and caching their answers. Everyone else still gets REFUSED,
-// so cns is never an open resolver. It is off unless Clients and
-// Upstreams are both set.
-type Forwarding struct {
-	// Clients may have their queries forwarded (RD set).
-	Clients []netip.Prefix
-	// Upstreams are asked in order; the next is tried when one fails.
-	Upstreams []netip.AddrPort
-	// CacheEntries bounds the cache (default 10000).
-	CacheEntries int
-	// Timeout per upstream attempt (default 2 s).
-	Timeout time.Duration
-	// MaxTTL caps how long an answer is cached (default 1 h).
-	MaxTTL time.Duration
-}
+	"github.com/tritondatacenter/cns/serve/policy"
+)
 
 // forwarder holds the policy, the cache and the workers.
 type forwarder struct {
-	cfg   Forwarding
+	cfg   policy.Forwarding
 	cache *answerCache
 	jobs  chan forwardJob
 	log   func(msg string, args ...any)
@@ -60,7 +43,7 @@ type flight struct {
 
 const forwardWorkers = 64
 
-func newForwarder(cfg Forwarding, log func(string, ...any)) *forwarder {
+func newForwarder(cfg policy.Forwarding, log func(string, ...any)) *forwarder {
 	if len(cfg.Clients) == 0 || len(cfg.Upstreams) == 0 {
 		return nil
 	}

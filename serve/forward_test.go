@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // upstream is a second server on loopback, authoritative for
@@ -52,7 +53,7 @@ func upstream(t *testing.T) (*Server, netip.AddrPort) {
 func forwardingServer(t *testing.T, ups ...netip.AddrPort) (*Server, string) {
 	t.Helper()
 	s, err := New(Config{Listen: []string{"127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Forwarding: Forwarding{Clients: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/16")}, Upstreams: ups, Timeout: 500 * time.Millisecond}},
+		Forwarding: policy.Forwarding{Clients: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/16")}, Upstreams: ups, Timeout: 500 * time.Millisecond}},
 		testStore(t))
 	if err != nil {
 		t.Fatal(err)

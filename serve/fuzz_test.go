@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // fuzzConn is a net.Conn that reads a fixed byte stream and records what is
@@ -124,9 +126,13 @@ func fuzzServers(t testing.TB) []*Server {
 			if clients {
 				store = clientStore(t)
 			}
+			var ca policy.ClientAnswers
+			if clients {
+				ca.Networks = []string{"0b0c5b1e-0000-4000-8000-000000000001"}
+			}
 			s, err := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "cns fuzz", Identity: "fuzz",
-				Access:        Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Keys: []Key{testKey}},
-				ClientAnswers: ClientAnswers{Enabled: clients}}, store)
+				Access:        Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Keys: []policy.Key{testKey}},
+				ClientAnswers: ca}, store)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // An incoming NOTIFY goes to the Notified hook: welcome ones get NOERROR
@@ -20,7 +22,7 @@ func TestIncomingNotify(t *testing.T) {
 	}
 	calls := make(chan call, 4)
 	s, err := New(Config{Listen: []string{"127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Access: Access{Keys: []Key{{Name: "xfr-key", Secret: "c2VjcmV0"}}},
+		Access: Access{Keys: []policy.Key{{Name: "xfr-key", Secret: "c2VjcmV0"}}},
 		Notified: func(zone string, from netip.Addr, key string) bool {
 			calls <- call{zone, key, from}
 			return zone == "followed.example."

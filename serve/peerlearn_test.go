@@ -15,6 +15,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // testClock is the peer and NOTIFY clock: it runs, and the test moves it
@@ -122,7 +123,7 @@ func learnServer(t *testing.T) (*Server, *db.DB, *learnPeer, *testClock) {
 	s.peers.port = f.port()
 	s.peers.probeDelay = time.Millisecond
 	s.peers.probeTimeout = 200 * time.Millisecond
-	s.prop.policy = PropagationPolicy{PollDelay: 5 * time.Millisecond, PollInterval: 10 * time.Millisecond}.normal()
+	s.prop.policy = normalPropagation(policy.Propagation{PollDelay: 5 * time.Millisecond, PollInterval: 10 * time.Millisecond})
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // Propagation tracking (after OpenStack Designate's pool manager): for
@@ -23,26 +24,8 @@ import (
 // serial goes PENDING → ACTIVE once enough peers do, or ERROR when the
 // retries run out. A periodic sync NOTIFYs peers that lag.
 
-// PropagationPolicy tunes the tracking. The zero value is cns's defaults,
-// much faster than Designate's (NOTIFY and IXFR from cns take
-// milliseconds).
-type PropagationPolicy struct {
-	// ThresholdPercent of a zone's peers must serve a serial for it to be
-	// ACTIVE (default 100).
-	ThresholdPercent int
-	// PollDelay is the wait after a commit before the first SOA poll
-	// (default 50 ms), PollInterval between polls (default 200 ms),
-	// PollTimeout per poll (default 2 s), PollMaxRetries polls per peer
-	// before it is ERROR for the serial (default 20).
-	PollDelay      time.Duration
-	PollInterval   time.Duration
-	PollTimeout    time.Duration
-	PollMaxRetries int
-	// PeriodicSync re-NOTIFYs and re-polls peers that lag (default 60 s).
-	PeriodicSync time.Duration
-}
-
-func (p PropagationPolicy) normal() PropagationPolicy {
+// normalPropagation is p with cns's defaults where it leaves them zero.
+func normalPropagation(p policy.Propagation) policy.Propagation {
 	if p.ThresholdPercent <= 0 || p.ThresholdPercent > 100 {
 		p.ThresholdPercent = 100
 	}
@@ -70,7 +53,7 @@ const keptSerials = 20
 // propagation tracks every zone's recent serials.
 type propagation struct {
 	s      *Server
-	policy PropagationPolicy
+	policy policy.Propagation
 
 	mu     sync.Mutex
 	zones  map[string][]*status.Propagation // newest last
@@ -80,8 +63,8 @@ type propagation struct {
 	hist   map[string]*metrics.Histogram // by peer address
 }
 
-func newPropagation(s *Server, p PropagationPolicy) *propagation {
-	t := &propagation{s: s, policy: p.normal(), zones: map[string][]*status.Propagation{}, dirty: map[string]bool{},
+func newPropagation(s *Server, p policy.Propagation) *propagation {
+	t := &propagation{s: s, policy: normalPropagation(p), zones: map[string][]*status.Propagation{}, dirty: map[string]bool{},
 		change: make(chan struct{}), wake: make(chan struct{}, 1), hist: map[string]*metrics.Histogram{}}
 	if stored, err := s.store.Propagation(); err == nil {
 		for zone, b := range stored {

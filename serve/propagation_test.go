@@ -11,6 +11,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // fakeSecondary answers SOA queries with the serial it is told it has,
@@ -63,7 +64,7 @@ func TestPropagation(t *testing.T) {
 	fast, slow := startFakeSecondary(t), startFakeSecondary(t)
 	a := Access{Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{fast.addr(), slow.addr()}}}, MinNotifyInterval: 10 * time.Millisecond}
 	s, d, _ := xfrServer(t, 5, a)
-	s.prop.policy = PropagationPolicy{PollDelay: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond, PollMaxRetries: 15}.normal()
+	s.prop.policy = normalPropagation(policy.Propagation{PollDelay: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond, PollMaxRetries: 15})
 	runServer(t, s)
 
 	if _, err := d.Commit(&db.ChangeSet{VMs: []db.VMChange{{UUID: vmB, Records: []db.Record{

@@ -7,24 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// RRL is response rate limiting as Knot and NSD do it: UDP answers to
-// one client network (an IPv4 /24, an IPv6 /56) are limited to a rate;
-// beyond it answers are dropped, except every Slip-th, which goes out
-// truncated so a real resolver retries over TCP (where nobody can spoof
-// it) while a spoofed victim gets nothing worth amplifying. TCP is never
-// limited.
-type RRL struct {
-	// ResponsesPerSecond per client network; 0 disables RRL.
-	ResponsesPerSecond int
-	// Slip: every Slip-th limited answer is sent truncated (1: all, 0: none).
-	Slip int
-	// IPv4Prefix and IPv6Prefix size the client networks (default 24, 56).
-	IPv4Prefix, IPv6Prefix int
-	// Exempt networks are never limited (monitoring, the secondaries).
-	Exempt []netip.Prefix
-}
+	"github.com/tritondatacenter/cns/serve/policy"
+)
 
 // rrlVerdict is what to do with one UDP request.
 type rrlVerdict int
@@ -38,7 +23,7 @@ const (
 // rrlTable counts answers per client network in a fixed-size table: an
 // attacker spraying addresses fills slots, it cannot grow memory.
 type rrlTable struct {
-	cfg    RRL
+	cfg    policy.RRL
 	seed   maphash.Seed
 	shards [256]rrlShard
 	now    func() time.Time
@@ -59,7 +44,7 @@ type rrlSlot struct {
 	limited int // limited answers this second, for the slip cadence
 }
 
-func newRRL(cfg RRL) *rrlTable {
+func newRRL(cfg policy.RRL) *rrlTable {
 	if cfg.ResponsesPerSecond <= 0 {
 		return nil
 	}
@@ -125,7 +110,7 @@ func (s *Server) slipReply(q *query, b []byte) []byte {
 }
 
 // SetRRL replaces the rate limits (a zero rate turns RRL off).
-func (s *Server) SetRRL(cfg RRL) {
+func (s *Server) SetRRL(cfg policy.RRL) {
 	if old := s.rrl.Swap(newRRL(cfg)); old != nil {
 		s.rrlLimitedBefore.Add(old.limited.Load())
 	}

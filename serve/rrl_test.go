@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // Ensure the limiter answers up to the rate per client network and
 // second, slips every Slip-th limited answer, and counts networks apart.
 func TestRRLCheck(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	rl := newRRL(RRL{ResponsesPerSecond: 5, Slip: 2, Exempt: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}})
+	rl := newRRL(policy.RRL{ResponsesPerSecond: 5, Slip: 2, Exempt: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}})
 	rl.now = func() time.Time { return now }
 	count := func(src string, n int) (answer, slip, drop int) {
 		for range n {
@@ -50,7 +52,7 @@ func TestRRLCheck(t *testing.T) {
 	if a, _, _ := count("192.0.2.1", 5); a != 5 {
 		t.Errorf("next second: %d answered, want 5", a)
 	}
-	if newRRL(RRL{}) != nil {
+	if newRRL(policy.RRL{}) != nil {
 		t.Error("RRL on with a zero rate")
 	}
 }
@@ -59,7 +61,7 @@ func TestRRLCheck(t *testing.T) {
 // service, over real sockets.
 func TestRRLFlood(t *testing.T) {
 	s, _ := startServer(t, testStore(t), true)
-	s.SetRRL(RRL{ResponsesPerSecond: 50, Slip: 2})
+	s.SetRRL(policy.RRL{ResponsesPerSecond: 50, Slip: 2})
 	udp, _ := s.Addrs()
 	dst, _ := net.ResolveUDPAddr("udp", udp[0])
 	m := new(dns.Msg)

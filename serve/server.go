@@ -24,6 +24,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // Config tunes a Server. The zero value serves nothing until Listen is
@@ -58,12 +59,12 @@ type Config struct {
 	// Access is the initial transfer and NOTIFY policy (see SetAccess).
 	Access Access
 	// RRL limits UDP answers per client network (off when its rate is 0).
-	RRL RRL
+	RRL policy.RRL
 	// Forwarding, when set, resolves names outside cns's zones for chosen
 	// clients through upstream resolvers, with a cache.
-	Forwarding Forwarding
+	Forwarding policy.Forwarding
 	// Propagation tunes how serials are followed to the secondaries.
-	Propagation PropagationPolicy
+	Propagation policy.Propagation
 	// Signers are peers known to serve cns's zones under serials of their
 	// own (DNSSEC signers); others are detected (see signers.go).
 	Signers []netip.Addr
@@ -71,7 +72,7 @@ type Config struct {
 	Notified Notified
 	// ClientAnswers answers owner-less names in the asking instance's
 	// scope (off by default).
-	ClientAnswers ClientAnswers
+	ClientAnswers policy.ClientAnswers
 }
 
 // Server serves the zones of one store.
@@ -171,7 +172,7 @@ func New(cfg Config, store *db.DB) (*Server, error) {
 		served[string(wire)] = z // cold until Warm
 	}
 	var clients *clientIndex
-	if cfg.ClientAnswers.Enabled {
+	if cfg.ClientAnswers.Enabled() {
 		if clients, err = newClientIndex(store); err != nil {
 			return nil, fmt.Errorf("client answers: %w", err)
 		}
@@ -449,9 +450,9 @@ func (s *Server) Listen() error {
 			return err
 		}
 	}
-	if s.cfg.ClientAnswers.Enabled {
+	if s.cfg.ClientAnswers.Enabled() {
 		for _, addr := range s.cfg.ClientAnswers.Listen {
-			if err := s.listen(addr, "client_answers.listen", true); err != nil {
+			if err := s.listen(addr.String(), "client_answers.listen", true); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // signerSetup is a server NOTIFYing one fake secondary, polling it fast
@@ -16,7 +17,7 @@ func signerSetup(t *testing.T, signers ...netip.Addr) (*Server, *db.DB, *fakeSec
 	a := Access{Zones: map[string]ZoneAccess{zoneName: {Notify: []netip.AddrPort{sec.addr()}}}, MinNotifyInterval: 10 * time.Millisecond}
 	s, d, _ := xfrServer(t, 5, a)
 	s.cfg.Signers = signers
-	s.prop.policy = PropagationPolicy{PollDelay: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond, PollMaxRetries: 15}.normal()
+	s.prop.policy = normalPropagation(policy.Propagation{PollDelay: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond, PollMaxRetries: 15})
 	runServer(t, s)
 	return s, d, sec
 }

@@ -16,14 +16,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-)
 
-// Key is a TSIG key (RFC 8945).
-type Key struct {
-	Name      string // key name, e.g. "xfr-key" (fully qualified when used)
-	Algorithm string // hmac-sha256 (default), hmac-sha1, hmac-sha224, hmac-sha384, hmac-sha512
-	Secret    string // base64
-}
+	"github.com/tritondatacenter/cns/serve/policy"
+)
 
 // tsigFudge is the permitted clock skew, as every implementation uses.
 const tsigFudge = 300
@@ -39,7 +34,7 @@ type tsigKey struct {
 	newHash func() hash.Hash
 }
 
-func newTSIGKey(k Key) (*tsigKey, error) {
+func newTSIGKey(k policy.Key) (*tsigKey, error) {
 	alg := strings.ToLower(strings.TrimSuffix(k.Algorithm, "."))
 	if alg == "" {
 		alg = "hmac-sha256"

@@ -20,9 +20,10 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
-var testKey = Key{Name: "xfr-key", Algorithm: "hmac-sha256", Secret: base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}
+var testKey = policy.Key{Name: "xfr-key", Algorithm: "hmac-sha256", Secret: base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}
 
 // xfrServer serves a store whose zone has n names, with access.
 func xfrServer(t *testing.T, n int, a Access) (*Server, *db.DB, string) {
@@ -55,7 +56,7 @@ func xfrServer(t *testing.T, n int, a Access) (*Server, *db.DB, string) {
 
 // transfer runs an AXFR or IXFR with miekg/dns's client from local (an
 // address on lo such as 127.0.0.2) and returns the records or the error.
-func transfer(t *testing.T, addr, local string, m *dns.Msg, key *Key) ([]dns.RR, error) {
+func transfer(t *testing.T, addr, local string, m *dns.Msg, key *policy.Key) ([]dns.RR, error) {
 	t.Helper()
 	d := net.Dialer{Timeout: 2 * time.Second}
 	if local != "" {
@@ -219,7 +220,7 @@ func TestTransferACLAndTSIG(t *testing.T) {
 	a := Access{
 		AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		Zones:         map[string]ZoneAccess{zoneName: {Peers: []netip.Addr{peer}}},
-		Keys:          []Key{testKey},
+		Keys:          []policy.Key{testKey},
 		PeerKeys:      map[netip.Addr]string{peer: "xfr-key"},
 	}
 	_, _, addr := xfrServer(t, 10, a)
@@ -271,10 +272,10 @@ func TestTSIGSignVerifies(t *testing.T) {
 	if err := dns.TsigVerify(signed2, testKey.Secret, fmt.Sprintf("%x", mac), true); err != nil {
 		t.Fatalf("timers-only message: %v", err)
 	}
-	if _, err := newTSIGKey(Key{Name: "k", Algorithm: "hmac-md5", Secret: testKey.Secret}); err == nil {
+	if _, err := newTSIGKey(policy.Key{Name: "k", Algorithm: "hmac-md5", Secret: testKey.Secret}); err == nil {
 		t.Error("hmac-md5 accepted")
 	}
-	if _, err := newTSIGKey(Key{Name: "k", Secret: "not base64!"}); err == nil {
+	if _, err := newTSIGKey(policy.Key{Name: "k", Secret: "not base64!"}); err == nil {
 		t.Error("bad secret accepted")
 	}
 }
@@ -449,7 +450,7 @@ func runServer(t *testing.T, s *Server) {
 // Ensure a request with a bad TSIG gets NOTAUTH with the TSIG error, over
 // UDP and TCP, for queries and transfers.
 func TestTSIGErrorAnswered(t *testing.T) {
-	_, _, addr := xfrServer(t, 3, Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Keys: []Key{testKey}})
+	_, _, addr := xfrServer(t, 3, Access{AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Keys: []policy.Key{testKey}})
 	wrong := base64.StdEncoding.EncodeToString([]byte("not the secret at all, not at all"))
 	for _, tc := range []struct {
 		net   string

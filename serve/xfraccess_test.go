@@ -10,11 +10,12 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
 // otherKey is a second configured key, bound to another peer: a peer
 // bound to testKey that signs with it must still be refused.
-var otherKey = Key{Name: "other-key", Algorithm: "hmac-sha256", Secret: base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))}
+var otherKey = policy.Key{Name: "other-key", Algorithm: "hmac-sha256", Secret: base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))}
 
 // accessRig is a server with a journal entry to send: who may have it
 // over TCP and UDP is what the tests below ask. 127.0.0.1 may transfer
@@ -30,7 +31,7 @@ func newAccessRig(t *testing.T) *accessRig {
 	a := Access{
 		AllowTransfer: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		Zones:         map[string]ZoneAccess{zoneName: {Peers: []netip.Addr{bound, other}}},
-		Keys:          []Key{testKey, otherKey},
+		Keys:          []policy.Key{testKey, otherKey},
 		PeerKeys:      map[netip.Addr]string{bound: testKey.Name, other: otherKey.Name},
 	}
 	s, d, addr := xfrServer(t, 10, a)
@@ -98,7 +99,7 @@ func TestTransferKeyBinding(t *testing.T) {
 	r := newAccessRig(t)
 	for _, c := range []struct {
 		local string
-		key   *Key
+		key   *policy.Key
 		want  bool
 		who   string
 	}{

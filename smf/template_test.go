@@ -102,7 +102,7 @@ func TestTemplateHasEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range config.Keys {
-		if k.Section == config.Ignored {
+		if k.Section == config.SectionIgnored {
 			continue
 		}
 		if !strings.Contains(string(tmpl), `"`+k.Name+`": `) {
@@ -163,7 +163,7 @@ func TestTemplateFull(t *testing.T) {
 	var raw map[string]json.RawMessage
 	json.Unmarshal([]byte(out), &raw)
 	for _, k := range config.Keys {
-		if _, ok := raw[k.Name]; !ok && k.Section != config.Ignored {
+		if _, ok := raw[k.Name]; !ok && k.Section != config.SectionIgnored {
 			if _, skip := notRendered[k.Name]; !skip {
 				t.Errorf("%s not rendered from full metadata", k.Name)
 			}
@@ -191,8 +191,8 @@ func TestTemplateFull(t *testing.T) {
 		t.Errorf("allow_transfer %v, want %v (SAPI's, then 127.0.0.1)", cfg.AllowTransfer, wantAllow)
 	}
 	if cfg.MinNotifyInterval != 250*time.Millisecond || cfg.BatchWindow != 250*time.Millisecond ||
-		cfg.HysteresisWindow != 30*time.Second || cfg.HysteresisLastMemberDelay != 5*time.Minute {
-		t.Errorf("intervals: notify %v batch %v hysteresis %v/%v", cfg.MinNotifyInterval, cfg.BatchWindow, cfg.HysteresisWindow, cfg.HysteresisLastMemberDelay)
+		cfg.Hysteresis.Window != 30*time.Second || cfg.Hysteresis.LastMemberDelay != 5*time.Minute {
+		t.Errorf("intervals: notify %v batch %v hysteresis %v/%v", cfg.MinNotifyInterval, cfg.BatchWindow, cfg.Hysteresis.Window, cfg.Hysteresis.LastMemberDelay)
 	}
 	if cfg.Catalog != "catalog.example.com" || cfg.ReverseV4Prefix != 16 || cfg.ReverseV6Prefix != 48 || cfg.MaxRRset != 50 {
 		t.Errorf("catalog %q reverse /%d /%d max_rrset %d", cfg.Catalog, cfg.ReverseV4Prefix, cfg.ReverseV6Prefix, cfg.MaxRRset)

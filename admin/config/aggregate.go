@@ -2,39 +2,29 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/feeds/aggregate"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
-
-// Region is one entry of aggregate: a region zone made of other cns zones
-// (RFD 172), followed as a secondary would.
-type Region struct {
-	Zone    string // lower case, no trailing dot
-	Sources []AggregateSource
-}
-
-// AggregateSource is one zone a region is made of.
-type AggregateSource struct {
-	Zone      string
-	Primaries []netip.AddrPort // port 53 when the file gives none
-	Key       string           // a tsig_keys name, or ""
-}
 
 // Standalone reports whether the config is an aggregator with no feed of
 // its own (RFD 172's replica): aggregate set, and no inventory_file, no
 // SDC API options and no forward_zones.
 func (c *Config) Standalone() bool {
-	return len(c.Aggregate) > 0 && c.InventoryFile == "" && len(c.Forward) == 0 &&
-		len(c.VMAPI) == 0 && len(c.CNAPI) == 0 && len(c.NAPI) == 0 && len(c.UFDS) == 0 && len(c.Changefeed) == 0
+	return len(c.Aggregate) > 0 && c.InventoryFile == "" && len(c.Forward) == 0 && !c.sdcConfigured
 }
 
-// parseAggregate runs after forward_zones, the feeds' keys and tsig_keys.
+// parseAggregate runs after forward_zones, the feeds' keys and tsig_keys:
+// the sources' keys are the TSIG keys, as the aggregator uses them (names
+// and algorithms fully qualified, hmac-sha256 by default).
 func parseAggregate(p *parser) error {
 	raw, ok := p.top["aggregate"]
 	if !ok || string(raw) == "null" {
@@ -66,28 +56,36 @@ func parseAggregate(p *parser) error {
 			return p.bad(key, "zone is also %s", where)
 		}
 		zones[region] = key
-		r := Region{Zone: region}
+		r := aggregate.Region{Zone: region}
 		if len(regions[name].Sources) == 0 {
 			return p.bad(key+".sources", "at least one source zone is required")
 		}
 		for i, s := range regions[name].Sources {
 			skey := fmt.Sprintf("%s.sources[%d]", key, i)
-			src := AggregateSource{Zone: strings.ToLower(strings.TrimSuffix(s.Zone, ".")), Key: s.Key}
+			src := aggregate.Source{Zone: strings.ToLower(strings.TrimSuffix(s.Zone, "."))}
 			if _, ok := dns.IsDomainName(src.Zone); !ok || src.Zone == "" || src.Zone == region {
 				return p.bad(skey+".zone", "%q is not a valid source zone (and must differ from the region)", s.Zone)
 			}
-			if slices.ContainsFunc(r.Sources, func(x AggregateSource) bool { return x.Zone == src.Zone }) {
+			if slices.ContainsFunc(r.Sources, func(x aggregate.Source) bool { return x.Zone == src.Zone }) {
 				return p.bad(skey+".zone", "%q is listed twice", s.Zone)
 			}
 			if len(s.Primaries) == 0 {
 				return p.bad(skey+".primaries", "at least one primary (ip or ip:port) is required")
 			}
-			var err error
-			if src.Primaries, err = p.notifyTargets(skey+".primaries", s.Primaries); err != nil {
+			primaries, err := p.notifyTargets(skey+".primaries", s.Primaries)
+			if err != nil {
 				return err
 			}
-			if s.Key != "" && !slices.ContainsFunc(p.c.TSIGKeys, func(k TSIGKey) bool { return k.Name == s.Key }) {
-				return p.bad(skey+".key", "key %q is not in tsig_keys", s.Key)
+			for _, ap := range primaries {
+				src.Primaries = append(src.Primaries, ap.String())
+			}
+			if s.Key != "" {
+				ki := slices.IndexFunc(p.c.TSIGKeys, func(k policy.Key) bool { return k.Name == s.Key })
+				if ki < 0 {
+					return p.bad(skey+".key", "key %q is not in tsig_keys", s.Key)
+				}
+				k := p.c.TSIGKeys[ki]
+				src.Key = &aggregate.Key{Name: dns.Fqdn(strings.ToLower(k.Name)), Algorithm: dns.Fqdn(strings.ToLower(cmp.Or(k.Algorithm, "hmac-sha256"))), Secret: k.Secret}
 			}
 			r.Sources = append(r.Sources, src)
 		}

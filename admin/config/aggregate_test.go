@@ -44,8 +44,8 @@ func TestAggregateKey(t *testing.T) {
 				t.Errorf("Standalone() = %v", c.Standalone())
 			}
 			r := c.Aggregate[0]
-			if r.Zone != "us-west.cns.example.com" || len(r.Sources) != 2 || r.Sources[0].Key != "xfr-key" ||
-				r.Sources[0].Primaries[0].String() != "10.1.0.10:53" || r.Sources[0].Primaries[1].String() != "10.1.0.11:5353" {
+			if r.Zone != "us-west.cns.example.com" || len(r.Sources) != 2 || r.Sources[0].Key == nil || r.Sources[0].Key.Name != "xfr-key." ||
+				r.Sources[0].Key.Algorithm != "hmac-sha256." || r.Sources[0].Primaries[0] != "10.1.0.10:53" || r.Sources[0].Primaries[1] != "10.1.0.11:5353" {
 				t.Errorf("aggregate = %+v", c.Aggregate)
 			}
 			if _, ok := c.ZoneConfig().Forward["us-west.cns.example.com"]; !ok {

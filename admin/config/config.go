@@ -1,18 +1,17 @@
-// Package config is cns's configuration: the reference implementation's
-// config.json plus cns's own keys, its parser, and cnsadm's editing of it.
+// Package config is cns's configuration schema: the reference
+// implementation's config.json plus cns's own keys, the key table, the
+// parser and its validation, and the difference between two
+// configurations (which a reload applies, which needs a restart). It
+// reads the file it is given and nothing else: where the configuration
+// lives (a file, SAPI) and how cnsadm edits it are admin/cnsadm's.
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
-
-	"github.com/tritondatacenter/cns/db"
 )
 
 // DefaultAPIPort is the REST API's port when api_server.listen is absent,
@@ -21,136 +20,22 @@ const DefaultAPIPort = 80
 
 // Config is cns's configuration: the reference implementation's
 // config.json (rendered by config-agent from SAPI), accepted unchanged,
-// plus cns's own optional keys.
+// plus cns's own optional keys. Its sections are the README's; each key
+// is parsed into the type of the part of cns that uses it (serve/policy's
+// for the DNS server, records', db's, sdc's, hysteresis', aggregate's),
+// so a key's value reaches its consumer without a second conversion; the
+// methods of sections.go assemble what combines several keys.
 type Config struct {
 	Path string // the file it came from
 
-	MyName        string
-	Hostmaster    string
-	Forward       []ForwardZone // in file order
-	Reverse       ReverseZones
-	AllowTransfer []netip.Prefix
-	UseLogin      bool
-	UseAlias      bool
-	// MinNotifyInterval spaces NOTIFYs to one peer (reference default 5 s).
-	MinNotifyInterval time.Duration
-
-	// FullPollInterval and ReaperPollInterval are the reference's keys
-	// (milliseconds in the file; zero when absent). BatchWindow is how long
-	// changes gather into one commit (batch_window_ms, default 25 ms).
-	FullPollInterval   time.Duration
-	ReaperPollInterval time.Duration
-	BatchWindow        time.Duration
-
-	// HysteresisWindow and HysteresisLastMemberDelay are RFD 1's
-	// self-removal numbers (hysteresis_window_ms, default 60 s;
-	// hysteresis_last_member_delay_ms, default 600 s); zero: the default.
-	HysteresisWindow          time.Duration
-	HysteresisLastMemberDelay time.Duration
-
-	// SDC API options, kept as given for the SDC feeds.
-	VMAPI      json.RawMessage
-	CNAPI      json.RawMessage
-	NAPI       json.RawMessage
-	UFDS       json.RawMessage
-	Changefeed json.RawMessage
-
-	// cns's own keys.
-	DBPath        string
-	DNSListen     []string
-	InventoryFile string
-	// APIListen is api_server.listen: nil when absent (the reference's
-	// listeners: port DefaultAPIPort on loopback and the zone's admin
-	// addresses), empty for no API.
-	APIListen    []string
-	APIToken     string // api_server.token: remote callers of mutating endpoints
-	APIReadToken string // api_server.read_token: required for reads when set
-	LogLevel     string // log_level: trace, debug, info, warn, error
-	HideVersion  bool   // hide_version: version.bind/version.server answer REFUSED
-	HideIdentity bool   // hide_identity: id.server/hostname.bind answer REFUSED
-
-	// Replication.
-	AlsoNotify []netip.AddrPort  // also_notify, every zone
-	Signers    []netip.Addr      // signers: DNSSEC-signing secondaries
-	TSIGKeys   []TSIGKey         // tsig_keys
-	PeerKeys   map[string]string // peer_keys: peer name or address → key name
-	Journal    db.JournalLimits  // journal_max_entries, journal_max_bytes, journal_max_age_s
-	MaxRRset   int               // max_rrset (default 90)
-	Catalog    string            // catalog_zone: RFC 9432 catalog of every zone
-	RRL        RRL               // rrl: response rate limiting, off by default
-	Forwarding Forwarding        // forwarding: resolve other names for chosen clients
-	// ClientAnswers is client_answers: owner-less names answered in the
-	// asking instance's own scope (off when Networks is empty).
-	ClientAnswers ClientAnswers
-	Propagation   Propagation // propagation: how serials are followed to the secondaries
-	Aggregate     []Region    // aggregate: region zones made of other cns zones (RFD 172)
-
-	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
-	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
-	// or 64, default 64).
-	ReverseV4Prefix int
-	ReverseV6Prefix int
+	Zones
+	Replication
+	Feeds
+	Server
+	Limits
 
 	// Warnings name keys that were ignored.
 	Warnings []string
-}
-
-// RRL is rrl: response rate limiting, off by default. The fields are
-// serve.RRL's; main converts it.
-type RRL struct {
-	ResponsesPerSecond     int
-	Slip                   int
-	IPv4Prefix, IPv6Prefix int
-	Exempt                 []netip.Prefix
-}
-
-// Forwarding is forwarding: which clients may have other names resolved,
-// and by whom (zero CacheEntries and Timeout: serve's defaults).
-type Forwarding struct {
-	Clients      []netip.Prefix
-	Upstreams    []netip.AddrPort
-	CacheEntries int
-	Timeout      time.Duration
-}
-
-// ClientAnswers is client_answers: the networks (or pools) whose
-// addresses identify the instance a query comes from, and the extra
-// addresses on which only client-scoped service is offered.
-type ClientAnswers struct {
-	Networks []string // network or pool UUIDs, lower case
-	Listen   []netip.AddrPort
-}
-
-// Propagation is propagation: how serials are followed to the
-// secondaries (zero values: serve's defaults).
-type Propagation struct {
-	ThresholdPercent int
-	PollDelay        time.Duration
-	PollInterval     time.Duration
-	PollTimeout      time.Duration
-	PollMaxRetries   int
-	PeriodicSync     time.Duration
-}
-
-// ForwardZone is one entry of forward_zones.
-type ForwardZone struct {
-	Name          string
-	Networks      []string
-	Peers         []string
-	HiddenPrimary bool
-	AlsoNotify    []netip.AddrPort
-}
-
-// TSIGKey is one entry of tsig_keys.
-type TSIGKey struct {
-	Name, Algorithm, Secret string
-}
-
-// ReverseZones is reverse_zones: settings shared by every reverse zone.
-type ReverseZones struct {
-	Peers         []string
-	HiddenPrimary bool
-	AlsoNotify    []netip.AddrPort
 }
 
 // Error is a configuration problem: the file, the key and what is

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 // The reference's own rendered config (sdc-apis.md §6) is accepted as is.
@@ -42,7 +44,7 @@ func TestParseReferenceConfig(t *testing.T) {
 	if c.DBPath != defaultDBPath || !slices.Equal(c.DNSListen, defaultDNSListen) || c.MinNotifyInterval != 500*time.Millisecond {
 		t.Errorf("defaults: db %s listen %v notify %v", c.DBPath, c.DNSListen, c.MinNotifyInterval)
 	}
-	if c.FullPollInterval != 10*time.Second || !c.UseAlias || c.UseLogin {
+	if c.SDC.FullPollInterval != sdc.MinFullPollInterval || c.SDC.ReaperInterval != 300*time.Second || c.SDC.VMAPI.Limit != 500 || !c.UseAlias || c.UseLogin {
 		t.Errorf("fields: %+v", c)
 	}
 	if len(c.AllowTransfer) != 2 || c.AllowTransfer[1].String() != "127.0.0.1/32" {
@@ -199,9 +201,9 @@ func TestHysteresisConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.HysteresisWindow != tc.window || c.HysteresisLastMemberDelay != tc.lastMember || len(c.Warnings) != 0 {
+			if c.Hysteresis.Window != tc.window || c.Hysteresis.LastMemberDelay != tc.lastMember || len(c.Warnings) != 0 {
 				t.Errorf("window %v, last member %v, warnings %q; want %v, %v, none",
-					c.HysteresisWindow, c.HysteresisLastMemberDelay, c.Warnings, tc.window, tc.lastMember)
+					c.Hysteresis.Window, c.Hysteresis.LastMemberDelay, c.Warnings, tc.window, tc.lastMember)
 			}
 		})
 	}

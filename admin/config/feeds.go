@@ -1,31 +1,56 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
+	"time"
 
+	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
-// The feeds: the SDC APIs' *_opts (kept as given for the SDC feed), or an
-// inventory file instead.
+// Feeds is the section of that name: where truth comes from (the SDC
+// APIs, or an inventory file instead) and how the updater takes it in.
+// Only a start applies it.
+type Feeds struct {
+	// InventoryFile, when set, is the feed instead of the SDC APIs.
+	InventoryFile string
+	// SDC is the SDC feed's configuration: the *_opts keys, parsed once
+	// by the feed's own rules (sdc.ParseEndpoints), and its poll
+	// intervals (full_poll_interval raised to the feed's floor). Only
+	// the file's keys are set: the caller adds the logger.
+	SDC sdc.Config
+	// BatchWindow is how long changes gather into one commit
+	// (batch_window_ms, default 25 ms).
+	BatchWindow time.Duration
+	// Hysteresis is RFD 1's self-removal numbers (hysteresis_window_ms,
+	// hysteresis_last_member_delay_ms; zero: the defaults).
+	Hysteresis hysteresis.Policy
 
-// sdcOptions are the *_opts keys and where each is kept.
-func sdcOptions(c *Config) map[string]*json.RawMessage {
-	return map[string]*json.RawMessage{"vmapi_opts": &c.VMAPI, "cnapi_opts": &c.CNAPI, "napi_opts": &c.NAPI, "ufds_opts": &c.UFDS, "changefeed_opts": &c.Changefeed}
+	sdcConfigured bool // some *_opts key is set (Standalone)
 }
 
 // parseSDCOption returns the parse function of one *_opts key: a JSON
-// object, kept as written.
+// object (parseInventoryFile reads them all, once the feed is known).
 func parseSDCOption(key string) func(*parser) error {
 	return func(p *parser) error {
 		var obj map[string]any
-		if ok, err := p.get(key, &obj); err != nil || !ok {
-			return err
-		}
-		*sdcOptions(p.c)[key] = p.top[key]
-		return nil
+		ok, err := p.get(key, &obj)
+		p.c.sdcConfigured = p.c.sdcConfigured || ok
+		return err
 	}
+}
+
+// parseFullPollInterval reads full_poll_interval, raised to the SDC
+// feed's floor: the changefeed carries the changes, a full listing is a
+// safety net (the reference's 10 s would list 100k VMs six times a
+// minute).
+func parseFullPollInterval(p *parser) error {
+	var d time.Duration
+	if err := p.millis("full_poll_interval", &d, 0, "must not be negative"); err != nil {
+		return err
+	}
+	p.c.SDC.FullPollInterval = sdc.ServeFullPollInterval(d)
+	return nil
 }
 
 // parseInventoryFile runs after the *_opts keys: without an inventory
@@ -35,16 +60,17 @@ func parseInventoryFile(p *parser) error {
 	if err := p.getInto("inventory_file", &c.InventoryFile); err != nil || c.InventoryFile != "" {
 		return err
 	}
-	if _, agg := p.top["aggregate"]; agg && len(c.Forward) == 0 &&
-		len(c.VMAPI)+len(c.CNAPI)+len(c.NAPI)+len(c.UFDS)+len(c.Changefeed) == 0 {
+	if _, agg := p.top["aggregate"]; agg && len(c.Forward) == 0 && !c.sdcConfigured {
 		return nil // a standalone aggregator (parseAggregate checks it)
 	}
-	if _, err := sdc.ParseEndpoints(c.VMAPI, c.CNAPI, c.NAPI, c.UFDS, c.Changefeed); err != nil {
+	ep, err := sdc.ParseEndpoints(p.top["vmapi_opts"], p.top["cnapi_opts"], p.top["napi_opts"], p.top["ufds_opts"], p.top["changefeed_opts"])
+	if err != nil {
 		var oe *sdc.OptionError
 		if errors.As(err, &oe) {
 			return p.bad(oe.Key, "%s", oe.Problem)
 		}
 		return p.bad("", "%v", err)
 	}
+	c.SDC.Endpoints = ep
 	return nil
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -12,120 +11,120 @@ import (
 // classification (Diff) and the README's key table are all derived from
 // it: adding a key is one entry here and its parse function.
 var Keys = []Key{
-	{Name: "my_name", Default: "required", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseMyName,
+	{Name: "my_name", Default: "required", Kind: String, Section: SectionZones, Cnsadm: Shown, parse: parseMyName,
 		Help:  "this server's name: SOA MNAME and first NS",
 		value: func(c *Config) any { return c.MyName }},
-	{Name: "hostmaster", Default: "required", Kind: String, Section: Zones, Cnsadm: Shown, parse: parseHostmaster,
+	{Name: "hostmaster", Default: "required", Kind: String, Section: SectionZones, Cnsadm: Shown, parse: parseHostmaster,
 		Help:  "zone contact (SOA RNAME), user@domain",
 		value: func(c *Config) any { return c.Hostmaster }},
-	{Name: "forward_zones", Default: "required", Kind: Object, Section: Zones, Cnsadm: ZonesOnly, parse: parseForwardZones,
+	{Name: "forward_zones", Default: "required", Kind: Object, Section: SectionZones, Cnsadm: ZonesOnly, parse: parseForwardZones,
 		Help:  "`{zone: {settings}}` (a zone's settings are below); zones are tried for a NIC in file order",
 		value: func(c *Config) any { return c.Forward }},
-	{Name: "reverse_zones", Kind: Object, Section: Zones, Cnsadm: ZonesOnly, parse: parseReverseZones,
+	{Name: "reverse_zones", Kind: Object, Section: SectionZones, Cnsadm: ZonesOnly, parse: parseReverseZones,
 		Help:  "`{peers, hidden_primary, also_notify}` for every reverse zone (`cnsadm zones reverse`)",
 		value: func(c *Config) any { return c.Reverse }},
-	{Name: "use_login", Kind: Bool, Section: Zones, Cnsadm: Shown, Default: "false",
+	{Name: "use_login", Kind: Bool, Section: SectionZones, Cnsadm: Shown, Default: "false",
 		parse: func(p *parser) error { return p.getInto("use_login", &p.c.UseLogin) },
 		Help:  "add names with the owner's login",
 		value: func(c *Config) any { return c.UseLogin }},
-	{Name: "use_alias", Kind: Bool, Section: Zones, Cnsadm: Shown, Default: "true", parse: parseUseAlias,
+	{Name: "use_alias", Kind: Bool, Section: SectionZones, Cnsadm: Shown, Default: "true", parse: parseUseAlias,
 		Help:  "add names with the VM's alias",
 		value: func(c *Config) any { return c.UseAlias }},
-	{Name: "allow_transfer", Kind: List, Section: Replication, Cnsadm: Shown, parse: parseAllowTransfer,
+	{Name: "allow_transfer", Kind: List, Section: SectionReplication, Cnsadm: Shown, parse: parseAllowTransfer,
 		Help:  "addresses and prefixes allowed to transfer zones (and loopback, always)",
 		value: func(c *Config) any { return c.AllowTransfer }},
-	{Name: "min_notify_interval", Kind: Number, Section: Replication, Default: "500", parse: nonNegativeMillis("min_notify_interval", func(c *Config) *time.Duration { return &c.MinNotifyInterval }),
+	{Name: "min_notify_interval", Kind: Number, Section: SectionReplication, Default: "500", parse: nonNegativeMillis("min_notify_interval", func(c *Config) *time.Duration { return &c.MinNotifyInterval }),
 		Help:  "ms between NOTIFYs to one peer for one zone (the reference used 5000: cns sends a NOTIFY right after a commit and only coalesces bursts)",
 		value: func(c *Config) any { return c.MinNotifyInterval }},
-	{Name: "full_poll_interval", Kind: Number, Section: Feeds, Restart: true, Default: "(the feed's floor)", parse: nonNegativeMillis("full_poll_interval", func(c *Config) *time.Duration { return &c.FullPollInterval }),
+	{Name: "full_poll_interval", Kind: Number, Section: SectionFeeds, Restart: true, Default: "(the feed's floor)", parse: parseFullPollInterval,
 		Help:  "ms; the SDC feed's safety-net re-list (raised to its floor: the changefeed carries changes)",
-		value: func(c *Config) any { return c.FullPollInterval }},
-	{Name: "reaper_poll_interval", Kind: Number, Section: Feeds, Restart: true, Default: "(the feed's)", parse: nonNegativeMillis("reaper_poll_interval", func(c *Config) *time.Duration { return &c.ReaperPollInterval }),
+		value: func(c *Config) any { return c.SDC.FullPollInterval }},
+	{Name: "reaper_poll_interval", Kind: Number, Section: SectionFeeds, Restart: true, Default: "(the feed's)", parse: nonNegativeMillis("reaper_poll_interval", func(c *Config) *time.Duration { return &c.SDC.ReaperInterval }),
 		Help:  "ms; how often the SDC feed looks for destroyed VMs",
-		value: func(c *Config) any { return c.ReaperPollInterval }},
-	{Name: "batch_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "25 (ms)", parse: nonNegativeMillis("batch_window_ms", func(c *Config) *time.Duration { return &c.BatchWindow }),
+		value: func(c *Config) any { return c.SDC.ReaperInterval }},
+	{Name: "batch_window_ms", Kind: Number, Section: SectionFeeds, Restart: true, Default: "25 (ms)", parse: nonNegativeMillis("batch_window_ms", func(c *Config) *time.Duration { return &c.BatchWindow }),
 		Help:  "the shortest time between the starts of two commits: a change after a quiet spell is committed at once, a burst gathers into one commit (one serial) per window",
 		value: func(c *Config) any { return c.BatchWindow }},
-	{Name: "hysteresis_window_ms", Kind: Number, Section: Feeds, Restart: true, Default: "60000 (ms)", parse: positiveMillis("hysteresis_window_ms", func(c *Config) *time.Duration { return &c.HysteresisWindow }),
+	{Name: "hysteresis_window_ms", Kind: Number, Section: SectionFeeds, Restart: true, Default: "60000 (ms)", parse: positiveMillis("hysteresis_window_ms", func(c *Config) *time.Duration { return &c.Hysteresis.Window }),
 		Help:  "self-removal hysteresis: the window in which at most max(floor(n/3), 1) members of a service may leave by `triton.cns.status` (see \"Service health\")",
-		value: func(c *Config) any { return c.HysteresisWindow }},
-	{Name: "hysteresis_last_member_delay_ms", Kind: Number, Section: Feeds, Restart: true, Default: "600000 (ms)", parse: positiveMillis("hysteresis_last_member_delay_ms", func(c *Config) *time.Duration { return &c.HysteresisLastMemberDelay }),
+		value: func(c *Config) any { return c.Hysteresis.Window }},
+	{Name: "hysteresis_last_member_delay_ms", Kind: Number, Section: SectionFeeds, Restart: true, Default: "600000 (ms)", parse: positiveMillis("hysteresis_last_member_delay_ms", func(c *Config) *time.Duration { return &c.Hysteresis.LastMemberDelay }),
 		Help:  "how long the last listed member of a service waits before it leaves",
-		value: func(c *Config) any { return c.HysteresisLastMemberDelay }},
-	sdcOptionKey("vmapi_opts", "VMAPI: `{\"address\": ...}` and its options (see the SDC feed section)"),
-	sdcOptionKey("cnapi_opts", "CNAPI"),
-	sdcOptionKey("napi_opts", "NAPI"),
-	sdcOptionKey("ufds_opts", "UFDS (LDAP): address, bindDN, bindPassword"),
-	sdcOptionKey("changefeed_opts", "VMAPI's changefeed"),
-	{Name: "db_path", Kind: String, Section: Server, Restart: true, Default: `"/data/cns/cns.db"`, parse: parseDBPath,
+		value: func(c *Config) any { return c.Hysteresis.LastMemberDelay }},
+	sdcOptionKey("vmapi_opts", "VMAPI: `{\"address\": ...}` and its options (see the SDC feed section)", func(c *Config) any { return c.SDC.VMAPI }),
+	sdcOptionKey("cnapi_opts", "CNAPI", func(c *Config) any { return c.SDC.CNAPI }),
+	sdcOptionKey("napi_opts", "NAPI", func(c *Config) any { return c.SDC.NAPI }),
+	sdcOptionKey("ufds_opts", "UFDS (LDAP): address, bindDN, bindPassword", func(c *Config) any { return c.SDC.UFDS }),
+	sdcOptionKey("changefeed_opts", "VMAPI's changefeed", func(c *Config) any { return c.SDC.Changefeed }),
+	{Name: "db_path", Kind: String, Section: SectionServer, Restart: true, Default: `"/data/cns/cns.db"`, parse: parseDBPath,
 		Help:  "the bbolt file (mode 0600); relative to the config file",
 		value: func(c *Config) any { return c.DBPath }},
-	{Name: "dns_listen", Kind: List, Section: Server, Restart: true, Default: `["0.0.0.0:53", "[::]:53"]`, parse: parseDNSListen,
+	{Name: "dns_listen", Kind: List, Section: SectionServer, Restart: true, Default: `["0.0.0.0:53", "[::]:53"]`, parse: parseDNSListen,
 		Help:  "`ip:port` addresses, each served on UDP and TCP",
 		value: func(c *Config) any { return c.DNSListen }},
-	{Name: "inventory_file", Kind: String, Section: Feeds, Restart: true, parse: parseInventoryFile,
+	{Name: "inventory_file", Kind: String, Section: SectionFeeds, Restart: true, parse: parseInventoryFile,
 		Help:  "an inventory file to use instead of the SDC APIs; relative to the config file",
 		value: func(c *Config) any { return c.InventoryFile }},
-	{Name: "api_server", Kind: Object, Section: Server, Restart: true, parse: parseAPIServer,
+	{Name: "api_server", Kind: Object, Section: SectionServer, Restart: true, parse: parseAPIServer,
 		Help:  "`{\"listen\": \"ip:port\" or a list, \"token\": ..., \"read_token\": ...}`: the REST API (absent listen: port 80 on 127.0.0.1, ::1 and the zone's admin addresses; `[]`: no API), and bearer tokens for remote callers",
 		value: func(c *Config) any { return []any{c.APIListen, c.APIToken, c.APIReadToken} }},
-	{Name: "log_level", Kind: String, Section: Server, Default: "info", parse: parseLogLevel,
+	{Name: "log_level", Kind: String, Section: SectionServer, Default: "info", parse: parseLogLevel,
 		Help:  "trace, debug, info, warn, error; when absent, the LOGLEVEL environment variable (which the reference's SMF manifest sets), else info",
 		value: func(c *Config) any { return c.LogLevel }},
-	{Name: "hide_version", Kind: Bool, Section: Server, Restart: true, Default: "false",
+	{Name: "hide_version", Kind: Bool, Section: SectionServer, Restart: true, Default: "false",
 		parse: func(p *parser) error { return p.getInto("hide_version", &p.c.HideVersion) },
 		Help:  "answer REFUSED to CHAOS `version.bind` and `version.server`",
 		value: func(c *Config) any { return c.HideVersion }},
-	{Name: "hide_identity", Kind: Bool, Section: Server, Restart: true, Default: "false",
+	{Name: "hide_identity", Kind: Bool, Section: SectionServer, Restart: true, Default: "false",
 		parse: func(p *parser) error { return p.getInto("hide_identity", &p.c.HideIdentity) },
 		Help:  "answer REFUSED to CHAOS `id.server` and `hostname.bind`",
 		value: func(c *Config) any { return c.HideIdentity }},
-	{Name: "also_notify", Kind: List, Section: Replication, parse: parseAlsoNotify,
+	{Name: "also_notify", Kind: List, Section: SectionReplication, parse: parseAlsoNotify,
 		Help:  "extra NOTIFY targets for every zone: `\"ip\"`, `\"ip:port\"`, `\"[v6]:port\"` (also per zone)",
 		value: func(c *Config) any { return c.AlsoNotify }},
-	{Name: "signers", Kind: List, Section: Replication, Restart: true, Default: "(detected)", parse: parseSigners,
+	{Name: "signers", Kind: List, Section: SectionReplication, Restart: true, Default: "(detected)", parse: parseSigners,
 		Help:  "addresses of secondaries that sign the zones with DNSSEC under serials of their own (see \"Signing with DNSSEC\"); others are detected",
 		value: func(c *Config) any { return c.Signers }},
-	{Name: "tsig_keys", Kind: Object, Section: Replication, parse: parseTSIGKeys,
+	{Name: "tsig_keys", Kind: Object, Section: SectionReplication, parse: parseTSIGKeys,
 		Help:  "`{\"name\": {\"algorithm\": \"hmac-sha256\", \"secret\": \"base64\"}}`",
 		value: func(c *Config) any { return c.TSIGKeys }},
-	{Name: "peer_keys", Kind: Object, Section: Replication, parse: parsePeerKeys,
+	{Name: "peer_keys", Kind: Object, Section: SectionReplication, parse: parsePeerKeys,
 		Help:  "`{\"peer name or ip\": \"key name\"}`: that peer must sign its transfers, and its NOTIFYs are signed",
 		value: func(c *Config) any { return c.PeerKeys }},
-	{Name: "aggregate", Kind: Object, Section: Replication, Restart: true, parse: parseAggregate,
+	{Name: "aggregate", Kind: Object, Section: SectionReplication, Restart: true, parse: parseAggregate,
 		Help:  "region zones made of other cns zones (RFD 172): `{\"us-west.cns.example.com\": {\"sources\": [{\"zone\": \"us-west-1.cns.example.com\", \"primaries\": [\"10.1.0.10\", \"10.1.0.11:53\"], \"key\": \"xfr-key\"}]}}` (`key`: a `tsig_keys` name, optional); without a feed and `forward_zones`, cns is a standalone aggregator (see \"Aggregating data centers\")",
 		value: func(c *Config) any { return c.Aggregate }},
-	{Name: "journal_max_entries", Kind: Number, Section: Limits, Restart: true, Default: "2000", parse: parseJournal,
+	{Name: "journal_max_entries", Kind: Number, Section: SectionLimits, Restart: true, Default: "2000", parse: parseJournal,
 		Help:  "per-zone IXFR journal: most entries kept (oldest dropped first)",
 		value: func(c *Config) any { return c.Journal.MaxEntries }},
-	{Name: "journal_max_bytes", Kind: Number, Section: Limits, Restart: true, Default: "16777216", // parsed with journal_max_entries
+	{Name: "journal_max_bytes", Kind: Number, Section: SectionLimits, Restart: true, Default: "16777216", // parsed with journal_max_entries
 		Help:  "per-zone IXFR journal: most bytes kept (16 MiB; at least 4096)",
 		value: func(c *Config) any { return c.Journal.MaxBytes }},
-	{Name: "journal_max_age_s", Kind: Number, Section: Limits, Restart: true, Default: "604800", // parsed with journal_max_entries
+	{Name: "journal_max_age_s", Kind: Number, Section: SectionLimits, Restart: true, Default: "604800", // parsed with journal_max_entries
 		Help:  "per-zone IXFR journal: oldest entry kept, in seconds (7 days)",
 		value: func(c *Config) any { return c.Journal.MaxAge }},
-	{Name: "max_rrset", Kind: Number, Section: Limits, Restart: true, Default: "90", parse: parseMaxRRset,
+	{Name: "max_rrset", Kind: Number, Section: SectionLimits, Restart: true, Default: "90", parse: parseMaxRRset,
 		Help:  "most records of one type at one name, 1 to 1000 (BIND ≥ 9.18.28 refuses more than 100)",
 		value: func(c *Config) any { return c.MaxRRset }},
-	{Name: "reverse_v4_prefix", Kind: Number, Section: Zones, Default: "24", parse: parseReverseV4Prefix,
+	{Name: "reverse_v4_prefix", Kind: Number, Section: SectionZones, Default: "24", parse: parseReverseV4Prefix,
 		Help:  "size of the IPv4 reverse zones cns creates: 8, 16 or 24 (with 8, every PTR of 10.0.0.0/8 lands in `10.in-addr.arpa`)",
 		value: func(c *Config) any { return c.ReverseV4Prefix }},
-	{Name: "reverse_v6_prefix", Kind: Number, Section: Zones, Default: "64", parse: parseReverseV6Prefix,
+	{Name: "reverse_v6_prefix", Kind: Number, Section: SectionZones, Default: "64", parse: parseReverseV6Prefix,
 		Help:  "size of the IPv6 reverse zones: 32, 48 or 64",
 		value: func(c *Config) any { return c.ReverseV6Prefix }},
-	{Name: "rrl", Kind: Object, Section: Server, Default: "off", parse: parseRRL,
+	{Name: "rrl", Kind: Object, Section: SectionServer, Default: "off", parse: parseRRL,
 		Help:  "response rate limiting: `{\"responses_per_second\": 20, \"slip\": 2, \"ipv4_prefix\": 24, \"ipv6_prefix\": 56, \"exempt\": [\"10.0.0.0/8\"]}`",
 		value: func(c *Config) any { return c.RRL }},
-	{Name: "forwarding", Kind: Object, Section: Server, Restart: true, Default: "off", parse: parseForwarding,
+	{Name: "forwarding", Kind: Object, Section: SectionServer, Restart: true, Default: "off", parse: parseForwarding,
 		Help:  "`{\"clients\": [\"10.0.0.0/8\"], \"upstreams\": [\"10.0.0.2\", \"10.0.0.3:53\"], \"cache_entries\": 10000, \"timeout_ms\": 2000}`",
 		value: func(c *Config) any { return c.Forwarding }},
-	{Name: "client_answers", Kind: Object, Section: Server, Restart: true, Default: "off", parse: parseClientAnswers,
+	{Name: "client_answers", Kind: Object, Section: SectionServer, Restart: true, Default: "off", parse: parseClientAnswers,
 		Help:  "owner-less names (`web.svc.<zone>`, `self.inst.<zone>`) answered in the asking instance's own scope: `{\"networks\": [\"<network or pool uuid>\"], \"listen\": [\"192.168.128.2:53\"]}` (see \"Short names for instances\")",
 		value: func(c *Config) any { return c.ClientAnswers }},
-	{Name: "propagation", Kind: Object, Section: Replication, Restart: true, Default: "see \"Propagation status\"", parse: parsePropagation,
+	{Name: "propagation", Kind: Object, Section: SectionReplication, Restart: true, Default: "see \"Propagation status\"", parse: parsePropagation,
 		Help:  "`{\"threshold_percent\": 100, \"poll_delay_ms\": 50, \"poll_interval_ms\": 200, \"poll_timeout_ms\": 2000, \"poll_max_retries\": 20, \"periodic_sync_interval_s\": 60}`",
 		value: func(c *Config) any { return c.Propagation }},
-	{Name: "catalog_zone", Kind: String, Section: Zones, parse: parseCatalogZone,
+	{Name: "catalog_zone", Kind: String, Section: SectionZones, parse: parseCatalogZone,
 		Help:  "name of an RFC 9432 catalog zone listing every zone",
 		value: func(c *Config) any { return c.Catalog }},
 
@@ -175,12 +174,12 @@ func (k Kind) String() string {
 type Section int
 
 const (
-	Zones Section = iota
-	Replication
-	Feeds
-	Server
-	Limits
-	Ignored
+	SectionZones Section = iota
+	SectionReplication
+	SectionFeeds
+	SectionServer
+	SectionLimits
+	SectionIgnored
 )
 
 func (s Section) String() string {
@@ -252,15 +251,12 @@ func positiveMillis(key string, field func(*Config) *time.Duration) func(*parser
 	return func(p *parser) error { return p.millis(key, field(p.c), 1, "must be at least 1 (milliseconds)") }
 }
 
-func sdcOptionKey(name, help string) Key {
-	return Key{Name: name, Kind: Object, Section: Feeds, Restart: true, Help: help, parse: parseSDCOption(name),
-		value: func(c *Config) any {
-			var v any
-			json.Unmarshal(*sdcOptions(c)[name], &v) // compared by meaning, not spelling
-			return v
-		}}
+// sdcOptionKey is one of the SDC APIs' *_opts keys; field is where its
+// parsed value is kept, which Diff compares (by meaning, not spelling).
+func sdcOptionKey(name, help string, field func(c *Config) any) Key {
+	return Key{Name: name, Kind: Object, Section: SectionFeeds, Restart: true, Help: help, parse: parseSDCOption(name), value: field}
 }
 
 func ignoredKey(name string, kind Kind) Key {
-	return Key{Name: name, Kind: kind, Section: Ignored, Cnsadm: Unedited, Help: "the reference's; cns does not use it"}
+	return Key{Name: name, Kind: kind, Section: SectionIgnored, Cnsadm: Unedited, Help: "the reference's; cns does not use it"}
 }

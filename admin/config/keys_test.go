@@ -50,11 +50,11 @@ func TestKeysTable(t *testing.T) {
 		seen[k.Name] = true
 		grouped := k.Name == "journal_max_bytes" || k.Name == "journal_max_age_s"
 		switch {
-		case k.Section == Ignored && (k.parse != nil || k.value != nil):
+		case k.Section == SectionIgnored && (k.parse != nil || k.value != nil):
 			t.Errorf("%s: ignored, but parsed", k.Name)
-		case k.Section != Ignored && k.parse == nil && !grouped:
+		case k.Section != SectionIgnored && k.parse == nil && !grouped:
 			t.Errorf("%s: no parse function", k.Name)
-		case k.Section != Ignored && k.value == nil:
+		case k.Section != SectionIgnored && k.value == nil:
 			t.Errorf("%s: no value for Diff", k.Name)
 		case k.Help == "":
 			t.Errorf("%s: no help", k.Name)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/records"
+	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 var (
@@ -52,9 +53,12 @@ func Parse(data []byte, name string) (*Config, error) {
 		}
 		return nil, p.bad("", "invalid JSON: %v", err)
 	}
-	p.c = &Config{Path: name, UseAlias: true, DBPath: defaultDBPath, DNSListen: slices.Clone(defaultDNSListen),
-		MinNotifyInterval: defaultMinNotifyInterval, Journal: db.DefaultJournalLimits, MaxRRset: db.DefaultMaxRRset,
-		ReverseV4Prefix: records.DefaultReverseV4Prefix, ReverseV6Prefix: records.DefaultReverseV6Prefix}
+	p.c = &Config{Path: name,
+		Zones:       Zones{UseAlias: true, ReverseV4Prefix: records.DefaultReverseV4Prefix, ReverseV6Prefix: records.DefaultReverseV6Prefix},
+		Replication: Replication{MinNotifyInterval: defaultMinNotifyInterval},
+		Feeds:       Feeds{SDC: sdc.Config{FullPollInterval: sdc.ServeFullPollInterval(0)}},
+		Server:      Server{DBPath: defaultDBPath, DNSListen: slices.Clone(defaultDNSListen)},
+		Limits:      Limits{Journal: db.DefaultJournalLimits, MaxRRset: db.DefaultMaxRRset}}
 	for _, k := range Keys {
 		if k.parse == nil {
 			continue

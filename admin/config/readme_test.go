@@ -47,7 +47,7 @@ func TestREADMEConfigKeys(t *testing.T) {
 // zone's settings and the ignored keys.
 func keysMarkdown() string {
 	var b strings.Builder
-	for s := Zones; s < Ignored; s++ {
+	for s := SectionZones; s < SectionIgnored; s++ {
 		fmt.Fprintf(&b, "\n**%s**\n\n| key | type | default | takes effect | meaning |\n|---|---|---|---|---|\n", s)
 		for _, k := range Keys {
 			if k.Section != s {
@@ -73,11 +73,11 @@ func keysMarkdown() string {
 	}
 	var ignored []string
 	for _, k := range Keys {
-		if k.Section == Ignored {
+		if k.Section == SectionIgnored {
 			ignored = append(ignored, "`"+k.Name+"`")
 		}
 	}
-	fmt.Fprintf(&b, "\n%s (the reference's keys cns does not use): %s. Any other key is logged as a warning and ignored.\n\n", Ignored, strings.Join(ignored, ", "))
+	fmt.Fprintf(&b, "\n%s (the reference's keys cns does not use): %s. Any other key is logged as a warning and ignored.\n\n", SectionIgnored, strings.Join(ignored, ", "))
 	return b.String()
 }
 

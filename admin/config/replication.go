@@ -10,10 +10,25 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tritondatacenter/cns/feeds/aggregate"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
-// Replication: who may transfer, whom to NOTIFY, TSIG, and how serials
-// are followed to the secondaries.
+// Replication is the section of that name: who may transfer, whom to
+// NOTIFY, TSIG, how serials are followed to the secondaries, and the
+// zones of other cns an aggregator follows (aggregate.go).
+type Replication struct {
+	AllowTransfer []netip.Prefix
+	// MinNotifyInterval spaces NOTIFYs to one peer (reference default 5 s).
+	MinNotifyInterval time.Duration
+	AlsoNotify        []netip.AddrPort   // also_notify, every zone
+	Signers           []netip.Addr       // signers: DNSSEC-signing secondaries
+	TSIGKeys          []policy.Key       // tsig_keys
+	PeerKeys          map[string]string  // peer_keys: peer name or address → key name
+	Propagation       policy.Propagation // propagation: how serials are followed to the secondaries
+	Aggregate         []aggregate.Region // aggregate: region zones made of other cns zones (RFD 172)
+}
 
 func parseAllowTransfer(p *parser) error {
 	var allow []string
@@ -75,7 +90,7 @@ func parseTSIGKeys(p *parser) error {
 		if b, err := base64.StdEncoding.DecodeString(k.Secret); err != nil || len(b) == 0 {
 			return p.bad(key+".secret", "must be a non-empty base64 string")
 		}
-		p.c.TSIGKeys = append(p.c.TSIGKeys, TSIGKey{Name: name, Algorithm: k.Algorithm, Secret: k.Secret})
+		p.c.TSIGKeys = append(p.c.TSIGKeys, policy.Key{Name: name, Algorithm: k.Algorithm, Secret: k.Secret})
 	}
 	return nil
 }
@@ -87,7 +102,7 @@ func parsePeerKeys(p *parser) error {
 		return err
 	}
 	for peer, key := range c.PeerKeys {
-		if !slices.ContainsFunc(c.TSIGKeys, func(k TSIGKey) bool { return k.Name == key }) {
+		if !slices.ContainsFunc(c.TSIGKeys, func(k policy.Key) bool { return k.Name == key }) {
 			return p.bad(fmt.Sprintf("peer_keys[%q]", peer), "key %q is not in tsig_keys", key)
 		}
 	}

@@ -7,12 +7,36 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
-// The server itself: its db, its listeners and API, logging, what it
-// tells about itself, rate limiting and forwarding; and the store's
-// limits.
+// Server is the section of that name: the server itself, its db, its
+// listeners and API, logging, what it tells about itself, rate limiting,
+// forwarding and client-scoped answers.
+type Server struct {
+	DBPath    string
+	DNSListen []string
+	// APIListen is api_server.listen: nil when absent (the reference's
+	// listeners: port DefaultAPIPort on loopback and the zone's admin
+	// addresses), empty for no API.
+	APIListen     []string
+	APIToken      string               // api_server.token: remote callers of mutating endpoints
+	APIReadToken  string               // api_server.read_token: required for reads when set
+	LogLevel      string               // log_level: trace, debug, info, warn, error
+	HideVersion   bool                 // hide_version: version.bind/version.server answer REFUSED
+	HideIdentity  bool                 // hide_identity: id.server/hostname.bind answer REFUSED
+	RRL           policy.RRL           // rrl: response rate limiting, off by default
+	Forwarding    policy.Forwarding    // forwarding: resolve other names for chosen clients
+	ClientAnswers policy.ClientAnswers // client_answers: off when its networks are empty
+}
+
+// Limits is the section of that name: the store's.
+type Limits struct {
+	Journal  db.JournalLimits // journal_max_entries, journal_max_bytes, journal_max_age_s
+	MaxRRset int              // max_rrset (default 90)
+}
 
 func parseDBPath(p *parser) error {
 	if err := p.getInto("db_path", &p.c.DBPath); err != nil {
@@ -158,7 +182,7 @@ func parseRRL(p *parser) error {
 	if err != nil {
 		return err
 	}
-	p.c.RRL = RRL{ResponsesPerSecond: rrl.Rate, Slip: slip, IPv4Prefix: rrl.V4, IPv6Prefix: rrl.V6, Exempt: exempt}
+	p.c.RRL = policy.RRL{ResponsesPerSecond: rrl.Rate, Slip: slip, IPv4Prefix: rrl.V4, IPv6Prefix: rrl.V6, Exempt: exempt}
 	return nil
 }
 

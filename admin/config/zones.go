@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -12,9 +13,39 @@ import (
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
-// The zones and how names are made: my_name, hostmaster, forward_zones,
-// reverse_zones, use_login, use_alias, the reverse zones' sizes and the
-// catalog.
+// Zones is the section "Zones and names": the zones and how names are
+// made. The updater applies it at a reload (RecordsConfig, ZoneConfig),
+// and the DNS server the zones' peers (Transfers).
+type Zones struct {
+	MyName     string
+	Hostmaster string
+	Forward    []ForwardZone // forward_zones, in file order
+	Reverse    ReverseZones
+	UseLogin   bool
+	UseAlias   bool
+	// ReverseV4Prefix and ReverseV6Prefix size the reverse zones
+	// (reverse_v4_prefix 8, 16 or 24, default 24; reverse_v6_prefix 32, 48
+	// or 64, default 64).
+	ReverseV4Prefix int
+	ReverseV6Prefix int
+	Catalog         string // catalog_zone: RFC 9432 catalog of every zone
+}
+
+// ForwardZone is one entry of forward_zones.
+type ForwardZone struct {
+	Name          string
+	Networks      []string
+	Peers         []string
+	HiddenPrimary bool
+	AlsoNotify    []netip.AddrPort
+}
+
+// ReverseZones is reverse_zones: settings shared by every reverse zone.
+type ReverseZones struct {
+	Peers         []string
+	HiddenPrimary bool
+	AlsoNotify    []netip.AddrPort
+}
 
 func parseMyName(p *parser) error {
 	c := p.c

@@ -2,13 +2,20 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/records"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
+
+// The sections that combine several keys, each in the type of the part
+// that applies it: the updater's records and zone apexes, the store's
+// options, the DNS server's transfer policy. The other keys are parsed
+// straight into their consumers' types (Config's fields).
 
 // RecordsConfig is what record generation needs.
 func (c *Config) RecordsConfig() records.Config {
@@ -75,4 +82,17 @@ func (c *Config) apex(peers []string, hidden bool) db.Apex {
 		}
 	}
 	return a
+}
+
+// Transfers is the DNS server's transfer and NOTIFY policy: the zones'
+// peers (names or addresses, looked up by serve.ResolveTransfers) and
+// NOTIFY targets, allow_transfer, the keys and the catalog.
+func (c *Config) Transfers() policy.Transfers {
+	t := policy.Transfers{AllowTransfer: c.AllowTransfer, MinNotifyInterval: c.MinNotifyInterval, Catalog: c.Catalog,
+		Keys: c.TSIGKeys, PeerKeys: c.PeerKeys,
+		Reverse: policy.ZonePeers{Peers: c.Reverse.Peers, Notify: append(slices.Clone(c.AlsoNotify), c.Reverse.AlsoNotify...)}}
+	for _, z := range c.Forward {
+		t.Zones = append(t.Zones, policy.ZonePeers{Zone: z.Name, Peers: z.Peers, Notify: append(slices.Clone(c.AlsoNotify), z.AlsoNotify...)})
+	}
+	return t
 }

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -9,55 +9,55 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tritondatacenter/cns/admin/config"
-	"github.com/tritondatacenter/cns/serve"
+	"github.com/tritondatacenter/cns/serve/policy"
 )
 
-// peerResolveInterval is how often peer names are looked up again, so a
+// PeerResolveInterval is how often peer names are looked up again, so a
 // secondary that moves keeps its access and its NOTIFYs (the reference
 // resolved them once, at start).
-const peerResolveInterval = 5 * time.Minute
+const PeerResolveInterval = 5 * time.Minute
 
-// transferAccess builds the transfer and NOTIFY policy from the config,
-// looking up every peer name (all its addresses). A name that does not
-// resolve is logged and left out until the next attempt.
+// ResolveTransfers turns the configuration's transfer policy into the
+// one the server applies (SetAccess), looking up every peer name (all its
+// addresses). A name that does not resolve is logged and left out until
+// the next attempt.
 //
 // With lookup false, only IP-literal peers count: the policy a server
 // starts with, before names are looked up in the background.
-func transferAccess(ctx context.Context, c *config.Config, log *slog.Logger, lookup bool) serve.Access {
+func ResolveTransfers(ctx context.Context, t policy.Transfers, log *slog.Logger, lookup bool) Access {
 	names := map[string]bool{}
-	for _, z := range c.Forward {
+	for _, z := range append(slices.Clone(t.Zones), t.Reverse) {
 		for _, p := range z.Peers {
 			names[p] = true
 		}
 	}
-	for _, p := range c.Reverse.Peers {
-		names[p] = true
-	}
-	for p := range c.PeerKeys {
+	for p := range t.PeerKeys {
 		names[p] = true
 	}
 	addrs := resolveAll(ctx, names, log, lookup)
 
-	resolve := func(peers []string) []netip.Addr {
-		var out []netip.Addr
-		for _, p := range peers {
+	zoneAccess := func(z policy.ZonePeers) ZoneAccess {
+		za := ZoneAccess{Notify: z.Notify}
+		for _, p := range z.Peers {
 			for _, a := range addrs[p] {
-				if !slices.Contains(out, a) {
-					out = append(out, a)
+				if !slices.Contains(za.Peers, a) {
+					za.Peers = append(za.Peers, a)
 				}
 			}
 		}
-		return out
+		return za
 	}
-	a := serve.Access{
-		AllowTransfer:     withLoopback(c.AllowTransfer),
-		Zones:             map[string]serve.ZoneAccess{},
-		MinNotifyInterval: c.MinNotifyInterval,
+	a := Access{
+		AllowTransfer:     withLoopback(t.AllowTransfer),
+		Zones:             map[string]ZoneAccess{},
+		Reverse:           zoneAccess(t.Reverse),
+		Keys:              t.Keys,
+		MinNotifyInterval: t.MinNotifyInterval,
 		PeerKeys:          map[netip.Addr]string{},
 	}
-	var all serve.ZoneAccess
-	merge := func(za serve.ZoneAccess) {
+	// Every secondary of any zone consumes the catalog.
+	var all ZoneAccess
+	merge := func(za ZoneAccess) {
 		for _, p := range za.Peers {
 			if !slices.Contains(all.Peers, p) {
 				all.Peers = append(all.Peers, p)
@@ -69,21 +69,16 @@ func transferAccess(ctx context.Context, c *config.Config, log *slog.Logger, loo
 			}
 		}
 	}
-	for _, z := range c.Forward {
-		za := serve.ZoneAccess{Peers: resolve(z.Peers), Notify: append(slices.Clone(c.AlsoNotify), z.AlsoNotify...)}
-		a.Zones[z.Name] = za
+	for _, z := range t.Zones {
+		za := zoneAccess(z)
+		a.Zones[z.Zone] = za
 		merge(za)
 	}
-	a.Reverse = serve.ZoneAccess{Peers: resolve(c.Reverse.Peers), Notify: append(slices.Clone(c.AlsoNotify), c.Reverse.AlsoNotify...)}
 	merge(a.Reverse)
-	if c.Catalog != "" {
-		// Every secondary of any zone consumes the catalog.
-		a.Zones[c.Catalog] = all
+	if t.Catalog != "" {
+		a.Zones[t.Catalog] = all
 	}
-	for _, k := range c.TSIGKeys {
-		a.Keys = append(a.Keys, serve.Key{Name: k.Name, Algorithm: k.Algorithm, Secret: k.Secret})
-	}
-	for peer, key := range c.PeerKeys {
+	for peer, key := range t.PeerKeys {
 		for _, addr := range addrs[peer] {
 			a.PeerKeys[addr] = key
 		}
