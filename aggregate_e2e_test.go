@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/admin/cnsadm"
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
@@ -240,7 +241,7 @@ func TestAggregateRegion(t *testing.T) {
 			t.Errorf("DC 1 source %+v, DC 1 serves serial %d", dc1, want)
 		}
 		var out strings.Builder
-		if err := admin.WriteStatus(&out, &st, time.Now()); err != nil || !strings.Contains(out.String(), "SOURCE") || !strings.Contains(out.String(), dcs[2].zone) {
+		if err := cnsadm.WriteStatus(&out, &st, time.Now()); err != nil || !strings.Contains(out.String(), "SOURCE") || !strings.Contains(out.String(), dcs[2].zone) {
 			t.Errorf("cnsadm status:\n%s", out.String())
 		}
 		var feeds admin.Feeds

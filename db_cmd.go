@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
+	"github.com/tritondatacenter/cns/admin/cnsadm"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/db/durable"
 	"github.com/tritondatacenter/cns/feeds"
@@ -248,7 +249,7 @@ func (j DBJournalCmd) Run(c *DBCmd) error {
 	for _, e := range entries {
 		changes = append(changes, admin.ChangeJSON(e))
 	}
-	return c.print(changes, func(w io.Writer) error { return admin.WriteHistory(w, changes) })
+	return c.print(changes, func(w io.Writer) error { return cnsadm.WriteHistory(w, changes) })
 }
 
 // DBVMCmd prints what the db holds about a VM.
@@ -271,7 +272,7 @@ func (v DBVMCmd) Run(c *DBCmd) error {
 	}
 	out := admin.VMJSON(vm, nil)
 	return c.print(out, func(w io.Writer) error {
-		if err := admin.WriteVM(w, &out, time.Now()); err != nil {
+		if err := cnsadm.WriteVM(w, &out, time.Now()); err != nil {
 			return err
 		}
 		fmt.Fprintln(w, "records:")
@@ -384,7 +385,7 @@ func (DBServicesCmd) Run(c *DBCmd) error {
 	if err != nil {
 		return err
 	}
-	return c.print(views, func(w io.Writer) error { return admin.WriteServices(w, views, now) })
+	return c.print(views, func(w io.Writer) error { return cnsadm.WriteServices(w, views, now) })
 }
 
 // DBRestoreCmd installs a backup.

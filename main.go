@@ -15,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/tritondatacenter/cns/admin/cnsadm"
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/smf"
 )
@@ -31,7 +32,7 @@ var (
 type CLI struct {
 	Serve   ServeCmd   `cmd:"" help:"Run the naming service: serve DNS from the db and keep it in step with the data center."`
 	DB      DBCmd      `cmd:"" name:"db" help:"Inspect a db file offline (read-only)."`
-	Adm     AdmCmd     `cmd:"" name:"adm" help:"Operate a running cns (the same binary installed as cnsadm)."`
+	Adm     cnsadm.Cmd `cmd:"" name:"adm" help:"Operate a running cns (the same binary installed as cnsadm)."`
 	TUI     TUICmd     `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live from the API (or --db FILE offline)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
 	Sim     SimCmd     `cmd:"" help:"Run a simulated Triton data center (VMAPI, changefeed, CNAPI, NAPI, UFDS) on 127.0.0.1 from an inventory file; prints the config keys for cns serve."`
@@ -79,7 +80,7 @@ func newParser(grammar any, name, description string, adm bool) *kong.Kong {
 		kong.UsageOnError(),
 		kong.Exit(func(code int) {
 			if adm && code != 0 {
-				code = admExitUsage // kong's usage errors are 80
+				code = cnsadm.ExitUsage // kong's usage errors are 80
 			}
 			os.Exit(code)
 		}),
@@ -90,6 +91,31 @@ func newParser(grammar any, name, description string, adm bool) *kong.Kong {
 	return parser
 }
 
+// isAdm reports whether the command line runs cnsadm (cns adm ...).
+func isAdm(args []string) bool {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a == "adm"
+		}
+	}
+	return false
+}
+
+// runCnsadm runs the binary invoked as cnsadm: cnsadm.Cmd is the whole
+// command line, so usage and help say "cnsadm <command>", as the
+// reference's do, not "cnsadm adm". It returns the exit status.
+func runCnsadm(args []string) int {
+	adm := cnsadm.Cmd{OpenDB: openDBModel}
+	parser := newParser(&adm, "cnsadm", adm.Help(), true)
+	kctx, err := parser.Parse(args)
+	parser.FatalIfErrorf(err)
+	if err := kctx.Run(&adm); err != nil {
+		fmt.Fprintf(os.Stderr, "cnsadm: %v\n", err)
+		return cnsadm.ExitCode(err)
+	}
+	return 0
+}
+
 func main() {
 	args := os.Args[1:]
 	// The same binary installed as cnsadm is `cns adm`.
@@ -98,14 +124,14 @@ func main() {
 	}
 	name := "cns"
 	adm := isAdm(args)
-	var cli CLI
+	cli := CLI{Adm: cnsadm.Cmd{OpenDB: openDBModel}}
 	parser := newParser(&cli, name, "Triton Container Naming Service.", adm)
 	kctx, err := parser.Parse(args)
 	parser.FatalIfErrorf(err)
 	if err := kctx.Run(&cli.DB, &cli.Adm); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		if adm {
-			os.Exit(admExitCode(err))
+			os.Exit(cnsadm.ExitCode(err))
 		}
 		var ce *config.Error
 		if errors.As(err, &ce) {

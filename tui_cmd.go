@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"time"
 
-	"github.com/tritondatacenter/cns/admin"
-	"github.com/tritondatacenter/cns/tui"
+	"github.com/tritondatacenter/cns/admin/cnsadm"
 )
 
 // TUICmd is `cns tui`: the operator's live view of a running cns (its
@@ -19,29 +17,6 @@ type TUICmd struct {
 }
 
 func (c TUICmd) Run() error {
-	adm := AdmCmd{API: c.API, Token: c.Token, ConfigFile: c.ConfigFile}
-	return runTUI(&adm, c.DB, c.Refresh)
-}
-
-// AdmTUICmd is `cnsadm tui`.
-type AdmTUICmd struct {
-	DB      string        `name:"db" type:"existingfile" help:"Show a db file offline, read-only, instead of a running cns."`
-	Refresh time.Duration `default:"1s" help:"How often to read the API again (backing off to 10s while it fails)."`
-}
-
-func (c AdmTUICmd) Run(a *AdmCmd) error { return runTUI(a, c.DB, c.Refresh) }
-
-func runTUI(a *AdmCmd, dbPath string, refresh time.Duration) error {
-	var src tui.Source
-	if dbPath != "" {
-		s, err := openDBModel(dbPath)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		src = s
-	} else {
-		src = admin.APIModel{Client: a.client()}
-	}
-	return tui.Run(context.Background(), src, tui.Options{Refresh: refresh})
+	adm := cnsadm.Cmd{API: c.API, Token: c.Token, ConfigFile: c.ConfigFile, OpenDB: openDBModel}
+	return adm.RunTUI(c.DB, c.Refresh)
 }

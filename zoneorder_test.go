@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/admin"
-	"github.com/tritondatacenter/cns/admin/config"
+	"github.com/tritondatacenter/cns/admin/cnsadm"
 )
 
 // The order of forward_zones is data: a NIC's zones are tried in it, and
@@ -51,7 +51,7 @@ func TestForwardZoneOrderFile(t *testing.T) {
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("%s: suffixes %q %v, want %q", step, got, err, want)
 		}
-		file, err := config.FileStore{Path: cfgPath}.Load()
+		file, err := cnsadm.FileStore{Path: cfgPath}.Load()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestForwardZoneOrderFile(t *testing.T) {
 				listed = append(listed, f[0])
 			}
 		}
-		if want := append(slices.Clone(zones), admin.ReverseZoneLabel); !slices.Equal(listed, want) {
+		if want := append(slices.Clone(zones), cnsadm.ReverseZoneLabel); !slices.Equal(listed, want) {
 			t.Errorf("%s: cnsadm zones lists %q, want %q", step, listed, want)
 		}
 		api, err := c.Zones(ctx)

@@ -1,6 +1,7 @@
 // Package admin is cns's REST API (the reference implementation's
 // endpoints, same paths and JSON, plus new ones), its Go client, and the
-// operations and output of cnsadm built on that client.
+// read model an operator's view reads (live through the API, or from a db
+// file). cnsadm is built on it (admin/cnsadm), and so is the terminal UI.
 package admin
 
 import (

@@ -69,8 +69,8 @@ install -m 0755 "$top/smf/boot/sbin/postlogrotate.sh" "$boot/sbin/"
 install -m 0644 "$top/smf/boot/etc/root.bashrc" "$boot/etc/"
 install -m 0644 "$top/smf/boot/etc/security/prof_attr.d/mdata" "$boot/etc/security/prof_attr.d/"
 install -m 0644 "$top/smf/boot/etc/security/exec_attr.d/mdata" "$boot/etc/security/exec_attr.d/"
-# cnsadm(1), generated from the CLI's help (go generate .), checked against
-# it by TestCnsadmManPage.
+# cnsadm(1), generated from the CLI's help (go generate ./admin/cnsadm), checked against
+# it by TestManPage (admin/cnsadm).
 install -m 0644 "$top/smf/man/cnsadm.1" "$stage/root/opt/local/man/man1/cnsadm.1"
 ln -s /opt/triton/cns/bin/cnsadm "$stage/root/opt/local/bin/cnsadm"
 

@@ -1,4 +1,4 @@
-package main
+package cnsadm
 
 import (
 	"context"
@@ -19,71 +19,56 @@ import (
 	"github.com/tritondatacenter/cns/feeds/dc"
 )
 
-// cnsadm's exit codes are the reference's, which scripts test.
+// cnsadm's exit statuses are the reference's, which scripts test.
 const (
-	admExitUsage      = 1 // a usage error, or talking to cns or SAPI failed
-	admExitValidation = 2 // the configuration, current or new, does not validate
+	ExitUsage      = 1 // a usage error, or talking to cns or SAPI failed
+	ExitValidation = 2 // the configuration, current or new, does not validate
 )
 
-// admExitCode is cnsadm's exit status for an error its verb returned.
-func admExitCode(err error) int {
+// ExitCode is cnsadm's exit status for an error a command returned.
+func ExitCode(err error) int {
 	var ce *config.Error
 	if errors.As(err, &ce) {
-		return admExitValidation
+		return ExitValidation
 	}
-	return admExitUsage
+	return ExitUsage
 }
 
-// isAdm reports whether the command line runs cnsadm (cns adm ...).
-func isAdm(args []string) bool {
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			return a == "adm"
-		}
-	}
-	return false
-}
-
-// runCnsadm runs the binary invoked as cnsadm: AdmCmd is the whole
-// command line, so usage and help say "cnsadm <command>", as the
-// reference's do, not "cnsadm adm". It returns the exit status.
-func runCnsadm(args []string) int {
-	var adm AdmCmd
-	parser := newParser(&adm, "cnsadm", adm.Help(), true)
-	kctx, err := parser.Parse(args)
-	parser.FatalIfErrorf(err)
-	if err := kctx.Run(&adm); err != nil {
-		fmt.Fprintf(os.Stderr, "cnsadm: %v\n", err)
-		return admExitCode(err)
-	}
-	return 0
-}
-
-// AdmCmd is cnsadm: the operator's tool, talking to a running cns through
-// its API (and, for config and zones, to where the configuration lives).
-type AdmCmd struct {
+// Cmd is cnsadm's command line: the operator's tool, talking to a
+// running cns through its API (and, for config and zones, to where the
+// configuration lives). It is the whole command line of the binary
+// invoked as cnsadm, and `cns adm`.
+type Cmd struct {
 	API        string `name:"api" env:"CNS_API" help:"API of the cns to talk to (default: the first api_server.listen address in --config-file, else 127.0.0.1:80)."`
 	Token      string `name:"token" env:"CNS_API_TOKEN" help:"Bearer token for the API."`
 	ConfigFile string `name:"config-file" env:"CNS_CONFIG" default:"/opt/triton/cns/etc/config.json" help:"The server's config file."`
 	JSON       bool   `name:"json" help:"Print the API's JSON instead of tables."`
 
-	Status   AdmStatusCmd   `cmd:"" help:"Zones with their serials, and every peer's serial, drift and version."`
-	VM       AdmVMCmd       `cmd:"" name:"vm" help:"A VM's names, and why it is or is not listed."`
-	Peers    AdmPeersCmd    `cmd:"" help:"List peers, show one, or delete one (-d)."`
-	Config   AdmConfigCmd   `cmd:"" help:"Show or change the main settings (key=value, key+=value, key-=value)."`
-	Zones    AdmZonesCmd    `cmd:"" help:"Show, add (-a), delete (-d) or change zones."`
-	History  AdmHistoryCmd  `cmd:"" help:"What changed in a zone, serial by serial, and why."`
-	Wait     AdmWaitCmd     `cmd:"" help:"Wait until every peer of a zone serves a serial."`
-	Feeds    AdmFeedsCmd    `cmd:"" help:"Health of each feed and of the updater."`
-	Services AdmServicesCmd `cmd:"" help:"Services and their self-removal hysteresis: who is pending, when each may leave."`
-	Backup   AdmBackupCmd   `cmd:"" help:"Write a consistent copy of the running server's db."`
-	Upgrade  AdmUpgradeCmd  `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
-	TUI      AdmTUICmd      `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live."`
-	Man      AdmManCmd      `cmd:"" hidden:"" help:"Print this manual page, cnsadm(1), in roff."`
+	Status   StatusCmd   `cmd:"" help:"Zones with their serials, and every peer's serial, drift and version."`
+	VM       VMCmd       `cmd:"" name:"vm" help:"A VM's names, and why it is or is not listed."`
+	Peers    PeersCmd    `cmd:"" help:"List peers, show one, or delete one (-d)."`
+	Config   ConfigCmd   `cmd:"" help:"Show or change the main settings (key=value, key+=value, key-=value)."`
+	Zones    ZonesCmd    `cmd:"" help:"Show, add (-a), delete (-d) or change zones."`
+	History  HistoryCmd  `cmd:"" help:"What changed in a zone, serial by serial, and why."`
+	Wait     WaitCmd     `cmd:"" help:"Wait until every peer of a zone serves a serial."`
+	Feeds    FeedsCmd    `cmd:"" help:"Health of each feed and of the updater."`
+	Services ServicesCmd `cmd:"" help:"Services and their self-removal hysteresis: who is pending, when each may leave."`
+	Backup   BackupCmd   `cmd:"" help:"Write a consistent copy of the running server's db."`
+	Upgrade  UpgradeCmd  `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
+	TUI      TUICmd      `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live."`
+	Man      ManCmd      `cmd:"" hidden:"" help:"Print this manual page, cnsadm(1), in roff."`
+
+	// OpenDB opens a db file as the offline read model (cnsadm tui
+	// --db): the program's, which knows how the DNS server stores its
+	// peers.
+	OpenDB func(path string) (*admin.DBModel, error) `kong:"-"`
 }
 
+// Summary is what cnsadm is, in a line (cns --help, cnsadm(1)'s NAME).
+const Summary = "Operate a running cns (the same binary installed as cnsadm)."
+
 // Help is cnsadm's description (cnsadm --help, and cnsadm(1)).
-func (AdmCmd) Help() string {
+func (Cmd) Help() string {
 	return `cnsadm is the operator's tool of cns: it reads a running server's state through its REST API, and changes the configuration the server reads. It is the cns binary installed (or linked) as cnsadm, or run as cns adm.
 
 It talks to the API at --api, else at the first api_server.listen address of --config-file, else at port 80 of 127.0.0.1, as the reference's cnsadm does. The commands the reference has (status, vm, peers, config, zones, upgrade) print its lines first, in its layout, which scripts parse, and cns's own lines after them; --json prints the API's JSON instead, for machines.
@@ -93,7 +78,7 @@ config and zones validate the whole new configuration with the server's own pars
 
 // client builds the API client: --api, else the config file's
 // api_server.listen, else the reference's port 80 on loopback.
-func (a *AdmCmd) client() *admin.Client {
+func (a *Cmd) client() *admin.Client {
 	base := a.API
 	if base == "" {
 		if cfg, err := config.Load(a.ConfigFile); err == nil && len(cfg.APIListen) > 0 {
@@ -110,7 +95,7 @@ func (a *AdmCmd) client() *admin.Client {
 }
 
 // out prints v as JSON with --json, else calls text.
-func (a *AdmCmd) out(v any, text func(io.Writer) error) error {
+func (a *Cmd) out(v any, text func(io.Writer) error) error {
 	if a.JSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -130,25 +115,25 @@ func ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 2*time.Minute)
 }
 
-// AdmStatusCmd is cnsadm status.
-type AdmStatusCmd struct{}
+// StatusCmd is cnsadm status.
+type StatusCmd struct{}
 
-func (AdmStatusCmd) Run(a *AdmCmd) error {
+func (StatusCmd) Run(a *Cmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	st, err := a.client().Status(c)
 	if err != nil {
 		return err
 	}
-	return a.out(st, func(w io.Writer) error { return admin.WriteStatus(w, st, time.Now()) })
+	return a.out(st, func(w io.Writer) error { return WriteStatus(w, st, time.Now()) })
 }
 
-// AdmVMCmd is cnsadm vm.
-type AdmVMCmd struct {
+// VMCmd is cnsadm vm.
+type VMCmd struct {
 	UUID string `arg:"" help:"VM UUID."`
 }
 
-func (v AdmVMCmd) Run(a *AdmCmd) error {
+func (v VMCmd) Run(a *Cmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	vm, err := a.client().VM(c, v.UUID)
@@ -158,16 +143,16 @@ func (v AdmVMCmd) Run(a *AdmCmd) error {
 	if err != nil {
 		return err
 	}
-	return a.out(vm, func(w io.Writer) error { return admin.WriteVM(w, vm, time.Now()) })
+	return a.out(vm, func(w io.Writer) error { return WriteVM(w, vm, time.Now()) })
 }
 
-// AdmPeersCmd is cnsadm peers.
-type AdmPeersCmd struct {
+// PeersCmd is cnsadm peers.
+type PeersCmd struct {
 	Delete bool   `short:"d" help:"Delete the peer (it comes back if it transfers again)."`
 	Addr   string `arg:"" optional:"" help:"Peer address."`
 }
 
-func (p AdmPeersCmd) Run(a *AdmCmd) error {
+func (p PeersCmd) Run(a *Cmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	cl := a.client()
@@ -188,7 +173,7 @@ func (p AdmPeersCmd) Run(a *AdmCmd) error {
 		if err != nil {
 			return err
 		}
-		return a.out(peers, func(w io.Writer) error { return admin.WritePeers(w, peers) })
+		return a.out(peers, func(w io.Writer) error { return WritePeers(w, peers) })
 	}
 	peer, err := cl.Peer(c, p.Addr)
 	if admin.IsNotFound(err) {
@@ -197,13 +182,13 @@ func (p AdmPeersCmd) Run(a *AdmCmd) error {
 	if err != nil {
 		return err
 	}
-	return a.out(peer, func(w io.Writer) error { return admin.WritePeer(w, peer) })
+	return a.out(peer, func(w io.Writer) error { return WritePeer(w, peer) })
 }
 
 // editor returns the configuration editor: SAPI in an SDC zone (when
 // mdata-get knows a sapi-url, or CNS_SAPI_URL is set), else the file.
-func (a *AdmCmd) editor() *config.Editor {
-	var store config.Store = config.FileStore{Path: a.ConfigFile}
+func (a *Cmd) editor() *Editor {
+	var store Store = FileStore{Path: a.ConfigFile}
 	sapi := os.Getenv("CNS_SAPI_URL")
 	if sapi == "" {
 		if out, err := exec.Command("mdata-get", "sapi-url").Output(); err == nil {
@@ -217,19 +202,19 @@ func (a *AdmCmd) editor() *config.Editor {
 		if out, err := exec.Command("zonename").Output(); err == nil {
 			instance = strings.TrimSpace(string(out))
 		}
-		store = config.SAPIStore{URL: sapi, Instance: instance, Base: config.FileStore{Path: a.ConfigFile}}
+		store = SAPIStore{URL: sapi, Instance: instance, Base: FileStore{Path: a.ConfigFile}}
 	}
-	return &config.Editor{
+	return &Editor{
 		Store:  store,
 		File:   a.ConfigFile,
 		Reload: func(c context.Context) error { return a.client().Reload(c) },
 	}
 }
 
-func parseModifiers(args []string) ([]config.Modifier, error) {
-	var mods []config.Modifier
+func parseModifiers(args []string) ([]Modifier, error) {
+	var mods []Modifier
 	for _, s := range args {
-		m, err := config.ParseModifier(s)
+		m, err := ParseModifier(s)
 		if err != nil {
 			return nil, err
 		}
@@ -238,12 +223,12 @@ func parseModifiers(args []string) ([]config.Modifier, error) {
 	return mods, nil
 }
 
-// AdmConfigCmd is cnsadm config.
-type AdmConfigCmd struct {
+// ConfigCmd is cnsadm config.
+type ConfigCmd struct {
 	Modifiers []string `arg:"" optional:"" help:"key=value, key+=value (lists), key-=value (lists)."`
 }
 
-func (AdmConfigCmd) Help() string {
+func (ConfigCmd) Help() string {
 	return `With no modifiers, print the main settings, a list one item per line and [] when empty, with a help column when $COLUMNS is wide enough. In an SDC zone, a key whose SAPI metadata config-agent has not yet rendered into the file is marked *.
 
 A modifier key=value sets a key, key+=value adds to a list and key-=value removes from one. Booleans are true, yes, on, false, no or off; lists are comma-separated; objects are JSON. Loopback (127.0.0.1 and ::1) may always transfer: it cannot be removed from allow_transfer.
@@ -251,7 +236,7 @@ A modifier key=value sets a key, key+=value adds to a list and key-=value remove
 The keys config edits: ` + strings.Join(config.Editable(), ", ") + `. Any other key is refused; zones are edited with cnsadm zones.`
 }
 
-func (cc AdmConfigCmd) Run(a *AdmCmd) error {
+func (cc ConfigCmd) Run(a *Cmd) error {
 	mods, err := parseModifiers(cc.Modifiers)
 	if err != nil {
 		return err
@@ -269,23 +254,23 @@ func (cc AdmConfigCmd) Run(a *AdmCmd) error {
 		return err
 	}
 	var waiting map[string]bool
-	if sapi, ok := e.Store.(config.SAPIStore); ok {
+	if sapi, ok := e.Store.(SAPIStore); ok {
 		if waiting, err = sapi.Waiting(); err != nil {
 			return err
 		}
 	}
-	return a.out(cfg, func(w io.Writer) error { return admin.WriteConfig(w, cfg, columns(), waiting) })
+	return a.out(cfg, func(w io.Writer) error { return WriteConfig(w, cfg, columns(), waiting) })
 }
 
-// AdmZonesCmd is cnsadm zones.
-type AdmZonesCmd struct {
+// ZonesCmd is cnsadm zones.
+type ZonesCmd struct {
 	Add       bool     `short:"a" help:"Add the zone."`
 	Delete    bool     `short:"d" help:"Delete the zone."`
 	Zone      string   `arg:"" optional:"" help:"Zone name, or \"reverse\" for the reverse zones' settings."`
 	Modifiers []string `arg:"" optional:"" help:"networks=..., peers=..., hidden_primary=..., also_notify=..., zone=NEWNAME."`
 }
 
-func (AdmZonesCmd) Help() string {
+func (ZonesCmd) Help() string {
 	var keys []string
 	for _, k := range config.ZoneKeys {
 		keys = append(keys, k.Name)
@@ -293,7 +278,7 @@ func (AdmZonesCmd) Help() string {
 	return `With no zone, the table ZONE, NETWORKS, PEERS, HIDDEN PRIMARY, the reverse zones' settings as the row (ip-reverse-lookup), fitted to $COLUMNS. With a zone, its settings; with modifiers (as for config), they change: ` + strings.Join(keys, ", ") + `, and zone=NEW renames the zone. The reverse zones' settings are the zone reverse (or ip-reverse-lookup), without networks.`
 }
 
-func (z AdmZonesCmd) Run(a *AdmCmd) error {
+func (z ZonesCmd) Run(a *Cmd) error {
 	e := a.editor()
 	if z.Zone == "" {
 		if z.Add || z.Delete {
@@ -303,7 +288,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		if err != nil {
 			return err
 		}
-		return a.out(cfg.Value("forward_zones"), func(w io.Writer) error { return admin.WriteZones(w, cfg, columns()) })
+		return a.out(cfg.Value("forward_zones"), func(w io.Writer) error { return WriteZones(w, cfg, columns()) })
 	}
 	mods, err := parseModifiers(z.Modifiers)
 	if err != nil {
@@ -312,7 +297,7 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	zone, err := e.Zone(c, z.Zone, z.Add, z.Delete, mods)
-	if config.IsNothingToDo(err) {
+	if IsNothingToDo(err) {
 		fmt.Printf("zone %s not added: give its settings, e.g. networks=*\n", z.Zone)
 		return nil
 	}
@@ -323,41 +308,41 @@ func (z AdmZonesCmd) Run(a *AdmCmd) error {
 		fmt.Printf("zone %s deleted\n", z.Zone)
 		return nil
 	}
-	return a.out(zone, func(w io.Writer) error { return admin.WriteZone(w, z.Zone, zone) })
+	return a.out(zone, func(w io.Writer) error { return WriteZone(w, z.Zone, zone) })
 }
 
-// AdmHistoryCmd is cnsadm history.
-type AdmHistoryCmd struct {
+// HistoryCmd is cnsadm history.
+type HistoryCmd struct {
 	Zone  string `arg:"" help:"Zone name."`
 	Since uint32 `help:"Only changes after this serial."`
 	Limit int    `default:"20" help:"At most this many changes (newest)."`
 }
 
-func (h AdmHistoryCmd) Run(a *AdmCmd) error {
+func (h HistoryCmd) Run(a *Cmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	changes, err := a.client().History(c, h.Zone, h.Since, h.Limit)
 	if err != nil {
 		return err
 	}
-	return a.out(changes, func(w io.Writer) error { return admin.WriteHistory(w, changes) })
+	return a.out(changes, func(w io.Writer) error { return WriteHistory(w, changes) })
 }
 
-// AdmWaitCmd is cnsadm wait.
-type AdmWaitCmd struct {
+// WaitCmd is cnsadm wait.
+type WaitCmd struct {
 	Zone    string        `arg:"" help:"Zone name."`
 	Serial  uint32        `arg:"" optional:"" help:"Serial (default: the current one)."`
 	Timeout time.Duration `default:"60s" help:"Give up after this long."`
 }
 
-func (wc AdmWaitCmd) Run(a *AdmCmd) error {
+func (wc WaitCmd) Run(a *Cmd) error {
 	c, cancel := context.WithTimeout(context.Background(), wc.Timeout+time.Minute)
 	defer cancel()
 	res, err := a.client().Wait(c, wc.Zone, wc.Serial, wc.Timeout)
 	if err != nil {
 		return err
 	}
-	if err := a.out(res, func(w io.Writer) error { return admin.WriteWait(w, res) }); err != nil {
+	if err := a.out(res, func(w io.Writer) error { return WriteWait(w, res) }); err != nil {
 		return err
 	}
 	if !res.Done {
@@ -366,25 +351,25 @@ func (wc AdmWaitCmd) Run(a *AdmCmd) error {
 	return nil
 }
 
-// AdmFeedsCmd is cnsadm feeds.
-type AdmFeedsCmd struct{}
+// FeedsCmd is cnsadm feeds.
+type FeedsCmd struct{}
 
-func (AdmFeedsCmd) Run(a *AdmCmd) error {
+func (FeedsCmd) Run(a *Cmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	f, err := a.client().Feeds(c)
 	if err != nil {
 		return err
 	}
-	return a.out(f, func(w io.Writer) error { return admin.WriteFeeds(w, f, time.Now()) })
+	return a.out(f, func(w io.Writer) error { return WriteFeeds(w, f, time.Now()) })
 }
 
-// AdmBackupCmd is cnsadm backup.
-type AdmBackupCmd struct {
+// BackupCmd is cnsadm backup.
+type BackupCmd struct {
 	Out string `arg:"" help:"File to write (- for stdout)."`
 }
 
-func (b AdmBackupCmd) Run(a *AdmCmd) error {
+func (b BackupCmd) Run(a *Cmd) error {
 	c, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var w io.Writer = os.Stdout
@@ -416,12 +401,12 @@ func (b AdmBackupCmd) Run(a *AdmCmd) error {
 	return nil
 }
 
-// AdmUpgradeCmd migrates configuration keys of old releases: slaves →
+// UpgradeCmd migrates configuration keys of old releases: slaves →
 // peers (CNS-46) and hidden_master → hidden_primary (CNS-48). The result
 // is validated before it is saved, and a running server reloads it.
-type AdmUpgradeCmd struct{}
+type UpgradeCmd struct{}
 
-func (AdmUpgradeCmd) Run(a *AdmCmd) error {
+func (UpgradeCmd) Run(a *Cmd) error {
 	e := a.editor()
 	cfg, err := e.Store.Load()
 	if err != nil {
@@ -438,14 +423,14 @@ func (AdmUpgradeCmd) Run(a *AdmCmd) error {
 	return e.Commit(c, cfg, changes)
 }
 
-// AdmServicesCmd is cnsadm services.
-type AdmServicesCmd struct {
+// ServicesCmd is cnsadm services.
+type ServicesCmd struct {
 	Pending bool   `help:"Only services with members waiting to leave."`
 	Owner   string `arg:"" optional:"" help:"Owner UUID or login (with a service name: show that service)."`
 	Name    string `arg:"" optional:"" help:"Service name."`
 }
 
-func (sc AdmServicesCmd) Run(a *AdmCmd) error {
+func (sc ServicesCmd) Run(a *Cmd) error {
 	c, cancel := ctx()
 	defer cancel()
 	cl := a.client()
@@ -476,11 +461,11 @@ func (sc AdmServicesCmd) Run(a *AdmCmd) error {
 		if err != nil {
 			return err
 		}
-		return a.out(v, func(w io.Writer) error { return admin.WriteService(w, v, time.Now()) })
+		return a.out(v, func(w io.Writer) error { return WriteService(w, v, time.Now()) })
 	}
 	views, err := cl.Services(c, sc.Pending)
 	if err != nil {
 		return err
 	}
-	return a.out(views, func(w io.Writer) error { return admin.WriteServices(w, views, time.Now()) })
+	return a.out(views, func(w io.Writer) error { return WriteServices(w, views, time.Now()) })
 }

@@ -1,4 +1,4 @@
-package config
+package cnsadm
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/db/durable"
 )
 
@@ -29,7 +30,7 @@ import (
 // Store is where the configuration lives.
 type Store interface {
 	// Load returns the configuration as a JSON object, in its order.
-	Load() (*JSONObject, error)
+	Load() (*config.JSONObject, error)
 	// Save writes the changed top-level keys (nil value: delete the key).
 	Save(changes map[string]any) error
 	// Describe names the store for messages.
@@ -41,12 +42,12 @@ type FileStore struct{ Path string }
 
 func (f FileStore) Describe() string { return f.Path }
 
-func (f FileStore) Load() (*JSONObject, error) {
+func (f FileStore) Load() (*config.JSONObject, error) {
 	data, err := os.ReadFile(f.Path)
 	if err != nil {
 		return nil, err
 	}
-	m := NewJSONObject()
+	m := config.NewJSONObject()
 	if err := json.Unmarshal(data, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
@@ -132,12 +133,12 @@ func (s SAPIStore) service() (string, error) {
 }
 
 // merged returns this instance's metadata as config-agent renders it.
-func (s SAPIStore) merged() (*JSONObject, error) {
+func (s SAPIStore) merged() (*config.JSONObject, error) {
 	if s.Instance == "" {
 		return nil, errors.New("SAPI: this zone's instance UUID (zonename) is unknown")
 	}
 	var cfg struct {
-		Metadata *JSONObject `json:"metadata"`
+		Metadata *config.JSONObject `json:"metadata"`
 	}
 	if err := s.get("/configs/"+url.PathEscape(s.Instance), &cfg); err != nil {
 		return nil, err
@@ -153,19 +154,19 @@ func (s SAPIStore) merged() (*JSONObject, error) {
 // differ. The rest of the metadata (the sdc application's datacenter_name,
 // dns_domain, ...) is the template's input, not configuration. Loopback
 // in allow_transfer is left out of the comparison: the template adds it.
-func (s SAPIStore) overlaid() (file *JSONObject, meta map[string]any, err error) {
+func (s SAPIStore) overlaid() (file *config.JSONObject, meta map[string]any, err error) {
 	merged, err := s.merged()
 	if err != nil {
 		return nil, nil, err
 	}
 	file, err = s.Base.Load()
 	if err != nil {
-		file = NewJSONObject() // nothing rendered yet
+		file = config.NewJSONObject() // nothing rendered yet
 	}
 	meta = map[string]any{}
 	for _, k := range merged.Keys() {
 		_, inFile := file.Get(k)
-		if _, known := Lookup(k); !inFile && !known {
+		if _, known := config.Lookup(k); !inFile && !known {
 			continue
 		}
 		v, f := merged.Value(k), file.Value(k)
@@ -181,7 +182,7 @@ func (s SAPIStore) overlaid() (file *JSONObject, meta map[string]any, err error)
 
 // Load is the rendered file with the metadata that differs from it laid
 // over it, as the reference's cnsadm shows the configuration.
-func (s SAPIStore) Load() (*JSONObject, error) {
+func (s SAPIStore) Load() (*config.JSONObject, error) {
 	cfg, meta, err := s.overlaid()
 	if err != nil {
 		return nil, err
@@ -272,7 +273,7 @@ func (s SAPIStore) checkApplied(update map[string]any) error {
 	var shadowed []string
 	for k, v := range update {
 		b, _ := json.Marshal(v)
-		want, _ := DecodeJSON(b)
+		want, _ := config.DecodeJSON(b)
 		if !reflect.DeepEqual(merged.Value(k), want) {
 			shadowed = append(shadowed, k)
 		}
@@ -306,37 +307,37 @@ func ParseModifier(s string) (Modifier, error) {
 // kindOf is how a key's value is written on the command line: its kind
 // in the key table (top-level keys, then a zone's keys), else the kind of
 // its current value.
-func kindOf(key string, current any) Kind {
-	if k, ok := Lookup(key); ok {
+func kindOf(key string, current any) config.Kind {
+	if k, ok := config.Lookup(key); ok {
 		return k.Kind
 	}
-	for _, zk := range ZoneKeys {
+	for _, zk := range config.ZoneKeys {
 		if zk.Name == key {
 			return zk.Kind
 		}
 	}
 	switch current.(type) {
 	case bool:
-		return Bool
+		return config.Bool
 	case []any:
-		return List
+		return config.List
 	case float64:
-		return Number
-	case *JSONObject:
-		return Object
+		return config.Number
+	case *config.JSONObject:
+		return config.Object
 	}
-	return String
+	return config.String
 }
 
 // Apply applies a modifier to obj, in place.
-func (m Modifier) Apply(obj *JSONObject) error {
+func (m Modifier) Apply(obj *config.JSONObject) error {
 	cur := obj.Value(m.Key)
 	kind := kindOf(m.Key, cur)
-	if m.Op != "=" && kind != List {
+	if m.Op != "=" && kind != config.List {
 		return fmt.Errorf("%s: %s works on lists only", m.Key, m.Op)
 	}
 	switch kind {
-	case Bool:
+	case config.Bool:
 		switch strings.ToLower(m.Value) {
 		case "true", "yes", "on":
 			obj.Set(m.Key, true)
@@ -345,19 +346,19 @@ func (m Modifier) Apply(obj *JSONObject) error {
 		default:
 			return fmt.Errorf("%s: %q is not a boolean (true/yes/on, false/no/off)", m.Key, m.Value)
 		}
-	case Number:
+	case config.Number:
 		n, err := strconv.ParseFloat(m.Value, 64)
 		if err != nil {
 			return fmt.Errorf("%s: %q is not a number", m.Key, m.Value)
 		}
 		obj.Set(m.Key, n)
-	case Object:
-		v := NewJSONObject()
+	case config.Object:
+		v := config.NewJSONObject()
 		if err := json.Unmarshal([]byte(m.Value), v); err != nil {
 			return fmt.Errorf("%s: want a JSON object: %v", m.Key, err)
 		}
 		obj.Set(m.Key, v)
-	case List:
+	case config.List:
 		items := strings.Split(m.Value, ",")
 		var list []any
 		if existing, ok := cur.([]any); ok {
@@ -421,19 +422,19 @@ type Editor struct {
 var errNothingToDo = errors.New("nothing to change")
 
 // Config applies modifiers to the top-level configuration.
-func (e *Editor) Config(ctx context.Context, mods []Modifier) (*JSONObject, error) {
+func (e *Editor) Config(ctx context.Context, mods []Modifier) (*config.JSONObject, error) {
 	cfg, err := e.Store.Load()
 	if err != nil {
 		return nil, err
 	}
 	changes := map[string]any{}
 	for _, m := range mods {
-		k, known := Lookup(m.Key)
+		k, known := config.Lookup(m.Key)
 		switch {
-		case strings.Contains(m.Key, ".") || known && k.Cnsadm == ZonesOnly:
+		case strings.Contains(m.Key, ".") || known && k.Cnsadm == config.ZonesOnly:
 			return nil, fmt.Errorf("%s: edit zones with cnsadm zones", m.Key)
-		case !known || k.Cnsadm == Unedited:
-			return nil, fmt.Errorf("%s: not a key cnsadm config edits; it edits %s (and zones with cnsadm zones)", m.Key, strings.Join(Editable(), ", "))
+		case !known || k.Cnsadm == config.Unedited:
+			return nil, fmt.Errorf("%s: not a key cnsadm config edits; it edits %s (and zones with cnsadm zones)", m.Key, strings.Join(config.Editable(), ", "))
 		}
 		if err := m.Apply(cfg); err != nil {
 			return nil, err
@@ -447,7 +448,7 @@ func (e *Editor) Config(ctx context.Context, mods []Modifier) (*JSONObject, erro
 // reverse zones' settings): add creates it, last; del deletes it;
 // modifiers change it, and zone=NEW renames it in its place. Every other
 // zone keeps its place: their order is the order a NIC's zones are tried.
-func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Modifier) (*JSONObject, error) {
+func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Modifier) (*config.JSONObject, error) {
 	cfg, err := e.Store.Load()
 	if err != nil {
 		return nil, err
@@ -456,22 +457,22 @@ func (e *Editor) Zone(ctx context.Context, name string, add, del bool, mods []Mo
 	reverse := name == "reverse" || name == "ip-reverse-lookup"
 	zones := cfg.Object("forward_zones")
 	if zones == nil {
-		zones = NewJSONObject()
+		zones = config.NewJSONObject()
 	}
-	var z *JSONObject
+	var z *config.JSONObject
 	switch {
 	case reverse:
 		if add || del {
 			return nil, errors.New("the reverse zones' settings cannot be added or deleted")
 		}
 		if z = cfg.Object("reverse_zones"); z == nil {
-			z = NewJSONObject()
+			z = config.NewJSONObject()
 		}
 	case add:
 		if _, ok := zones.Get(name); ok {
 			return nil, fmt.Errorf("zone %s already exists", name)
 		}
-		z = NewJSONObject()
+		z = config.NewJSONObject()
 	default:
 		if z = zones.Object(name); z == nil {
 			return nil, fmt.Errorf("zone %s is not configured", name)
@@ -529,7 +530,7 @@ func zoneKeyEditable(key string, reverse bool) bool {
 // forward zones.
 func zoneKeyNames(reverse bool) []string {
 	var names []string
-	for _, zk := range ZoneKeys {
+	for _, zk := range config.ZoneKeys {
 		if zk.Reverse || !reverse {
 			names = append(names, zk.Name)
 		}
@@ -543,12 +544,12 @@ func zoneKeyNames(reverse bool) []string {
 // Commit validates the whole new configuration cfg, saves the changed
 // keys and asks the server to reload (file stores; SAPI stores reload
 // through config-agent).
-func (e *Editor) Commit(ctx context.Context, cfg *JSONObject, changes map[string]any) error {
+func (e *Editor) Commit(ctx context.Context, cfg *config.JSONObject, changes map[string]any) error {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
-	if _, err := Parse(data, e.File); err != nil {
+	if _, err := config.Parse(data, e.File); err != nil {
 		return fmt.Errorf("not saved: %w", err)
 	}
 	if err := e.Store.Save(changes); err != nil {

@@ -1,4 +1,4 @@
-package config
+package cnsadm
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tritondatacenter/cns/admin/config"
 )
 
 const legacyConfig = `{
@@ -25,14 +27,14 @@ const legacyConfig = `{
 func TestUpgrade(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
 	os.WriteFile(path, []byte(legacyConfig), 0o600)
-	before, err := Load(path)
+	before, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reloads := 0
 	e := &Editor{Store: FileStore{Path: path}, File: path, Reload: func(context.Context) error { reloads++; return nil }}
 	cfg, _ := e.Store.Load()
-	changes := Upgrade(cfg)
+	changes := config.Upgrade(cfg)
 	if len(changes) != 2 {
 		t.Fatalf("changes %v, want forward_zones and reverse_zones", changes)
 	}
@@ -43,7 +45,7 @@ func TestUpgrade(t *testing.T) {
 	if strings.Contains(string(data), "slaves") || strings.Contains(string(data), "hidden_master") {
 		t.Errorf("legacy keys left:\n%s", data)
 	}
-	after, err := Load(path)
+	after, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestUpgrade(t *testing.T) {
 		t.Errorf("%d reloads, want 1", reloads)
 	}
 	cfg, _ = e.Store.Load()
-	if changes := Upgrade(cfg); len(changes) != 0 {
+	if changes := config.Upgrade(cfg); len(changes) != 0 {
 		t.Errorf("second upgrade: %v", changes)
 	}
 }
@@ -73,7 +75,7 @@ func TestUpgradeValidates(t *testing.T) {
 		return nil
 	}}
 	cfg, _ := e.Store.Load()
-	err := e.Commit(context.Background(), cfg, Upgrade(cfg))
+	err := e.Commit(context.Background(), cfg, config.Upgrade(cfg))
 	if want := "not saved: config " + path + ": my_name: required"; err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
 	}

@@ -1,45 +1,25 @@
-package admin
+package cnsadm
 
 import (
 	"cmp"
 	"fmt"
 	"io"
-	"math"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin"
 	"github.com/tritondatacenter/cns/admin/status"
 )
 
 // What cnsadm prints. The reference verbs keep the reference's layout so
 // operators' habits and scripts still work.
 
-// Ago renders a duration the way cnsadm always has: sec, min, hr, day, wk,
-// rounded, with a plural s above one ("3 days", "1 day", "0 sec").
-func Ago(d time.Duration) string {
-	v := d.Seconds()
-	unit := "sec"
-	for _, step := range []struct {
-		limit, div float64
-		next       string
-	}{{59.5, 60, "min"}, {59.5, 60, "hr"}, {23.5, 24, "day"}, {6.5, 7, "wk"}} {
-		if v < step.limit {
-			break
-		}
-		v /= step.div
-		unit = step.next
-	}
-	n := int(math.Round(v))
-	if n > 1 {
-		unit += "s"
-	}
-	return fmt.Sprintf("%d %s", n, unit)
-}
-
 // WriteStatus prints the zones table and the peers table of cnsadm status.
-func WriteStatus(w io.Writer, st *Status, now time.Time) error {
+func WriteStatus(w io.Writer, st *admin.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ZONE\tLATEST SERIAL\tCHANGED\tPROPAGATION")
 	serials := map[string]uint32{}
@@ -47,7 +27,7 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 		serials[z.Name] = z.Serial
 		changed := ""
 		if t, ok := st.Changed[z.Name]; ok && !t.IsZero() {
-			changed = Ago(now.Sub(t)) + " ago"
+			changed = admin.Ago(now.Sub(t)) + " ago"
 		}
 		prop := ""
 		if p, ok := st.Propagation[z.Name]; ok && p.Serial == z.Serial {
@@ -84,7 +64,7 @@ func WriteStatus(w io.Writer, st *Status, now time.Time) error {
 
 // writeSources prints an aggregator's sources (nothing when there are
 // none).
-func writeSources(w io.Writer, sources []AggregateSource, now time.Time) error {
+func writeSources(w io.Writer, sources []admin.AggregateSource, now time.Time) error {
 	if len(sources) == 0 {
 		return nil
 	}
@@ -94,14 +74,14 @@ func writeSources(w io.Writer, sources []AggregateSource, now time.Time) error {
 	for _, x := range sources {
 		last := "never"
 		if !x.LastTransfer.IsZero() {
-			last = Ago(now.Sub(x.LastTransfer)) + " ago"
+			last = admin.Ago(now.Sub(x.LastTransfer)) + " ago"
 			if x.LastKind != "" {
 				last += " (" + x.LastKind + ")"
 			}
 		}
 		lag := "-"
 		if x.LagSeconds >= 0 && !x.LastCheck.IsZero() {
-			lag = Ago(time.Duration(x.LagSeconds * float64(time.Second)))
+			lag = admin.Ago(time.Duration(x.LagSeconds * float64(time.Second)))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", x.Zone, x.Region, x.State, x.Serial, last, lag, x.Names, x.Error)
 	}
@@ -110,7 +90,7 @@ func writeSources(w io.Writer, sources []AggregateSource, now time.Time) error {
 
 // driftText is empty in sync, a time when behind, ??? for a zone cns does
 // not serve.
-func driftText(p Peer, zone string, serials map[string]uint32) string {
+func driftText(p admin.Peer, zone string, serials map[string]uint32) string {
 	cur, ok := serials[zone]
 	if !ok {
 		return "???"
@@ -122,38 +102,18 @@ func driftText(p Peer, zone string, serials map[string]uint32) string {
 	if pz.DriftSeconds < 0 {
 		return fmt.Sprintf("%d serials", pz.DriftSerials)
 	}
-	return Ago(time.Duration(pz.DriftSeconds * float64(time.Second)))
+	return admin.Ago(time.Duration(pz.DriftSeconds * float64(time.Second)))
 }
-
-// reasonText spells out the reference's listing flags.
-var reasonText = map[string]string{
-	"invalid_tag":       "the triton.cns.services tag is invalid: no service names",
-	"inst_en_flag":      "triton.cns.status metadata is not \"up\": out of its services",
-	"cn_down":           "its compute node is down: out of its services",
-	"vm_down":           "the VM is not running: out of its services",
-	"user_en_flag":      "the owner has not enabled CNS (triton_cns_enabled): not listed",
-	"user_not_approved": "the owner is not approved for provisioning: not listed",
-	"ptr":               "triton.cns.reverse_ptr re-enabled its instance names",
-	"admin":             "an admin VM with services: always listed",
-	"poseidon":          "a Manta (poseidon) VM with services: always listed",
-	"inst_en_tag":       "the triton.cns.disable tag is set: not listed",
-	"destroyed":         "the VM is destroyed: not listed",
-	"held":              "status down, but the self-removal hysteresis keeps it in its services for now",
-	"compute_node":      "a compute node: its <uuid>.cmon names in every forward zone while it is set up, whatever its state",
-}
-
-// ReasonText spells out a listing flag ("" for a flag it does not know).
-func ReasonText(flag string) string { return reasonText[flag] }
 
 // WriteVM prints cnsadm vm: the reference's uuid, last_visit and names,
 // then what cns adds (alias, owner by login and UUID, listing decision
 // and its reasons, problems).
-func WriteVM(w io.Writer, vm *VM, now time.Time) error {
+func WriteVM(w io.Writer, vm *admin.VM, now time.Time) error {
 	f := newFields(w, "uuid", "last_visit", "names")
 	f.text("uuid", vm.UUID)
 	lastVisit := "unknown"
 	if vm.LastVisit > 0 {
-		lastVisit = Ago(now.Sub(time.UnixMilli(vm.LastVisit))) + " ago"
+		lastVisit = admin.Ago(now.Sub(time.UnixMilli(vm.LastVisit))) + " ago"
 	}
 	f.text("last_visit", lastVisit)
 	f.list("names", vm.Names, "")
@@ -184,7 +144,7 @@ func WriteVM(w io.Writer, vm *VM, now time.Time) error {
 }
 
 // listedText says which of a VM's names are listed.
-func listedText(vm *VM) string {
+func listedText(vm *admin.VM) string {
 	var listed []string
 	if vm.ListInstance {
 		listed = append(listed, "instance names")
@@ -209,7 +169,7 @@ func reasonLines(reasons []string) []string {
 	}
 	lines := make([]string, len(reasons))
 	for i, r := range reasons {
-		text := reasonText[r]
+		text := admin.ReasonText(r)
 		if text == "" {
 			text = "(unknown flag)"
 		}
@@ -221,19 +181,19 @@ func reasonLines(reasons []string) []string {
 // WritePeer prints cnsadm peers <addr> as the reference does: address,
 // version, using_notify, using_ixfr, then serials and counters as
 // indented "key: value" lines, each block followed by an empty line.
-func WritePeer(w io.Writer, p *Peer) error {
+func WritePeer(w io.Writer, p *admin.Peer) error {
 	f := newFields(w, "address", "version", "using_notify", "using_ixfr", "serials", "counters")
 	f.text("address", p.Address)
 	f.text("version", p.Version)
 	f.text("using_notify", fmt.Sprint(p.UsingNotify))
 	f.text("using_ixfr", fmt.Sprint(p.UsingIXFR))
-	f.object("serials", sortedKeys(p.Serials), func(z string) string { return fmt.Sprint(p.Serials[z]) })
-	f.object("counters", sortedKeys(p.Counters), func(c string) string { return fmt.Sprint(p.Counters[c]) })
+	f.object("serials", slices.Sorted(maps.Keys(p.Serials)), func(z string) string { return fmt.Sprint(p.Serials[z]) })
+	f.object("counters", slices.Sorted(maps.Keys(p.Counters)), func(c string) string { return fmt.Sprint(p.Counters[c]) })
 	return nil
 }
 
 // WritePeers prints the list of peers (cnsadm peers with no address).
-func WritePeers(w io.Writer, peers []PeerSummary) error {
+func WritePeers(w io.Writer, peers []admin.PeerSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tZONES\tVERSION")
 	for _, p := range peers {
@@ -243,7 +203,7 @@ func WritePeers(w io.Writer, peers []PeerSummary) error {
 }
 
 // WriteHistory prints cnsadm history: per serial, when, why and what.
-func WriteHistory(w io.Writer, changes []Change) error {
+func WriteHistory(w io.Writer, changes []admin.Change) error {
 	if len(changes) == 0 {
 		_, err := fmt.Fprintln(w, "no changes in the journal (a zone's first version has none)")
 		return err
@@ -264,7 +224,7 @@ func WriteHistory(w io.Writer, changes []Change) error {
 }
 
 // WriteFeeds prints cnsadm feeds.
-func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
+func WriteFeeds(w io.Writer, f *admin.Feeds, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "FEED\tSTATE\tSINCE\tLAST OK\tREASON")
 	for _, x := range f.Feeds {
@@ -274,9 +234,9 @@ func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
 		}
 		lastOK := "never"
 		if !x.LastOK.IsZero() {
-			lastOK = Ago(now.Sub(x.LastOK)) + " ago"
+			lastOK = admin.Ago(now.Sub(x.LastOK)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\n", x.Name, state, Ago(now.Sub(x.Since)), lastOK, x.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\n", x.Name, state, admin.Ago(now.Sub(x.Since)), lastOK, x.Reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -286,7 +246,7 @@ func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
 	}
 	fmt.Fprintf(w, "\npending VMs: %d\n", f.Pending)
 	if c := f.LastCommit; c != nil {
-		fmt.Fprintf(w, "last commit: %s ago, %d VMs, %.1f ms", Ago(now.Sub(c.Time)), c.VMs, c.DurationMS)
+		fmt.Fprintf(w, "last commit: %s ago, %d VMs, %.1f ms", admin.Ago(now.Sub(c.Time)), c.VMs, c.DurationMS)
 		if c.OldestChangeMS > 0 {
 			fmt.Fprintf(w, "; its oldest change waited %.1f ms", c.OldestChangeMS)
 		}
@@ -299,13 +259,13 @@ func WriteFeeds(w io.Writer, f *Feeds, now time.Time) error {
 }
 
 // WriteWait prints cnsadm wait.
-func WriteWait(w io.Writer, res *Wait) error {
+func WriteWait(w io.Writer, res *admin.Wait) error {
 	fmt.Fprintf(w, "zone %s serial %d: %s\n", res.Zone, res.Serial, res.State)
 	return writePropagationPeers(w, res.Peers)
 }
 
 // writePropagationPeers prints each peer's progress with a serial.
-func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
+func writePropagationPeers(w io.Writer, peers []admin.PeerPropagation) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tSERIAL\tSTATE\tSECONDS")
 	for _, p := range peers {
@@ -324,19 +284,19 @@ func writePropagationPeers(w io.Writer, peers []PeerPropagation) error {
 
 // WriteServices prints cnsadm services: one line per service, its owner
 // by login (by UUID when cns does not know the login).
-func WriteServices(w io.Writer, views []Service, now time.Time) error {
+func WriteServices(w io.Writer, views []admin.Service, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "OWNER\tSERVICE\tLISTED\tPENDING\tBUDGET LEFT\tNEXT CHECK")
-	for _, v := range ByOwnerName(views) {
+	for _, v := range admin.ByOwnerName(views) {
 		pending := 0
 		for _, m := range v.Members {
-			if m.Status == MemberPending {
+			if m.Status == admin.MemberPending {
 				pending++
 			}
 		}
 		next := ""
 		if !v.NextCheck.IsZero() {
-			next = "in " + Ago(v.NextCheck.Sub(now))
+			next = "in " + admin.Ago(v.NextCheck.Sub(now))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\n", cmp.Or(v.Login, v.Owner), v.Service, v.Listed, pending, v.BudgetLeft, v.Budget, next)
 	}
@@ -346,7 +306,7 @@ func WriteServices(w io.Writer, views []Service, now time.Time) error {
 // WriteService prints one service: its owner by login and UUID, its
 // members by alias and UUID, who is pending and when each may leave, the
 // window's budget, and recent decisions.
-func WriteService(w io.Writer, v *Service, now time.Time) error {
+func WriteService(w io.Writer, v *admin.Service, now time.Time) error {
 	owner := v.Owner
 	if v.Login != "" {
 		owner = v.Login + ", " + v.Owner
@@ -355,7 +315,7 @@ func WriteService(w io.Writer, v *Service, now time.Time) error {
 	fmt.Fprintf(w, "listed:      %d of %d (n)\n", v.Listed, v.N)
 	fmt.Fprintf(w, "budget:      %d of %d left in this window", v.BudgetLeft, v.Budget)
 	if !v.WindowFreesAt.IsZero() {
-		fmt.Fprintf(w, " (one more in %s)", Ago(v.WindowFreesAt.Sub(now)))
+		fmt.Fprintf(w, " (one more in %s)", admin.Ago(v.WindowFreesAt.Sub(now)))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -365,15 +325,15 @@ func WriteService(w io.Writer, v *Service, now time.Time) error {
 		since, leaves := "", ""
 		switch {
 		case !m.FirstSeenDown.IsZero():
-			since, unseen = "first seen "+Ago(now.Sub(m.FirstSeenDown))+" ago", true
+			since, unseen = "first seen "+admin.Ago(now.Sub(m.FirstSeenDown))+" ago", true
 		case !m.DownSince.IsZero():
-			since = Ago(now.Sub(m.DownSince)) + " ago"
+			since = admin.Ago(now.Sub(m.DownSince)) + " ago"
 		}
 		switch {
 		case !m.MayLeaveAt.IsZero():
-			leaves = "in " + Ago(m.MayLeaveAt.Sub(now))
+			leaves = "in " + admin.Ago(m.MayLeaveAt.Sub(now))
 		case !m.LeftAt.IsZero():
-			leaves = "left " + Ago(now.Sub(m.LeftAt)) + " ago"
+			leaves = "left " + admin.Ago(now.Sub(m.LeftAt)) + " ago"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cmp.Or(m.Alias, "-"), m.VM, m.Status, since, leaves)
 	}

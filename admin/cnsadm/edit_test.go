@@ -1,4 +1,4 @@
-package config
+package cnsadm
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tritondatacenter/cns/admin/config"
 )
 
 // A modifier's value takes the key's kind from the table, for a key the
@@ -28,7 +30,7 @@ func TestModifierKinds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj := NewJSONObject()
+		obj := config.NewJSONObject()
 		if err := m.Apply(obj); err != nil {
 			t.Fatalf("%s: %v", tc.mod, err)
 		}
@@ -44,7 +46,7 @@ func TestModifierKinds(t *testing.T) {
 // validate is not saved.
 func TestEditorRefuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(path, []byte(referenceConfig), 0o600); err != nil {
+	if err := os.WriteFile(path, demoConfig(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e := &Editor{Store: FileStore{Path: path}, File: path}
@@ -62,7 +64,7 @@ func TestEditorRefuses(t *testing.T) {
 	if want := "not saved: config " + path + ": max_rrset: must be between 1 and 1000"; err == nil || err.Error() != want {
 		t.Errorf("invalid edit: %v, want %s", err, want)
 	}
-	if data, _ := os.ReadFile(path); string(data) != referenceConfig {
+	if data, _ := os.ReadFile(path); string(data) != string(demoConfig(t)) {
 		t.Error("an invalid edit changed the file")
 	}
 }
@@ -81,7 +83,7 @@ func TestLoopbackTransferKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj := NewJSONObject()
+		obj := config.NewJSONObject()
 		obj.Set("allow_transfer", []any{"10.0.0.0/8", "127.0.0.1", "::1/128"})
 		err = m.Apply(obj)
 		if tc.refused == "" && err != nil || tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
@@ -96,7 +98,7 @@ func TestLoopbackTransferKept(t *testing.T) {
 // zone's settings.
 func TestEditorRefusesUnknownKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(path, []byte(referenceConfig), 0o600); err != nil {
+	if err := os.WriteFile(path, demoConfig(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e := &Editor{Store: FileStore{Path: path}, File: path}
@@ -111,7 +113,7 @@ func TestEditorRefusesUnknownKeys(t *testing.T) {
 		}
 		return ms
 	}
-	editable := strings.Join(Editable(), ", ")
+	editable := strings.Join(config.Editable(), ", ")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -129,7 +131,7 @@ func TestEditorRefusesUnknownKeys(t *testing.T) {
 	for _, tc := range []struct {
 		zone, mod, want string
 	}{
-		{"example.org", "colour=blue", "colour: not a zone setting; cnsadm zones edits networks, peers, hidden_primary, also_notify, zone"},
+		{"us-west-1.cns.example.com", "colour=blue", "colour: not a zone setting; cnsadm zones edits networks, peers, hidden_primary, also_notify, zone"},
 		{"reverse", "networks=*", "networks: not a zone setting; cnsadm zones edits peers, hidden_primary, also_notify"},
 	} {
 		_, err := e.Zone(context.Background(), tc.zone, false, false, mods(tc.mod))
@@ -137,7 +139,7 @@ func TestEditorRefusesUnknownKeys(t *testing.T) {
 			t.Errorf("zones %s %s: %v, want %q", tc.zone, tc.mod, err, tc.want)
 		}
 	}
-	if data, _ := os.ReadFile(path); string(data) != referenceConfig {
+	if data, _ := os.ReadFile(path); string(data) != string(demoConfig(t)) {
 		t.Error("a refused edit changed the file")
 	}
 	for _, want := range []string{"my_name", "allow_transfer", "max_rrset", "catalog_zone"} {
@@ -154,4 +156,14 @@ func TestEditorRefusesUnknownKeys(t *testing.T) {
 	if _, err := e.Config(context.Background(), mods("max_rrset=50")); err != nil {
 		t.Errorf("max_rrset=50: %v", err)
 	}
+}
+
+// demoConfig is the demo data center's config file, testdata/cns.json.
+func demoConfig(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile("../../testdata/cns.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -1,9 +1,11 @@
-package admin
+package cnsadm
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin"
 )
 
 // The expected texts below are written from the reference cnsadm's
@@ -20,25 +22,41 @@ func layout(lines ...string) string {
 	return b.String()
 }
 
-func TestAgo(t *testing.T) {
-	for _, tc := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0 sec"}, {time.Second, "1 sec"}, {2 * time.Second, "2 secs"},
-		{59400 * time.Millisecond, "59 secs"}, {59500 * time.Millisecond, "1 min"},
-		{90 * time.Second, "2 mins"}, {36 * time.Hour, "2 days"}, {23 * time.Hour, "23 hrs"},
-		{23*time.Hour + 30*time.Minute, "1 day"}, {45 * 24 * time.Hour, "6 wks"},
-	} {
-		if got := Ago(tc.d); got != tc.want {
-			t.Errorf("Ago(%v) = %q, want %q", tc.d, got, tc.want)
+// cnsadm vm of a compute node says what it is and lists its CMON names.
+func TestWriteVMComputeNode(t *testing.T) {
+	const headnode = "6da8b7df-c541-498f-90ef-01d5730ef236"
+	names := []string{headnode + ".cmon.us-west-1.cns.example.com", headnode + ".cmon.us-west-1.int.example.com"}
+	vm := &admin.VM{UUID: headnode, ComputeNode: true, Alias: "headnode", Names: names, Reasons: []string{"compute_node"}}
+	var out strings.Builder
+	if err := WriteVM(&out, vm, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"listed:      CMON names (a compute node)\n", "why:         compute_node  a compute node: ",
+		"names:       " + names[0] + "\n             " + names[1] + "\n"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("cnsadm vm of a compute node lacks %q:\n%s", line, out.String())
 		}
+	}
+}
+
+// cnsadm vm of a VM with client_answers lists the addresses it asks from
+// and its owner-less names.
+func TestWriteVMShortNames(t *testing.T) {
+	const uuid = "a1000000-0000-4000-8000-000000000001"
+	vm := &admin.VM{UUID: uuid, ClientAddrs: []string{"10.0.0.5", "192.168.128.5 (fabric 192.168.128.0/22)"},
+		ShortNames: []string{uuid + ".inst.z.example", "db-1.inst.z.example", "self.inst.z.example", "web.svc.z.example"}}
+	var out strings.Builder
+	if err := WriteVM(&out, vm, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "asks_from:   10.0.0.5, 192.168.128.5 (fabric 192.168.128.0/22)\nscoped:      "+uuid+".inst.z.example\n             db-1.inst.z.example\n") {
+		t.Errorf("cnsadm vm:\n%s", out.String())
 	}
 }
 
 func TestWriteVMLayout(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
-	vm := &VM{
+	vm := &admin.VM{
 		UUID: "b752d788-c0e4-4307-8c56-353a4ea66c02", LastVisit: now.Add(-3 * time.Minute).UnixMilli(),
 		Names: []string{"a.example.com", "b.example.com"}, Alias: "cloudapi0",
 		ListInstance: true, ListServices: true, Reasons: []string{"user_en_flag", "admin"},
@@ -63,7 +81,7 @@ func TestWriteVMLayout(t *testing.T) {
 
 	// No names: the reference's "[]"; nothing listed, no reasons.
 	b.Reset()
-	WriteVM(&b, &VM{UUID: "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6", LastVisit: now.UnixMilli()}, now)
+	WriteVM(&b, &admin.VM{UUID: "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6", LastVisit: now.UnixMilli()}, now)
 	want = layout(
 		"uuid:        e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6|",
 		"last_visit:  0 sec ago|",
@@ -76,7 +94,7 @@ func TestWriteVMLayout(t *testing.T) {
 }
 
 func TestWritePeerLayout(t *testing.T) {
-	p := &Peer{
+	p := &admin.Peer{
 		Address: "127.0.0.1", Version: "unknown", UsingNotify: true,
 		Serials:  map[string]uint32{"us-west-1.cns.example.com": 1700000000, "128.168.192.in-addr.arpa": 1700000001},
 		Counters: map[string]uint64{"axfr": 1, "ixfr": 0},

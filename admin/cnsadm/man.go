@@ -1,6 +1,4 @@
-package main
-
-//go:generate sh -c "go run . adm man > smf/man/cnsadm.1"
+package cnsadm
 
 import (
 	"fmt"
@@ -9,16 +7,16 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// cnsadmManPath is where the cnsadm(1) page is committed (and shipped in
-// the release tarball with smf/); TestCnsadmManPage keeps it equal to
-// what cnsadmManPage builds.
-const cnsadmManPath = "smf/man/cnsadm.1"
+// ManPath is where the cnsadm(1) page is committed, relative to the
+// repository (and shipped in the release tarball with smf/);
+// TestManPage keeps it equal to what ManPage builds.
+const ManPath = "smf/man/cnsadm.1"
 
-// AdmManCmd prints cnsadm(1) in roff.
-type AdmManCmd struct{}
+// ManCmd prints cnsadm(1) in roff.
+type ManCmd struct{}
 
-func (AdmManCmd) Run() error {
-	page, err := cnsadmManPage()
+func (ManCmd) Run() error {
+	page, err := ManPage()
 	if err != nil {
 		return err
 	}
@@ -26,30 +24,21 @@ func (AdmManCmd) Run() error {
 	return nil
 }
 
-// cnsadmManPage builds cnsadm(1) from the CLI's own model: the adm
-// command's help, then each of its commands with its arguments and flags,
-// as `cnsadm VERB --help` describes them. Only the exit status, the
+// ManPage builds cnsadm(1) from the command line's own model: cnsadm's
+// help, then each of its commands with its arguments and flags, as
+// `cnsadm VERB --help` describes them. Only the exit status, the
 // environment and the files are stated here.
-func cnsadmManPage() (string, error) {
-	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("cnsadm"))
+func ManPage() (string, error) {
+	parser, err := kong.New(&Cmd{}, kong.Name("cnsadm"))
 	if err != nil {
 		return "", err
 	}
-	var adm *kong.Node
-	for _, c := range parser.Model.Children {
-		if c.Name == "adm" {
-			adm = c
-		}
-	}
-	if adm == nil {
-		return "", fmt.Errorf("no adm command in the CLI")
-	}
+	adm := parser.Model.Node
 	var b strings.Builder
 	b.WriteString(".TH CNSADM 1 \"\" \"cns\" \"Triton Container Naming Service\"\n")
-	b.WriteString(".SH NAME\ncnsadm \\- " + roffText(strings.TrimSuffix(lowerFirst(adm.Help), ".")) + "\n")
+	b.WriteString(".SH NAME\ncnsadm \\- " + roffText(strings.TrimSuffix(lowerFirst(Summary), ".")) + "\n")
 	b.WriteString(".SH SYNOPSIS\n.B cnsadm\n[\\fIoptions\\fR] \\fIcommand\\fR [\\fIarguments\\fR]\n")
-	b.WriteString(".SH DESCRIPTION\n" + roffParagraphs(adm.Detail))
+	b.WriteString(".SH DESCRIPTION\n" + roffParagraphs(Cmd{}.Help()))
 	b.WriteString(".SH OPTIONS\n")
 	for _, f := range visibleFlags(adm) {
 		manFlag(&b, f)
@@ -70,7 +59,7 @@ A usage error, or cnsadm could not talk to cns (or to SAPI).
 .TP
 .B %d
 The configuration, current or as changed, does not validate; nothing was written.
-`, admExitUsage, admExitValidation)
+`, ExitUsage, ExitValidation)
 	b.WriteString(".SH ENVIRONMENT\n")
 	for _, f := range visibleFlags(adm) {
 		for _, env := range f.Envs {
@@ -89,7 +78,7 @@ The terminal's width: the help column of config and the width of the zones table
 The server's configuration (\fB\-\-config\-file\fR).
 `)
 	b.WriteString(".SH EXAMPLES\n")
-	for _, ex := range cnsadmExamples {
+	for _, ex := range examples {
 		words := []string{"cnsadm"}
 		for _, a := range ex.Args {
 			words = append(words, roffWord(a))
@@ -102,10 +91,10 @@ The server's configuration (\fB\-\-config\-file\fR).
 	return b.String(), nil
 }
 
-// cnsadmExamples are the page's EXAMPLES: an operator's tasks, in the
+// examples are the page's EXAMPLES: an operator's tasks, in the
 // order an incident meets them. TestCnsadmManExamples parses each with
 // the CLI, so a renamed command or flag cannot leave one behind.
-var cnsadmExamples = []struct {
+var examples = []struct {
 	What string
 	Args []string
 }{

@@ -1,6 +1,6 @@
 //go:build linux
 
-package config
+package cnsadm
 
 import (
 	"os"
