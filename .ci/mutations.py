@@ -280,10 +280,10 @@ MUTATIONS = [
     ),
     Mutation(
         "cnsadm config saves through a rename that is not synced",
-        "admin/config/edit.go",
+        "admin/cnsadm/edit.go",
         "return durable.WriteFile(f.Path, append(data, '\\n'), 0o644)",
         "_ = durable.WriteFile\n\treturn os.WriteFile(f.Path, append(data, '\\n'), 0o644)",
-        [("./admin/config", "TestFileStoreSaveSurvivesPowerCut")],
+        [("./admin/cnsadm", "TestFileStoreSaveSurvivesPowerCut")],
     ),
     Mutation(
         "the serial check does not have the journal forget a serial a secondary holds in a version cns cannot vouch for",
