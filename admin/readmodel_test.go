@@ -2,12 +2,12 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tritondatacenter/cns/admin/admintest"
 )
 
 const carolVM = "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"
@@ -18,25 +18,13 @@ const carolVM = "e76f7f8b-fb63-4c58-adf4-5b275a0d5aa6"
 // stored form's fields carry the API's names, so the test decodes them
 // straight.
 func openStoredDemo(t *testing.T) *DBModel {
-	d := startStoredDemo(t)
-	zi, _, err := d.store.Zone(publicZone)
-	if err != nil {
+	d := admintest.Store(t, admintest.Options{})
+	d.SavePeer(t, "192.0.2.53", publicZone, 5, time.Now().Add(-time.Hour))
+	path := d.Store.Path()
+	if err := d.Store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	peer := fmt.Sprintf(`{"address":"192.0.2.53","version":"9.18.28","zones":{%q:{"serial":%d,"last_transfer":%q,"last_kind":"AXFR","axfr":1,"ixfr":0}},"notify_failures":0,"counters":{"axfr":1}}`,
-		publicZone, zi.Serial-5, time.Now().Add(-time.Hour).Format(time.RFC3339Nano))
-	if err := d.store.SavePeers(map[string][]byte{"192.0.2.53": []byte(peer)}); err != nil {
-		t.Fatal(err)
-	}
-	path := d.store.Path()
-	if err := d.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	src, err := OpenDB(path, func(b []byte) (Peer, error) {
-		var p Peer
-		err := json.Unmarshal(b, &p)
-		return p, err
-	})
+	src, err := OpenDB(path, admintest.DecodePeer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritondatacenter/cns/admin/admintest"
 	"github.com/tritondatacenter/cns/admin/metrics"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds"
 	"github.com/tritondatacenter/cns/feeds/dc"
-	"github.com/tritondatacenter/cns/feeds/records"
 )
 
 // The API's contract over a running program (golden answers, peers,
@@ -35,8 +34,8 @@ const (
 	aliceUUID  = "6c96670e-4204-4bc0-bd64-b4c576c09876"
 )
 
-// storedDemo is the demo data center (testdata/inventory.json) committed
-// to a store by the updater.
+// storedDemo is the demo data center (testdata/cns.json) committed to a
+// store by the updater.
 type storedDemo struct {
 	store *db.DB
 	upd   *feeds.Updater
@@ -52,34 +51,8 @@ func startStoredDemo(t testing.TB) *storedDemo {
 // time.Now).
 func startStoredDemoAt(t testing.TB, now func() time.Time) *storedDemo {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := db.Open(filepath.Join(t.TempDir(), "cns.db"), db.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	apex := db.Apex{MName: "cns.us-west-1.example.com.", RName: "hostmaster.example.com.", Refresh: 30, Retry: 60,
-		Expire: 2592000, Minimum: 30, SOATTL: 30, NS: []string{"cns.us-west-1.example.com."}, NSTTL: 3600}
-	zc := db.ZoneConfig{Forward: map[string]db.Apex{publicZone: apex, "us-west-1.int.example.com": apex}, Reverse: apex}
-	rc := records.Config{UseAlias: true, UseLogin: true, Zones: []records.Zone{
-		{Name: publicZone, Networks: []string{"c66bd90b-6e21-4a55-a4b5-18f6010c6b14"}},
-		{Name: "us-west-1.int.example.com", Networks: []string{"*"}},
-	}}
-	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, Logger: log, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := dc.LoadInventory("../testdata/inventory.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetInventory(inv, "inventory file loaded")
-	for u.Pending() > 0 {
-		if err := u.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &storedDemo{store: store, upd: u, inv: inv}
+	d := admintest.Store(t, admintest.Options{Now: now})
+	return &storedDemo{store: d.Store, upd: d.Updater, inv: d.Inventory}
 }
 
 // server is an API server over the demo.
