@@ -167,20 +167,23 @@ def cleanup():  # never leave cns behind, nor its cgroup
                 time.sleep(0.1)
 atexit.register(cleanup)
 pos = 0; buf = b""; applied = None; commits = 0; vms = 0; done = None
-while done is None:
-    if p.poll() is not None:
-        sys.exit("cns exited (%s) during the load; log: %s/cns.log" % (p.returncode, run))
-    if time.monotonic() - t0 > timeout:
-        p.kill(); sys.exit("no final commit after %.0f s; log: %s/cns.log" % (timeout, run))
+def records():  # the log's records written since the last call
+    global pos, buf
     with open(run + "/cns.log", "rb") as f:
         f.seek(pos); chunk = f.read(); pos += len(chunk)
     buf += chunk
     *lines, buf = buf.split(b"\n")
     for line in lines:
         try:
-            r = json.loads(line)
+            yield json.loads(line)
         except ValueError:
             continue
+while done is None:
+    if p.poll() is not None:
+        sys.exit("cns exited (%s) during the load; log: %s/cns.log" % (p.returncode, run))
+    if time.monotonic() - t0 > timeout:
+        p.kill(); sys.exit("no final commit after %.0f s; log: %s/cns.log" % (timeout, run))
+    for r in records():
         if r.get("msg") == "inventory rejected":
             p.kill(); sys.exit("inventory rejected; log: %s/cns.log" % run)
         if r.get("msg") == "inventory applied" and applied is None:
@@ -193,17 +196,9 @@ while done is None:
     if done is None:
         time.sleep(0.005)
 # What follows a first load: the tables built, then the live compaction.
-settled, tables, quiet = None, None, None
+settled, tables = None, None
 while settled is None and p.poll() is None and time.monotonic() - t0 < timeout:
-    with open(run + "/cns.log", "rb") as f:
-        f.seek(pos); chunk = f.read(); pos += len(chunk)
-    buf += chunk
-    *lines, buf = buf.split(b"\n")
-    for line in lines:
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
+    for r in records():
         if r.get("msg") == "zones loaded into memory after a backlog":
             tables = time.monotonic()
         elif r.get("msg") == "db compacted":
