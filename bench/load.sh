@@ -17,9 +17,9 @@
 #     (the tables built, "zones loaded into memory after a backlog", and
 #     the live compaction, "db compacted", or 30 s without one): the
 #     first load's peak as a memory cap sees it
-#   cg_peak_mib, cg_oom: with LIMIT, the cgroup's own peak (page cache
-#     included) and how many times it hit the limit (v1 failcnt, v2
-#     memory.events max)
+#   cg_peak_mib, cg_oom_kills: with LIMIT, the cgroup's own peak (page
+#     cache included, which the kernel reclaims at the limit) and the
+#     processes the kernel killed for it
 #
 # Run:      bench/load.sh                    (N=100000, REPS=3)
 #           N=10000 REPS=5 bench/load.sh
@@ -74,7 +74,7 @@ if ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q .; then
 fi
 
 TSV=$WORK/load.tsv
-printf 'name\trep\tvms\twall_s\tload_s\tcpu_s\tcpu_us_per_vm\tvms_per_s\tcommits\tpeak_rss_mib\twritten_mib\tsettled_peak_mib\tcg_peak_mib\tcg_oom\n' > "$TSV"
+printf 'name\trep\tvms\twall_s\tload_s\tcpu_s\tcpu_us_per_vm\tvms_per_s\tcommits\tpeak_rss_mib\twritten_mib\tsettled_peak_mib\tcg_peak_mib\tcg_oom_kills\n' > "$TSV"
 cat "$TSV"
 for rep in $(seq 1 "$REPS"); do
     for pair in $CNS; do
@@ -105,7 +105,7 @@ binary, run, n, timeout, api, prof, secs, limit = sys.argv[1], sys.argv[2], int(
 tick = os.sysconf("SC_CLK_TCK")
 log = open(run + "/cns.log", "wb")
 cmd = [binary, "serve", "-c", run + "/config.json"]
-cg = None  # (directory, peak file, failures file and its key)
+cg = None  # (directory, peak file, the file that counts oom_kill)
 if limit:
     size = int(limit[:-1]) << {"K": 10, "M": 20, "G": 30}[limit[-1]] if limit[-1] in "KMG" else int(limit)
     for line in open("/proc/self/cgroup"):
@@ -113,11 +113,11 @@ if limit:
         if hier == "0" and ctrl == "" and os.path.exists("/sys/fs/cgroup" + path + "/memory.max"):
             d = "/sys/fs/cgroup" + path + "/cns-load-%d" % os.getpid()
             os.mkdir(d); open(d + "/memory.max", "w").write(str(size)); open(d + "/memory.swap.max", "w").write("0")
-            cg = (d, "memory.peak", "memory.events", "max")
+            cg = (d, "memory.peak", "memory.events")
         elif "memory" in ctrl.split(","):
             d = "/sys/fs/cgroup/memory" + path + "/cns-load-%d" % os.getpid()
             os.mkdir(d); open(d + "/memory.limit_in_bytes", "w").write(str(size))
-            cg = (d, "memory.max_usage_in_bytes", "memory.failcnt", None)
+            cg = (d, "memory.max_usage_in_bytes", "memory.oom_control")
         if cg:
             break
     if not cg:
@@ -128,8 +128,7 @@ def cgroup_figures():
         return "", ""
     peak = int(open(cg[0] + "/" + cg[1]).read()) / 1048576
     text = open(cg[0] + "/" + cg[2]).read().split()
-    fails = text[text.index(cg[3]) + 1] if cg[3] else text[0]
-    return "%.0f" % peak, fails
+    return "%.0f" % peak, text[text.index("oom_kill") + 1]
 t0 = time.monotonic()
 p = subprocess.Popen(cmd, stderr=log, stdout=subprocess.DEVNULL)
 if prof:
@@ -166,18 +165,24 @@ def cleanup():  # never leave cns behind, nor its cgroup
             except OSError:
                 time.sleep(0.1)
 atexit.register(cleanup)
+import signal
+signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))  # (atexit runs then)
 pos = 0; buf = b""; applied = None; commits = 0; vms = 0; done = None
+tables = None  # when the log said the tables are built after the backlog
 def records():  # the log's records written since the last call
-    global pos, buf
+    global pos, buf, tables
     with open(run + "/cns.log", "rb") as f:
         f.seek(pos); chunk = f.read(); pos += len(chunk)
     buf += chunk
     *lines, buf = buf.split(b"\n")
     for line in lines:
         try:
-            yield json.loads(line)
+            r = json.loads(line)
         except ValueError:
             continue
+        if r.get("msg") == "zones loaded into memory after a backlog":
+            tables = time.monotonic()  # (it may come before the last commit's line)
+        yield r
 while done is None:
     if p.poll() is not None:
         sys.exit("cns exited (%s) during the load; log: %s/cns.log" % (p.returncode, run))
@@ -196,12 +201,10 @@ while done is None:
     if done is None:
         time.sleep(0.005)
 # What follows a first load: the tables built, then the live compaction.
-settled, tables = None, None
+settled = None
 while settled is None and p.poll() is None and time.monotonic() - t0 < timeout:
     for r in records():
-        if r.get("msg") == "zones loaded into memory after a backlog":
-            tables = time.monotonic()
-        elif r.get("msg") == "db compacted":
+        if r.get("msg") == "db compacted":
             settled = hwm()
     if settled is None and tables is not None and time.monotonic() - tables > 30:
         settled = hwm()
