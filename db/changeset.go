@@ -19,6 +19,10 @@ type ChangeSet struct {
 	// services it names (opaque, owned by feeds; nil deletes), in the
 	// same transaction as the records its decisions produced.
 	Hysteresis map[string][]byte
+	// Guard, when not nil, replaces the updater's removal guard state
+	// (opaque, owned by feeds), in the same transaction as the records
+	// whose removals it held or let through.
+	Guard []byte
 	// Sources change the aggregator's stored copies of the zones it
 	// follows, in the same transaction as the region records they
 	// produced (see SourceUpdate).

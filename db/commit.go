@@ -53,6 +53,9 @@ func (d *DB) Commit(cs *ChangeSet) (*Committed, error) {
 		if err := putHysteresis(tx, cs.Hysteresis); err != nil {
 			return err
 		}
+		if err := putGuard(tx, cs.Guard); err != nil {
+			return err
+		}
 		if err := putSources(tx, cs.Sources); err != nil {
 			return err
 		}

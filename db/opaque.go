@@ -14,6 +14,7 @@ import (
 //	peers/<address>               serving side's peer record
 //	propagation/<zone>            serving side's propagation record
 //	hysteresis/<owner>/<service>  updater's hysteresis state
+//	guard/state                   updater's removal guard state
 var (
 	// Peers and propagation are written by the serving side, outside
 	// the updater's change sets: the only other writers of the file.
@@ -23,7 +24,27 @@ var (
 	// change set whose records its decisions produced, so the two never
 	// disagree.
 	bucketHysteresis = []byte("hysteresis")
+	// The removal guard's state likewise, in the transaction of the
+	// change set whose removals it held or let through.
+	bucketGuard = []byte("guard")
 )
+
+// guardKey is the one key of bucketGuard.
+const guardKey = "state"
+
+// Guard returns the stored removal guard state (nil when none).
+func (d *DB) Guard() ([]byte, error) {
+	m, err := d.readOpaque(bucketGuard, false)
+	return m[guardKey], err
+}
+
+// putGuard writes the removal guard state inside a commit (nil: as it is).
+func putGuard(tx *bolt.Tx, state []byte) error {
+	if state == nil {
+		return nil
+	}
+	return putOpaque(tx, bucketGuard, map[string][]byte{guardKey: state})
+}
 
 // Peers returns every stored peer record by address.
 func (d *DB) Peers() (map[string][]byte, error) { return d.readOpaque(bucketPeers, false) }

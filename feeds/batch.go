@@ -142,11 +142,12 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 			return err
 		}
 		b.cs.Stop = ctx.Done()
+		more := b.fullChunk() || b.cut // (before the guard takes VMs out of b)
 		done := make(chan error, 1)
 		go func() { done <- u.commitBatch(b) }()
 		var next *batch
 		release := false
-		if b.fullChunk() || b.cut {
+		if more {
 			// The next chunk (or slice), without the VMs and sources in
 			// flight.
 			next, release, paused = u.next(ctx, b)
@@ -201,8 +202,10 @@ func (u *Updater) Flush() error {
 	return u.commitBatch(b)
 }
 
-// commitBatch stores b (committer) and settles it; u.mu is not held.
+// commitBatch stores b (committer) and settles it, once the guard on mass
+// removals had its turn; u.mu is not held.
 func (u *Updater) commitBatch(b *batch) error {
+	u.guardRemovals(b)
 	cs := b.cs
 	res, served, took, err := u.commit.store(b)
 	u.mu.Lock()
@@ -223,7 +226,7 @@ func (u *Updater) commitBatch(b *batch) error {
 	for _, p := range res.Problems {
 		u.log.Warn(p)
 	}
-	u.log.Info("committed", "vms", len(cs.VMs), "unchanged", b.before+b.unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", took.String())
+	u.log.Info("committed", "vms", len(cs.VMs), "held", len(b.held), "unchanged", b.before+b.unchanged, "zones", len(res.Zones), "pending", u.pending(), "took", took.String())
 	for _, z := range res.Zones {
 		if z.Removed {
 			u.log.Info("zone removed", "zone", z.Zone)
@@ -258,6 +261,14 @@ type batch struct {
 	at       int64
 	computed int64 // mono() when the batch was computed
 	sources  sourceTake
+	// For the guard on mass removals (removals.go): the VMs stored when
+	// the batch began, the candidates and the held VMs computed to
+	// something else, and what the guard held out of the batch.
+	stored     int
+	candidates []candidate
+	kept       []string
+	held       []string
+	guardGen   uint64 // the guard state's generation in cs.Guard
 }
 
 // fullChunk reports whether b holds as many VMs as a commit takes: a
@@ -267,7 +278,8 @@ func (b *batch) fullChunk() bool { return len(b.cs.VMs) >= b.size }
 // empty reports whether b has nothing to commit.
 func (b *batch) empty() bool {
 	cs := b.cs
-	return len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 && len(cs.Sources) == 0
+	return len(cs.VMs) == 0 && cs.Zones == nil && len(cs.Hysteresis) == 0 && len(cs.Sources) == 0 && cs.Guard == nil &&
+		len(b.kept) == 0
 }
 
 // settle records a committed batch, served since served (mono); u.mu is
@@ -276,6 +288,7 @@ func (b *batch) empty() bool {
 func (u *Updater) settle(b *batch, served int64) bool {
 	u.commit.landed()
 	u.health.written(b.healthGens)
+	u.guardSettled(b)
 	u.sourcesCommitted(b.sources)
 	if b.cs.Zones != nil {
 		u.zonesSaved = max(u.zonesSaved, b.zonesGen)

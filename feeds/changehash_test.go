@@ -65,7 +65,7 @@ func TestChangeHashAsStored(t *testing.T) {
 	u.SetInventory(inv, "test")
 	n := 0
 	for uuid := range u.vms {
-		vc, ok := u.change(uuid)
+		vc, ok, _ := u.change(uuid)
 		if !ok || len(vc.Records) == 0 {
 			continue
 		}
@@ -88,11 +88,11 @@ func TestChangeHashAsStored(t *testing.T) {
 		// Stored with another hash: hashed before it is prepared, to the
 		// same; stored with this one: found unchanged without preparing.
 		u.hashes[uuid] = 7
-		if again, _ := u.change(uuid); again.Hash != want || len(again.Records) != len(vc.Records) || again.Meta == nil {
+		if again, _, _ := u.change(uuid); again.Hash != want || len(again.Records) != len(vc.Records) || again.Meta == nil {
 			t.Fatalf("vm %s stored with another hash: hash %x (want %x), %d records (want %d)", uuid, again.Hash, want, len(again.Records), len(vc.Records))
 		}
 		u.hashes[uuid] = want
-		if same, _ := u.change(uuid); same.Hash != want || same.Records != nil || same.Meta != nil {
+		if same, _, _ := u.change(uuid); same.Hash != want || same.Records != nil || same.Meta != nil {
 			t.Fatalf("vm %s stored as computed: hash %x (want %x), %d records prepared", uuid, same.Hash, want, len(same.Records))
 		}
 		delete(u.hashes, uuid)

@@ -12,24 +12,30 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/guard"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
 // change builds the change of one VM. ok is false when the VM cannot be
-// recomputed now (its owner is unknown): its stored records stay.
-func (u *Updater) change(uuid string) (db.VMChange, bool) {
+// recomputed now (its owner is unknown): its stored records stay. cand is
+// not nil when the change would take names for a guarded cause (the
+// guard on mass removals).
+func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate) {
 	stored := u.vms[uuid]
 	if stored == nil {
 		if f := u.servers[uuid]; f != nil && f.server.Setup {
-			return u.computeNodeChange(uuid, f), true
+			return u.computeNodeChange(uuid, f), true, nil
 		}
 		u.leaveServices(uuid)
-		return db.VMChange{UUID: uuid, Delete: true}, u.stored(uuid)
+		if u.guard.unlisted[uuid] {
+			cand = &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted}}
+		}
+		return db.VMChange{UUID: uuid, Delete: true}, u.stored(uuid), cand
 	}
 	vm, err := stored.vm()
 	if err != nil {
 		u.log.Error("stored vm facts unreadable; keeping its records", "vm", uuid, "err", err)
-		return db.VMChange{}, false
+		return db.VMChange{}, false, nil
 	}
 	owner := u.users[vm.OwnerUUID]
 	if owner == nil {
@@ -37,14 +43,14 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	}
 	if owner == nil {
 		u.log.Warn("owner unknown; keeping the VM's records", "vm", uuid, "owner", vm.OwnerUUID)
-		return db.VMChange{}, false
+		return db.VMChange{}, false, nil
 	}
 	cnDown := false
 	if f := u.servers[vm.ServerUUID]; f != nil {
 		cnDown = f.down
 	}
 	res := u.computeListing(records.Input{VM: vm, Owner: owner, CNDown: cnDown})
-	vc := u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res, clientOf(owner, &res))
+	vc = u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res, clientOf(owner, &res))
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
 	}
@@ -52,7 +58,7 @@ func (u *Updater) change(uuid string) (db.VMChange, bool) {
 	// for it): why, list services, list instance, services, records.
 	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
 		"svcs", len(res.Services), "c", len(vc.Records))
-	return vc, true
+	return vc, true, candidateOf(uuid, vm.OwnerUUID, vm.ServerUUID, &res)
 }
 
 // computeNodeChange builds the change of a set-up compute node: its CMON

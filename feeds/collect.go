@@ -67,7 +67,7 @@ func (w updaterWork) sourcesPending() bool {
 
 func (w updaterWork) otherWork() bool {
 	u := w.u
-	return u.zonesGen != u.zonesSaved || len(u.health.dirty) > 0 || u.sourcesPending()
+	return u.zonesGen != u.zonesSaved || len(u.health.dirty) > 0 || u.sourcesPending() || u.guard.gen != u.guard.saved
 }
 
 func (w updaterWork) owner(uuid string) string {
@@ -79,7 +79,7 @@ func (w updaterWork) owner(uuid string) string {
 
 func (w updaterWork) newBatch(size int, inFlight *batch) *batch {
 	u := w.u
-	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, at: u.now().UnixMilli(), computed: mono(), zonesAt: u.zonesGen}
+	b := &batch{cs: &db.ChangeSet{Cause: u.causeSummary()}, at: u.now().UnixMilli(), computed: mono(), zonesAt: u.zonesGen, stored: len(u.hashes)}
 	b.gens, b.size = map[string]dirtyVM{}, size
 	if u.zonesGen != u.zonesSaved && (inFlight == nil || inFlight.zonesGen != u.zonesGen) {
 		z := u.zones
@@ -90,18 +90,21 @@ func (w updaterWork) newBatch(size int, inFlight *batch) *batch {
 
 func (w updaterWork) compute(uuid string, b *batch) outcome {
 	u := w.u
-	vc, ok := u.change(uuid)
+	vc, ok, cand := u.change(uuid)
+	o := changed
 	switch {
 	case !ok:
-		return skipped
+		o = skipped
 	case !vc.Delete && vc.Hash == u.hashes[uuid]:
-		return unchanged
+		o = unchanged
+	default:
+		b.cs.VMs = append(b.cs.VMs, vc)
+		if !vc.Delete && u.vms[uuid] == nil {
+			b.computeNodes++
+		}
 	}
-	b.cs.VMs = append(b.cs.VMs, vc)
-	if !vc.Delete && u.vms[uuid] == nil {
-		b.computeNodes++
-	}
-	return changed
+	u.noteComputed(uuid, b, o, cand)
+	return o
 }
 
 func (w updaterWork) finish(b, inFlight *batch) {
@@ -117,6 +120,9 @@ func (w updaterWork) finish(b, inFlight *batch) {
 	// it changed can wait for the last chunk (serviceHealth.writes).
 	more := b.fullChunk() || b.cut
 	b.cs.Hysteresis, b.healthGens = u.health.writes(flying, more)
+	if inFlight == nil || inFlight.guardGen != u.guard.gen {
+		u.stageGuard(b) // (an accept, the timer's confirmation)
+	}
 }
 
 func (w updaterWork) nothing(unchanged int) {

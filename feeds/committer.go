@@ -16,8 +16,8 @@ import (
 // the stored digests, the hysteresis state and the sources.
 //
 // store is the one place a computed batch passes on its way to the
-// store: what must hold back part of a batch (a guard on mass removals)
-// goes there, before db.Commit.
+// store, right after the guard on mass removals held back part of it
+// (guardRemovals, removals.go).
 type committer struct {
 	db  *db.DB
 	log *slog.Logger

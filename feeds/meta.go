@@ -98,6 +98,9 @@ func (u *Updater) ReportFeed(name string, err error) {
 	if healthy {
 		st.LastOK = now
 		st.Reason = ""
+		if c, ok := guardFeeds[name]; ok {
+			u.upstreamAnswered(c)
+		}
 	} else {
 		st.Reason = err.Error()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/guard"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
 
@@ -108,6 +109,7 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	}
 	u.listing = false
 	u.haveFull = true
+	u.upstreamAnswered(guard.Causes...) // its compute nodes and owners too
 	u.wake()
 }
 
@@ -135,8 +137,10 @@ func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause str
 		if c, ok := u.overtakes.of(uuid, since); ok && !c.removed {
 			continue
 		}
-		if !listed[uuid] && u.servers[uuid] == nil {
-			u.removeVM(uuid, cause)
+		if !listed[uuid] && u.servers[uuid] == nil && u.model.removeVM(uuid) {
+			u.mark(uuid)
+			u.causes[cause]++
+			u.guard.unlisted[uuid] = true
 		}
 	}
 	for uuid := range u.hashes {
@@ -146,6 +150,7 @@ func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause str
 		if !listed[uuid] && u.vms[uuid] == nil && u.servers[uuid] == nil && !ExternalUUID(uuid) {
 			u.mark(uuid) // stored but gone while cns was not looking
 			u.causes[cause]++
+			u.guard.unlisted[uuid] = true
 		}
 	}
 }
@@ -187,6 +192,7 @@ func (u *Updater) RemoveVM(uuid, cause string) {
 	defer u.mu.Unlock()
 	uuid = strings.ToLower(uuid)
 	u.overtakes.changed(uuid, "", true)
+	delete(u.guard.unlisted, uuid) // confirmed
 	u.removeVM(uuid, cause)
 	if u.stored(uuid) {
 		u.mark(uuid)
@@ -205,6 +211,7 @@ func (u *Updater) SetUser(usr dc.User, cause string) {
 		}
 	}
 	u.setUsers(append(users, usr), cause)
+	u.upstreamAnswered(guard.OwnerOff)
 	u.wake()
 }
 
@@ -214,6 +221,7 @@ func (u *Updater) SetServers(servers []dc.Server, cause string) {
 	defer u.mu.Unlock()
 	u.setServers(servers, cause)
 	u.sawServers(u.now())
+	u.upstreamAnswered(guard.CNDown)
 	u.wake()
 }
 
@@ -302,6 +310,7 @@ func (u *Updater) putVM(f vmFacts, cause string) {
 		return
 	}
 	v, changed := u.model.putVM(f)
+	delete(u.guard.unlisted, f.uuid) // listed again
 	u.saw(f.uuid, &v.seen, u.now())
 	if changed {
 		u.mark(f.uuid)
@@ -429,6 +438,7 @@ func (u *Updater) Tick() {
 	}
 	u.setServers(servers, "compute node state changed")
 	u.releaseDue()
+	u.advanceGuard()
 	if u.sched.pending() > 0 {
 		u.wake()
 	}

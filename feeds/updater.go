@@ -7,8 +7,9 @@
 // it, fed through dc.Sink (model.go); batching and committing, with the
 // commit histogram and the memory release after a big load (batch.go);
 // computing one VM's change (changes.go); the self-removal hysteresis of
-// service members (selfremoval.go); and what it stores per VM and the
-// feeds' health (meta.go).
+// service members (selfremoval.go); the guard on mass removals
+// (removals.go); and what it stores per VM and the feeds' health
+// (meta.go).
 package feeds
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/dc"
+	"github.com/tritondatacenter/cns/feeds/guard"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/records"
 )
@@ -40,6 +42,8 @@ type Options struct {
 	// Hysteresis is the self-removal policy (zero fields: RFD 1's 60 s
 	// window and 600 s last-member delay).
 	Hysteresis hysteresis.Policy
+	// Guard is the guard on mass removals (zero fields: its defaults).
+	Guard guard.Policy
 	// LoadLater leaves reading which VMs the store holds and their
 	// hysteresis state to Run, instead of NewUpdater. cns serve starts Run
 	// once the zones' tables are built: at a million VMs the read takes
@@ -73,6 +77,7 @@ type Updater struct {
 	kick      chan struct{}     // wakes Run
 	feeds     map[string]FeedStatus
 	health    *serviceHealth    // self-removal hysteresis (selfremoval.go)
+	guard     removalGuard      // the guard on mass removals (removals.go)
 	policy    hysteresis.Policy // health's, until it is read (load)
 	seenDue   map[string]bool   // entries whose last-seen time is due for saving (lastseen.go)
 	sources   []queuedSource    // aggregated sources' changes (sources.go)
@@ -98,6 +103,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		naming: naming{cfg: o.Records, zones: o.Zones, zonesGen: 1}, model: newModel(),
 		sched: newScheduler(testChunk(defaultChunk), defaultSlice), causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, seenDue: map[string]bool{},
+		guard: removalGuard{policy: o.Guard, fresh: map[guard.Cause]time.Time{}, unlisted: map[string]bool{}},
 	}
 	u.setForward()
 	if u.log == nil {
@@ -143,12 +149,16 @@ func (u *Updater) load(late bool) error {
 	if err != nil {
 		return err
 	}
+	held, err := loadGuard(u.store, u.log)
+	if err != nil {
+		return err
+	}
 	if late {
 		u.commit.releaseMemory()
 	}
 	u.log.Info("stored VMs read", "vms", len(hashes), "services", len(health.services), "took", time.Since(start).String())
 	u.mu.Lock()
-	u.hashes, u.health = hashes, health
+	u.hashes, u.health, u.guard.state = hashes, health, held
 	u.mu.Unlock()
 	close(u.loaded)
 	return nil

@@ -44,24 +44,35 @@ func (f *Feed) Run(ctx context.Context) error {
 	var lastStat os.FileInfo
 	var lastSum [sha256.Size]byte
 	first := true
+	// applied: the file as it is now was applied. Each check that finds
+	// it unchanged says so again: it is fresh data for the guard on mass
+	// removals (a truncated file that stays truncated confirms its
+	// shrink).
+	applied := false
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		fi, err := os.Stat(f.Path)
 		switch {
 		case err != nil:
+			applied = false
 			f.Sink.ReportFeed(FeedName, err)
 		case lastStat == nil || !fi.ModTime().Equal(lastStat.ModTime()) || fi.Size() != lastStat.Size():
 			lastStat = fi
 			data, err := os.ReadFile(f.Path)
 			if err != nil {
+				applied = false
 				f.Sink.ReportFeed(FeedName, err)
 				break
 			}
 			sum := sha256.Sum256(data)
 			if sum == lastSum {
+				if applied {
+					f.Sink.ReportFeed(FeedName, nil)
+				}
 				break
 			}
+			applied = false
 			inv, err := dc.ParseInventory(data)
 			if err != nil {
 				err = fmt.Errorf("%s: %w (keeping the previous inventory)", f.Path, err)
@@ -78,7 +89,10 @@ func (f *Feed) Run(ctx context.Context) error {
 			first = false
 			f.Sink.SetInventory(inv, cause)
 			f.Sink.ReportFeed(FeedName, nil)
+			applied = true
 			log.Info("inventory applied", "file", f.Path, "vms", len(inv.VMs), "users", len(inv.Users), "servers", len(inv.Servers))
+		case applied:
+			f.Sink.ReportFeed(FeedName, nil)
 		}
 		select {
 		case <-ctx.Done():

@@ -321,10 +321,12 @@ type Verdict struct {
 	Apply []string
 	// Events are the transitions, also appended to the history.
 	Events []Event
+	// Changed: the state differs from before (it is to be stored).
+	Changed bool
 }
 
 func (v *Verdict) event(g *Guard, e Event) {
-	v.Events = append(v.Events, e)
+	v.Events, v.Changed = append(v.Events, e), true
 	g.History = append(g.History, e)
 	if n := len(g.History) - HistoryLength; n > 0 {
 		g.History = slices.Delete(g.History, 0, n)
@@ -351,6 +353,7 @@ func (p Policy) Step(g *Guard, b Batch) Verdict {
 			delete(s.Held, vm)
 		}
 		shrank := len(s.Held) < before
+		v.Changed = v.Changed || shrank
 		p.step(g, c, s, byCause[c], b, &v)
 		p.recovered(g, c, s, shrank, b.Now, b.VMs, &v)
 	}
@@ -368,6 +371,7 @@ func (p Policy) step(g *Guard, c Cause, s *State, rs []Removal, b Batch, v *Verd
 		switch s.Phase {
 		case Applying:
 			delete(s.Held, r.VM) // goes through
+			v.Changed = true
 		default:
 			v.Hold[r.VM] = true
 		}
@@ -382,7 +386,7 @@ func (p Policy) step(g *Guard, c Cause, s *State, rs []Removal, b Batch, v *Verd
 			s.Held[r.VM] = r.Group
 			v.Hold[r.VM] = true
 		}
-		s.Peak = max(s.Peak, len(s.Held))
+		s.Peak, v.Changed = max(s.Peak, len(s.Held)), true
 		return
 	}
 	s.Recent = slices.DeleteFunc(s.Recent, func(a Applied) bool { return !a.At.After(b.Now.Add(-p.Window)) || a.At.After(b.Now) })
@@ -412,6 +416,7 @@ func (p Policy) step(g *Guard, c Cause, s *State, rs []Removal, b Batch, v *Verd
 	for _, grp := range slices.Sorted(maps.Keys(n)) {
 		s.Recent = append(s.Recent, Applied{At: b.Now, Group: grp, VMs: n[grp]})
 	}
+	v.Changed = true
 }
 
 // recovered ends a hold that emptied (the upstream recovered), or that
@@ -422,6 +427,7 @@ func (p Policy) recovered(g *Guard, c Cause, s *State, shrank bool, now time.Tim
 	case Applying:
 		if len(s.Held) == 0 {
 			*s = State{Phase: Clear, Held: map[string]string{}}
+			v.Changed = true
 		}
 		return
 	case Clear:
@@ -468,12 +474,12 @@ func (p Policy) advance(g *Guard, now time.Time, fresh map[Cause]time.Time, v *V
 	for _, c := range Causes {
 		s := g.Causes[c]
 		if s.Since.After(now) {
-			s.Since = now // written by a run whose clock was ahead
+			s.Since, v.Changed = now, true // written by a run whose clock was ahead
 		}
 		end := s.Since.Add(p.Confirm)
 		switch {
 		case s.Phase == Holding && !now.Before(end):
-			s.Phase = Confirming
+			s.Phase, v.Changed = Confirming, true
 			fallthrough
 		case s.Phase == Confirming:
 			if f := fresh[c]; !f.Before(end) && !f.After(now) {

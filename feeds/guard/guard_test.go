@@ -102,6 +102,8 @@ type step struct {
 	apply  int      // VMs it hands back to recompute
 	events []string // "cause action vms"
 	phases map[Cause]Phase
+	// same: the state is as before (nothing to store).
+	same bool
 }
 
 func play(t *testing.T, p Policy, steps []step) {
@@ -132,6 +134,12 @@ func play(t *testing.T, p Policy, steps []step) {
 			if g, err = Decode(g.Encode()); err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
+		}
+		if st.same && v.Changed {
+			t.Errorf("step %d (at %d s): the state changed", i, st.at)
+		}
+		if !st.same && st.kind != restart && len(v.Events) > 0 && !v.Changed {
+			t.Errorf("step %d (at %d s): events, but the state did not change", i, st.at)
 		}
 		if len(v.Hold) != st.held {
 			t.Errorf("step %d (at %d s): %d VMs held, want %d", i, st.at, len(v.Hold), st.held)
@@ -231,7 +239,8 @@ func TestGuard(t *testing.T) {
 		{"a hold survives a restart", []step{
 			{at: 0, removals: cns(0, 20), held: 2000, events: []string{"cn_down held 2000"}},
 			{at: 30, kind: restart, phases: phase(CNDown, Holding)},
-			{at: 31, removals: cns(0, 20), held: 2000},
+			{at: 31, removals: cns(0, 20), held: 2000, same: true},
+			{at: 32, same: true},
 			{at: confirm + 1, kind: tick, fresh: map[Cause]int{CNDown: confirm + 1}, apply: 2000, events: []string{"cn_down confirmed 2000"}},
 			{at: confirm + 2, kind: restart, phases: phase(CNDown, Applying)},
 			{at: confirm + 3, removals: cns(0, 20), phases: phase(CNDown, Clear)},
