@@ -497,4 +497,3 @@ func TestGuardRestartDuringHold(t *testing.T) {
 		t.Errorf("after the recovery %d records, was %d", len(got), len(before))
 	}
 }
-
