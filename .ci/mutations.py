@@ -313,6 +313,51 @@ MUTATIONS = [
         "complete",
         [("./serve", "TestSerialCheckEmptyDBStaysUnverified")],
     ),
+    Mutation(
+        "the removal guard holds nothing: a held VM's removal is stored",
+        "feeds/removals.go",
+        "if len(v.Hold) > 0 {",
+        "if false && len(v.Hold) > 0 {",
+        [("./feeds", "TestGuardCNAPIAllDownThenBack"), ("./feeds", "TestGuardShortListingConfirmed"),
+         ("./feeds", "TestGuardShortListingRecovers"), ("./feeds", "TestGuardOwnersOffAccepted"),
+         ("./feeds", "TestGuardRestartDuringHold"), ("./feeds/file", "TestGuardInventoryTruncated"),
+         ("./feeds/file", "TestGuardInventoryShrinkConfirmed")],
+    ),
+    Mutation(
+        "the removal guard holds one compute node's (or one owner's) VMs",
+        "feeds/guard/guard.go",
+        "oneGroup := len(groups) == 1 && c != Unlisted",
+        "oneGroup := false",
+        [("./feeds/guard", "TestGuard")],
+    ),
+    Mutation(
+        "the removal guard counts every departure from services (destroys, stops) as cn_down",
+        "feeds/removals.go",
+        "case !res.ListServices && slices.Contains(res.Reasons, records.ReasonCNDown):",
+        "case !res.ListServices:",
+        [("./feeds", "TestGuardTenantDestroys500")],
+    ),
+    Mutation(
+        "a hold applies after its period without fresh data from the upstream",
+        "feeds/guard/guard.go",
+        "if f := fresh[c]; !f.Before(end) && !f.After(now) {",
+        "if true {",
+        [("./feeds/guard", "TestGuard"), ("./feeds", "TestGuardShortListingConfirmed")],
+    ),
+    Mutation(
+        "the removal guard's state is not stored: a restart forgets the hold",
+        "feeds/removals.go",
+        "b.cs.Guard, b.guardGen = g.state.Encode(), g.gen",
+        "b.guardGen = g.gen",
+        [("./feeds", "TestGuardRestartDuringHold")],
+    ),
+    Mutation(
+        "a held VM computed to anything else stays held: the upstream's recovery releases nothing",
+        "feeds/removals.go",
+        "b.kept = append(b.kept, uuid)",
+        "_ = uuid",
+        [("./feeds", "TestGuardCNAPIAllDownThenBack"), ("./feeds/file", "TestGuardInventoryTruncated")],
+    ),
 ]
 
 
