@@ -98,7 +98,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	}
 	// The updater reads the stored VMs in Run, which start calls once the
 	// tables are built.
-	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Hysteresis: cfg.Hysteresis,
+	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Hysteresis: cfg.Hysteresis, Guard: cfg.Guard,
 		Logger: log, LoadLater: true}
 	if tune.Updater != nil {
 		tune.Updater(&uo)

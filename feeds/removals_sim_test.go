@@ -434,6 +434,9 @@ func TestGuardShortListingRecovers(t *testing.T) {
 	if _, ok := w.hold(guard.Unlisted); !ok {
 		t.Fatal("the short listing was not held")
 	}
+	if got := w.names(); !slices.Equal(got, before) {
+		t.Fatalf("names left at once: %d records, was %d", len(got), len(before))
+	}
 	for _, vm := range vms {
 		if err := w.sim.PutVM(vm); err != nil {
 			t.Fatal(err)

@@ -61,6 +61,10 @@ func fullMetadata() map[string]any {
 		"batch_window_ms":                 250,
 		"hysteresis_window_ms":            30000,
 		"hysteresis_last_member_delay_ms": 300000,
+		"removal_guard_window_ms":         30000,
+		"removal_guard_min_vms":           50,
+		"removal_guard_percent":           40,
+		"removal_guard_confirm_ms":        900000,
 		"dns_listen":                      []any{"0.0.0.0:53", "[::]:53", "127.0.0.1:5353"},
 		"also_notify":                     []any{"10.1.1.1", "10.1.1.2:5300"},
 		"signers":                         []any{"10.1.1.1", "10.1.1.3"},
@@ -193,6 +197,9 @@ func TestTemplateFull(t *testing.T) {
 	if cfg.MinNotifyInterval != 250*time.Millisecond || cfg.BatchWindow != 250*time.Millisecond ||
 		cfg.Hysteresis.Window != 30*time.Second || cfg.Hysteresis.LastMemberDelay != 5*time.Minute {
 		t.Errorf("intervals: notify %v batch %v hysteresis %v/%v", cfg.MinNotifyInterval, cfg.BatchWindow, cfg.Hysteresis.Window, cfg.Hysteresis.LastMemberDelay)
+	}
+	if g := cfg.Guard; g.Window != 30*time.Second || g.MinVMs != 50 || g.Percent != 40 || g.Confirm != 15*time.Minute {
+		t.Errorf("removal guard: %+v", g)
 	}
 	if cfg.Catalog != "catalog.example.com" || cfg.ReverseV4Prefix != 16 || cfg.ReverseV6Prefix != 48 || cfg.MaxRRset != 50 {
 		t.Errorf("catalog %q reverse /%d /%d max_rrset %d", cfg.Catalog, cfg.ReverseV4Prefix, cfg.ReverseV6Prefix, cfg.MaxRRset)

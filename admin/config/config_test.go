@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -204,6 +205,45 @@ func TestHysteresisConfig(t *testing.T) {
 			if c.Hysteresis.Window != tc.window || c.Hysteresis.LastMemberDelay != tc.lastMember || len(c.Warnings) != 0 {
 				t.Errorf("window %v, last member %v, warnings %q; want %v, %v, none",
 					c.Hysteresis.Window, c.Hysteresis.LastMemberDelay, c.Warnings, tc.window, tc.lastMember)
+			}
+		})
+	}
+}
+
+// The removal guard's keys: defaults when absent, each value checked.
+func TestRemovalGuardConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keys map[string]any
+		err  string
+		want [4]any // window, min VMs, percent, confirm
+	}{
+		{"absent: the defaults", nil, "", [4]any{time.Duration(0), 20, 25, time.Duration(0)}},
+		{"all", map[string]any{"removal_guard_window_ms": 30000, "removal_guard_min_vms": 100, "removal_guard_percent": 100, "removal_guard_confirm_ms": 60000},
+			"", [4]any{30 * time.Second, 100, 100, time.Minute}},
+		{"no VMs", map[string]any{"removal_guard_min_vms": 0}, "removal_guard_min_vms: must be at least 1", [4]any{}},
+		{"percent 0", map[string]any{"removal_guard_percent": 0}, "removal_guard_percent: must be between 1 and 100", [4]any{}},
+		{"percent 101", map[string]any{"removal_guard_percent": 101}, "removal_guard_percent: must be between 1 and 100", [4]any{}},
+		{"a fraction", map[string]any{"removal_guard_percent": 0.25}, "removal_guard_percent", [4]any{}},
+		{"no period", map[string]any{"removal_guard_confirm_ms": 0}, "removal_guard_confirm_ms: must be at least 1", [4]any{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m map[string]any
+			json.Unmarshal([]byte(referenceConfig), &m)
+			maps.Copy(m, tc.keys)
+			data, _ := json.Marshal(m)
+			c, err := Parse(data, "cfg.json")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "config cfg.json: ") {
+					t.Errorf("error %v, want one naming the file and %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := [4]any{c.Guard.Window, c.Guard.MinVMs, c.Guard.Percent, c.Guard.Confirm}; got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -60,6 +60,7 @@ func TestEveryKeyIsCompared(t *testing.T) {
 		"allow_transfer":      []any{"10.0.0.0/8"},
 		"min_notify_interval": 1000, "full_poll_interval": 600000, "reaper_poll_interval": 60000,
 		"batch_window_ms": 50, "hysteresis_window_ms": 30000, "hysteresis_last_member_delay_ms": 300000,
+		"removal_guard_window_ms": 30000, "removal_guard_min_vms": 50, "removal_guard_percent": 40, "removal_guard_confirm_ms": 60000,
 		"vmapi_opts":      map[string]any{"address": "vmapi2.coal.joyent.us"},
 		"cnapi_opts":      map[string]any{"address": "cnapi2.coal.joyent.us"},
 		"napi_opts":       map[string]any{"address": "napi2.coal.joyent.us"},

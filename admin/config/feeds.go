@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tritondatacenter/cns/feeds/guard"
 	"github.com/tritondatacenter/cns/feeds/hysteresis"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 )
@@ -25,6 +26,9 @@ type Feeds struct {
 	// Hysteresis is RFD 1's self-removal numbers (hysteresis_window_ms,
 	// hysteresis_last_member_delay_ms; zero: the defaults).
 	Hysteresis hysteresis.Policy
+	// Guard is the guard on mass removals (removal_guard_window_ms,
+	// _min_vms, _percent, _confirm_ms; a zero duration: the default).
+	Guard guard.Policy
 
 	sdcConfigured bool // some *_opts key is set (Standalone)
 }
@@ -72,5 +76,23 @@ func parseInventoryFile(p *parser) error {
 		return p.bad("", "%v", err)
 	}
 	c.SDC.Endpoints = ep
+	return nil
+}
+
+func parseRemovalGuardMinVMs(p *parser) error {
+	if ok, err := p.get("removal_guard_min_vms", &p.c.Guard.MinVMs); err != nil {
+		return err
+	} else if ok && p.c.Guard.MinVMs < 1 {
+		return p.bad("removal_guard_min_vms", "must be at least 1")
+	}
+	return nil
+}
+
+func parseRemovalGuardPercent(p *parser) error {
+	if ok, err := p.get("removal_guard_percent", &p.c.Guard.Percent); err != nil {
+		return err
+	} else if ok && (p.c.Guard.Percent < 1 || p.c.Guard.Percent > 100) {
+		return p.bad("removal_guard_percent", "must be between 1 and 100")
+	}
 	return nil
 }

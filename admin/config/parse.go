@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tritondatacenter/cns/db"
+	"github.com/tritondatacenter/cns/feeds/guard"
 	"github.com/tritondatacenter/cns/feeds/records"
 	"github.com/tritondatacenter/cns/feeds/sdc"
 )
@@ -56,9 +57,10 @@ func Parse(data []byte, name string) (*Config, error) {
 	p.c = &Config{Path: name,
 		Zones:       Zones{UseAlias: true, ReverseV4Prefix: records.DefaultReverseV4Prefix, ReverseV6Prefix: records.DefaultReverseV6Prefix},
 		Replication: Replication{MinNotifyInterval: defaultMinNotifyInterval},
-		Feeds:       Feeds{SDC: sdc.Config{FullPollInterval: sdc.ServeFullPollInterval(0)}},
-		Server:      Server{DBPath: defaultDBPath, DNSListen: slices.Clone(defaultDNSListen)},
-		Limits:      Limits{Journal: db.DefaultJournalLimits, MaxRRset: db.DefaultMaxRRset}}
+		Feeds: Feeds{SDC: sdc.Config{FullPollInterval: sdc.ServeFullPollInterval(0)},
+			Guard: guard.Policy{MinVMs: guard.DefaultMinVMs, Percent: guard.DefaultPercent}},
+		Server: Server{DBPath: defaultDBPath, DNSListen: slices.Clone(defaultDNSListen)},
+		Limits: Limits{Journal: db.DefaultJournalLimits, MaxRRset: db.DefaultMaxRRset}}
 	for _, k := range Keys {
 		if k.parse == nil {
 			continue
