@@ -33,6 +33,9 @@ type (
 	Decision        = status.Decision
 	FeedStatus      = status.Feed
 	AggregateSource = status.AggregateSource
+	RemovalGuard    = status.RemovalGuard
+	RemovalHold     = status.RemovalHold
+	RemovalEvent    = status.RemovalEvent
 )
 
 // Propagation states of a serial, and of one peer for a serial; member
@@ -163,6 +166,20 @@ type Feeds struct {
 	LastCommit *Commit      `json:"last_commit,omitempty"`
 	// Sources are the zones an aggregator follows (absent: none).
 	Sources []AggregateSource `json:"sources,omitempty"`
+	// RemovalGuard is the guard on mass removals (absent: no feed).
+	RemovalGuard *RemovalGuard `json:"removal_guard,omitempty"`
+}
+
+// AcceptRemovals is the body of POST /feeds/accept: the cause whose held
+// removals to apply (empty: every cause).
+type AcceptRemovals struct {
+	Cause string `json:"cause,omitempty"`
+}
+
+// RemovalsAccepted answers POST /feeds/accept.
+type RemovalsAccepted struct {
+	// Applied is how many VMs' held removals go through now.
+	Applied int `json:"applied"`
 }
 
 // Commit describes the updater's last commit.
@@ -193,6 +210,9 @@ type Status struct {
 	Propagation map[string]Propagation `json:"propagation"`
 	// Sources are the zones an aggregator follows (absent: none).
 	Sources []AggregateSource `json:"sources,omitempty"`
+	// RemovalGuard is the guard on mass removals (absent: no feed); a
+	// hold is a problem for cnsadm status.
+	RemovalGuard *RemovalGuard `json:"removal_guard,omitempty"`
 }
 
 // VMSearch is GET /vms?q=&limit=: the stored VMs matching a query.

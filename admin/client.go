@@ -188,6 +188,14 @@ func (c *Client) Feeds(ctx context.Context) (*Feeds, error) {
 	return &v, err
 }
 
+// AcceptRemovals applies the removals the guard holds for cause (every
+// cause when empty) and returns how many VMs that lets go.
+func (c *Client) AcceptRemovals(ctx context.Context, cause string) (int, error) {
+	var v RemovalsAccepted
+	_, err := c.do(ctx, "POST", "/feeds/accept", AcceptRemovals{Cause: cause}, &v)
+	return v.Applied, err
+}
+
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var v Status
 	_, err := c.do(ctx, "GET", "/status", nil, &v)

@@ -50,3 +50,32 @@ var reasonText = map[string]string{
 
 // ReasonText spells out a listing flag ("" for a flag it does not know).
 func ReasonText(flag string) string { return reasonText[flag] }
+
+// RemovalProblems says, one sentence each, which causes' removals the
+// guard holds and what applies them: cnsadm status's PROBLEM lines and
+// the terminal UI's.
+func RemovalProblems(g *RemovalGuard, now time.Time) []string {
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for _, h := range g.Holds {
+		if h.Phase == "applying" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("removals held (%s): %d VMs would lose their names (of %d stored) for %s, for %s; %s; `cnsadm feeds accept %s` applies them now",
+			h.Cause, h.VMs, h.Of, h.What, Ago(now.Sub(h.Since)), HoldApplies(h, now), h.Cause))
+	}
+	return out
+}
+
+// HoldApplies says when a hold applies by itself.
+func HoldApplies(h RemovalHold, now time.Time) string {
+	switch {
+	case h.Phase == "applying":
+		return "being applied"
+	case h.ConfirmAt.After(now):
+		return fmt.Sprintf("they apply if %s still says so after %s", h.Upstream, Ago(h.ConfirmAt.Sub(now)))
+	}
+	return fmt.Sprintf("they apply at %s's next answer", h.Upstream)
+}

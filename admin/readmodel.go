@@ -151,6 +151,8 @@ func feedsView(u *feeds.Updater) Feeds {
 		out.LastCommit = &Commit{Time: lc.Time, VMs: lc.VMs, DurationMS: float64(lc.Duration.Microseconds()) / 1000,
 			OldestChangeMS: float64(lc.Oldest.Microseconds()) / 1000, Error: lc.Err}
 	}
+	g := u.RemovalGuard()
+	out.RemovalGuard = &g
 	return out
 }
 

@@ -91,6 +91,7 @@ func (s *Server) routes() []route {
 	add(reading, "GET /allowed-peers", s.getAllowedPeers)
 	add(reading, "POST /suffixes-for-vm", s.postSuffixes)
 	add(reading, "GET /feeds", s.getFeeds)
+	add(mutating, "POST /feeds/accept", s.postAcceptRemovals)
 	add(reading, "GET /services", s.getServices)
 	add(reading, "GET /services/{owner}/{name}", s.getService)
 	add(reading, "GET /wait", s.getWait)
@@ -421,7 +422,31 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	if s.Sources != nil {
 		out.Sources = s.Sources()
 	}
+	if s.Updater != nil {
+		g := s.Updater.RemovalGuard()
+		out.RemovalGuard = &g
+	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// postAcceptRemovals applies the removals the guard holds (for one cause,
+// or all): an operator's word that the upstream is right.
+func (s *Server) postAcceptRemovals(w http.ResponseWriter, r *http.Request) error {
+	var req AcceptRemovals
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil && err != io.EOF {
+		return badRequest("body: %v", err)
+	}
+	if s.Updater == nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "ServiceUnavailable", Message: "no feed: nothing is held"}
+	}
+	n, err := s.Updater.AcceptRemovals(req.Cause)
+	if err != nil {
+		return badRequest("cause: %v", err)
+	}
+	s.Log.Warn("held removals accepted by an operator", "cause", req.Cause, "vms", n, "caller", r.RemoteAddr)
+	return writeJSON(w, http.StatusOK, RemovalsAccepted{Applied: n})
 }
 
 func (s *Server) getBackup(w http.ResponseWriter, r *http.Request) error {

@@ -483,10 +483,15 @@ func TestGuardRestartDuringHold(t *testing.T) {
 	before := w.names()
 	w.allCNs(cnDown)
 	w.waitFor("the removals to be held", func() bool { _, ok := w.hold(guard.CNDown); return ok && w.idle() })
+	held, _ := w.hold(guard.CNDown)
+	w.clock.Advance(time.Minute)
 	w.restart()
 	w.cnapiAnswered()
-	if h, ok := w.hold(guard.CNDown); !ok || h.VMs < 400 {
-		t.Fatalf("after the restart the hold is %+v (%v)", h, ok)
+	if h, ok := w.hold(guard.CNDown); !ok || h.VMs != held.VMs || !h.Since.Equal(held.Since) {
+		t.Fatalf("after the restart the hold is %+v (%v), was %+v", h, ok, held)
+	}
+	if n := w.logLines("removals held"); n != 1 {
+		t.Errorf("%d error lines for the hold, want 1: the restart raised it again", n)
 	}
 	if got := w.names(); !slices.Equal(got, before) {
 		t.Fatalf("names left across the restart: %d records, was %d", len(got), len(before))

@@ -193,6 +193,9 @@ func (f *fakeSource) Feeds(ctx context.Context) (*admin.Feeds, error) {
 		},
 		Pending:    2,
 		LastCommit: &admin.Commit{Time: now.Add(-150 * time.Second), VMs: 1, DurationMS: 3.2, OldestChangeMS: 27.5},
+		RemovalGuard: &admin.RemovalGuard{WindowSeconds: 60, MinVMs: 20, Percent: 25, ConfirmSeconds: 600, Holds: []admin.RemovalHold{{
+			Cause: "cn_down", Phase: "holding", Since: now.Add(-2 * time.Minute), VMs: 495, Peak: 495, Of: 1020,
+			ConfirmAt: now.Add(8 * time.Minute), What: "compute nodes reported down by CNAPI", Upstream: "CNAPI"}}},
 		Sources: []admin.AggregateSource{
 			{Region: "us-west.cns.example.com", Zone: "us-west-2.cns.example.com", State: "ok", Serial: 1795486001,
 				LastTransfer: now.Add(-40 * time.Second), LastKind: "IXFR", LastCheck: now.Add(-2 * time.Second), LagSeconds: 2, Names: 4120},

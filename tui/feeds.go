@@ -21,9 +21,9 @@ func loadFeeds(ctx context.Context, src Source) (tea.Msg, error) {
 	return feedsLoaded{f}, nil
 }
 
-// feedsPage shows each feed's health, how far behind its data is (the
-// time since it last delivered), its last error, and the updater's
-// pending VMs and last commit.
+// feedsPage shows the removals the guard holds, each feed's health, how
+// far behind its data is (the time since it last delivered), its last
+// error, and the updater's pending VMs and last commit.
 type feedsPage struct {
 	c     *Common
 	table table
@@ -100,6 +100,11 @@ func (p *feedsPage) View() string {
 		return "No feed: this cns serves what its db holds."
 	}
 	var b strings.Builder
+	// Held removals first: the names stay until an operator or the
+	// upstream decides.
+	for _, problem := range admin.RemovalProblems(p.feeds.RemovalGuard, p.c.Now) {
+		b.WriteString(st.Stale.Render(strings.Join(wrap("PROBLEM: "+problem, p.c.Width, "  "), "\n")) + "\n\n")
+	}
 	b.WriteString(p.table.view(st) + "\n\n")
 	b.WriteString(fmt.Sprintf("pending VMs:  %d (waiting for the next commit)\n", p.feeds.Pending))
 	if c := p.feeds.LastCommit; c != nil {

@@ -51,7 +51,7 @@ type Cmd struct {
 	Zones    ZonesCmd    `cmd:"" help:"Show, add (-a), delete (-d) or change zones."`
 	History  HistoryCmd  `cmd:"" help:"What changed in a zone, serial by serial, and why."`
 	Wait     WaitCmd     `cmd:"" help:"Wait until every peer of a zone serves a serial."`
-	Feeds    FeedsCmd    `cmd:"" help:"Health of each feed and of the updater."`
+	Feeds    FeedsCmd    `cmd:"" help:"Health of each feed and of the updater; accept [CAUSE] applies the removals the guard holds."`
 	Services ServicesCmd `cmd:"" help:"Services and their self-removal hysteresis: who is pending, when each may leave."`
 	Backup   BackupCmd   `cmd:"" help:"Write a consistent copy of the running server's db."`
 	Upgrade  UpgradeCmd  `cmd:"" help:"Migrate old configuration keys (slaves, hidden_master)."`
@@ -351,12 +351,25 @@ func (wc WaitCmd) Run(a *Cmd) error {
 	return nil
 }
 
-// FeedsCmd is cnsadm feeds.
-type FeedsCmd struct{}
+// FeedsCmd is cnsadm feeds, and cnsadm feeds accept [CAUSE].
+type FeedsCmd struct {
+	Action string `arg:"" optional:"" default:"" enum:",accept" help:"accept: apply the removals the guard on mass removals holds."`
+	Cause  string `arg:"" optional:"" default:"" enum:",cn_down,unlisted,owner_off" help:"The cause whose removals to apply (cn_down, unlisted, owner_off; default: every cause)."`
+}
 
-func (FeedsCmd) Run(a *Cmd) error {
+func (fc FeedsCmd) Run(a *Cmd) error {
 	c, cancel := ctx()
 	defer cancel()
+	if fc.Action == "accept" {
+		n, err := a.client().AcceptRemovals(c, fc.Cause)
+		if err != nil {
+			return err
+		}
+		return a.out(admin.RemovalsAccepted{Applied: n}, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "%d VMs' held removals applied\n", n)
+			return err
+		})
+	}
 	f, err := a.client().Feeds(c)
 	if err != nil {
 		return err

@@ -18,8 +18,15 @@ import (
 // What cnsadm prints. The reference verbs keep the reference's layout so
 // operators' habits and scripts still work.
 
-// WriteStatus prints the zones table and the peers table of cnsadm status.
+// WriteStatus prints the zones table and the peers table of cnsadm status,
+// after a PROBLEM line for each cause whose removals are held.
 func WriteStatus(w io.Writer, st *admin.Status, now time.Time) error {
+	if problems := admin.RemovalProblems(st.RemovalGuard, now); len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(w, "PROBLEM: "+p)
+		}
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ZONE\tLATEST SERIAL\tCHANGED\tPROPAGATION")
 	serials := map[string]uint32{}
@@ -244,6 +251,9 @@ func WriteFeeds(w io.Writer, f *admin.Feeds, now time.Time) error {
 	if err := writeSources(w, f.Sources, now); err != nil {
 		return err
 	}
+	if err := writeRemovalGuard(w, f.RemovalGuard, now); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\npending VMs: %d\n", f.Pending)
 	if c := f.LastCommit; c != nil {
 		fmt.Fprintf(w, "last commit: %s ago, %d VMs, %.1f ms", admin.Ago(now.Sub(c.Time)), c.VMs, c.DurationMS)
@@ -352,4 +362,24 @@ func WriteService(w io.Writer, v *admin.Service, now time.Time) error {
 		return tw.Flush()
 	}
 	return nil
+}
+
+// writeRemovalGuard prints the guard's holds (nothing when there are
+// none).
+func writeRemovalGuard(w io.Writer, g *admin.RemovalGuard, now time.Time) error {
+	if g == nil || len(g.Holds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "HELD REMOVALS\tPHASE\tSINCE\tVMS\tOF\tAPPLIES")
+	for _, h := range g.Holds {
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\t%d\t%s\n", h.Cause, h.Phase, admin.Ago(now.Sub(h.Since)), h.VMs, h.Of, admin.HoldApplies(h, now))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "(held: removals of one cause within %s over %d VMs and %d %% of the VMs stored; `cnsadm feeds accept [CAUSE]` applies them)\n",
+		admin.Ago(time.Duration(g.WindowSeconds*float64(time.Second))), g.MinVMs, g.Percent)
+	return err
 }
