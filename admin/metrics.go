@@ -165,6 +165,11 @@ func (s *Server) writeFeedMetrics(m *metricWriter) {
 		}
 		m.sample("cns_feed_lag_seconds", lag, "feed", f.Name)
 	}
+	m.help("cns_removals_held", "gauge", "VMs whose removal the guard on mass removals holds, by cause (they keep their names; alert on > 0).")
+	held := s.Updater.HeldRemovals()
+	for _, c := range sortedKeys(held) {
+		m.sample("cns_removals_held", float64(held[c]), "cause", c)
+	}
 	if s.Sources != nil {
 		writeSourceMetrics(m, s.Sources())
 	}

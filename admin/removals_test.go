@@ -42,6 +42,15 @@ func TestAcceptRemovalsAPI(t *testing.T) {
 	if code, _ := post(noFeed, ""); code != http.StatusServiceUnavailable {
 		t.Errorf("without a feed: %d", code)
 	}
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.RemoteAddr = "127.0.0.1:5000"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	for _, c := range []string{"cn_down", "owner_off", "unlisted"} {
+		if want := `cns_removals_held{cause="` + c + `"} 0`; !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("GET /metrics lacks %s", want)
+		}
+	}
 	for _, path := range []string{"/status", "/feeds"} {
 		req := httptest.NewRequest("GET", path, nil)
 		req.RemoteAddr = "127.0.0.1:5000"

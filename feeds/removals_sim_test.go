@@ -278,11 +278,17 @@ func TestGuardCNAPIAllDownThenBack(t *testing.T) {
 	if n := w.logLines("removals held"); n != 1 {
 		t.Errorf("%d error lines for the hold, want 1", n)
 	}
+	if n := w.u.HeldRemovals()["cn_down"]; n < 400 {
+		t.Errorf("the metric says %d VMs held", n)
+	}
 	w.allCNs(cnUp)
 	w.waitFor("the hold to clear", func() bool { _, ok := w.hold(guard.CNDown); return !ok })
 	w.waitFor("the updater to commit", w.idle)
 	if got := w.names(); !slices.Equal(got, before) {
 		t.Errorf("after the recovery %d records, was %d", len(got), len(before))
+	}
+	if n := w.u.HeldRemovals()["cn_down"]; n != 0 {
+		t.Errorf("after the recovery the metric says %d VMs held", n)
 	}
 	if got, want := w.events(), []string{"cn_down held", "cn_down released"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
