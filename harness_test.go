@@ -77,6 +77,9 @@ var (
 // the end-to-end tests drive is watched by the race detector.
 func cnsBin(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts the cns binary")
+	}
 	binOnce.Do(func() {
 		if binDir, binErr = os.MkdirTemp("", "cns-e2e"); binErr != nil {
 			return

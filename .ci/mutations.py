@@ -168,7 +168,7 @@ MUTATIONS = [
     ),
     Mutation(
         "the soak's leak check never fails",
-        "soak_test.go",
+        "sim_soak_test.go",
         "if after > before+margin {",
         "if false {",
         [(".", "TestHeapFloorGrowth")],

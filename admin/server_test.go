@@ -24,7 +24,7 @@ import (
 )
 
 // The API's contract over a running program (golden answers, peers,
-// backup, metrics) is tested at the root (api_test.go), where package
+// backup, metrics) is tested at the root (inproc_api_test.go), where package
 // main wires the DNS server in. Here the handlers run over a stored demo
 // data center and a DNS server that serves what the store holds.
 

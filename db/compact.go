@@ -90,7 +90,7 @@ const sparseFraction = 8
 var sparseMin = testBytes("CNS_TEST_SPARSE_MIN", 16<<20)
 
 // testBytes is the number of bytes in the environment variable name, or
-// def: the whole-program power-cut test (powercut_e2e_test.go) lowers
+// def: the whole-program power-cut test (secondaries_powercut_test.go) lowers
 // sparseMin with CNS_TEST_SPARSE_MIN so that a load it can afford in CI
 // is compacted live. Not documented for operators.
 func testBytes(name string, def int64) int64 {

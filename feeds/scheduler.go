@@ -177,7 +177,7 @@ type scheduler struct {
 type hooks struct{ betweenSlices, betweenListingSlices func() }
 
 // testChunk is CNS_TEST_CHUNK_VMS, or def: the whole-program power-cut
-// test (powercut_e2e_test.go) loads in small chunks, as a large data
+// test (secondaries_powercut_test.go) loads in small chunks, as a large data
 // center's first load is loaded. Not documented for operators.
 func testChunk(def int) int {
 	if n, err := strconv.Atoi(os.Getenv("CNS_TEST_CHUNK_VMS")); err == nil && n > 0 {

@@ -17,6 +17,9 @@ import (
 // The boot scripts, the build scripts and the SMF method are valid
 // sh/bash and pass shellcheck (Debian package shellcheck).
 func TestBootScriptsCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs shellcheck")
+	}
 	for _, c := range [][]string{
 		{"bash", "-n", "boot/setup.sh"}, {"bash", "-n", "boot/configure.sh"},
 		{"bash", "-n", "boot/lib/util.sh"}, {"bash", "-n", "boot/lib/cns.sh"},
@@ -61,6 +64,9 @@ type zone struct {
 }
 
 func newZone(t *testing.T) *zone {
+	if testing.Short() {
+		t.Skip("-short: runs the boot scripts")
+	}
 	t.Helper()
 	imageBuild(t)
 	z := &zone{root: filepath.Join(t.TempDir(), "zone")}
@@ -291,6 +297,9 @@ func TestBootSetup(t *testing.T) {
 // hour (a restart, a reprovision) land in one file; SDC_LOG_ROLL_FORWARD
 // moves it to the next hour, across a day.
 func TestPostLogRotate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs postlogrotate.sh")
+	}
 	root := t.TempDir()
 	upload := filepath.Join(root, "var/log/sdc/upload")
 	os.MkdirAll(upload, 0o755)

@@ -27,6 +27,9 @@ import (
 // (testdata/hogan/configagent.js, with the real hogan.js), amon-agent's
 // postinstall records that it ran.
 func agentTarballs(t *testing.T, dir string) {
+	if testing.Short() {
+		t.Skip("-short: builds agent tarballs with tar")
+	}
 	t.Helper()
 	src := t.TempDir()
 	write := func(path, body string, mode os.FileMode) {
@@ -86,6 +89,9 @@ var image struct {
 // imageBuild runs build-image.sh once, on the release tarball and the
 // stand-in agents, with the stand-in buildimage.
 func imageBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs build-image.sh")
+	}
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("build-image.sh runs as root (buildimage needs it, and the image is root's): run the tests as root, as CI does")

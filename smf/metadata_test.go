@@ -42,6 +42,9 @@ func TestAdminAddrs(t *testing.T) {
 // metadata socket.", exit 2); pfexec runs it with the privileges of the
 // caller's profiles, which the stand-in marks in the environment.
 func TestZoneMetadataThroughProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the mdata-get and pfexec stand-ins")
+	}
 	const nics = `[{"nic_tag": "admin_rack_r1", "ip": "10.99.99.40"}]`
 	standIn := func(t *testing.T, withPfexec bool) Metadata {
 		dir := t.TempDir()

@@ -15,6 +15,9 @@ import (
 // metadata socket then); an operator's GOMEMLIMIT is kept; without a cap
 // cns starts unbounded. The value is one Go accepts.
 func TestMethodMemoryLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the SMF method")
+	}
 	for _, tc := range []struct {
 		name, cap, preset string
 		pfexec            bool

@@ -36,6 +36,9 @@ var release struct {
 // the host (the binary inside must run here), once, and unpacks it.
 func releaseBuild(t *testing.T) (tarball, tree string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: builds the release with build-release.sh")
+	}
 	release.once.Do(func() {
 		if release.dir, release.err = os.MkdirTemp("", "cns-release"); release.err != nil {
 			return

@@ -377,6 +377,9 @@ func render(t *testing.T, metadata ...map[string]any) []string {
 // renderTemplate renders a template with config-agent's hogan.js, once
 // per metadata set, in one node process.
 func renderTemplate(t *testing.T, template string, metadata ...map[string]any) []string {
+	if testing.Short() {
+		t.Skip("-short: runs config-agent's renderer on Node")
+	}
 	t.Helper()
 	dir := hoganDir(t)
 	in, _ := json.Marshal(metadata)

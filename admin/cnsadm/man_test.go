@@ -41,6 +41,9 @@ func TestManPage(t *testing.T) {
 	if strings.Contains(page, "cnsadm man") {
 		t.Error("the page lists the hidden man command")
 	}
+	if testing.Short() {
+		t.Skip("-short: the page's rendering (groff) is not checked")
+	}
 	if _, err := exec.LookPath("groff"); err != nil {
 		t.Skip("groff not installed (Debian package groff-base): the page's rendering is not checked")
 	}

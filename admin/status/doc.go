@@ -9,6 +9,6 @@
 // types without importing each other or package admin (DESIGN's import
 // rules); it sits under admin because admin owns the API's contract. A
 // field changed here changes the API: admin's contract tests (the golden
-// answers of api_test.go, admin/testdata) fail on it, and a field is only
+// answers of inproc_api_test.go, admin/testdata) fail on it, and a field is only
 // ever added.
 package status

@@ -21,6 +21,9 @@ type Disk struct {
 // /dev/fuse, and fails on the skip). The test's cleanup unmounts it.
 func NewDisk(t testing.TB) *Disk {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: mounts a FUSE file system")
+	}
 	if err := Available(); err != nil {
 		t.Skipf("power-cut tests need a FUSE mount: %v", err)
 	}

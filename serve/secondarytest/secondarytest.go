@@ -219,6 +219,9 @@ func CatalogConsumers(t *testing.T, kinds ...Kind) []Kind {
 
 func usable(t *testing.T, check func(Kind) error, kinds []Kind) []Kind {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts real secondaries")
+	}
 	if len(kinds) == 0 {
 		kinds = Kinds
 	}
@@ -268,6 +271,9 @@ type Secondary struct {
 // server is stopped when the test ends.
 func Start(t testing.TB, cfg Config) *Secondary {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts a real secondary")
+	}
 	if err := Available(cfg.Kind); err != nil {
 		t.Skip(err)
 	}

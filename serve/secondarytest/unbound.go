@@ -37,6 +37,9 @@ type ValidatorZone struct {
 // StartValidator runs Unbound (Debian package unbound) for zones; it
 // skips the test when Unbound is missing.
 func StartValidator(t testing.TB, dir string, zones map[string]ValidatorZone) *Validator {
+	if testing.Short() {
+		t.Skip("-short: starts unbound")
+	}
 	t.Helper()
 	const bin = "/usr/sbin/unbound"
 	if _, err := os.Stat(bin); err != nil {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install.sh: puts what harness.js needs into a cache directory outside the
 # git tree and prints that directory (the last line of stdout). Used by
-# cloudapi_test.go and by .ci/run (to prefetch).
+# node_cloudapi_test.go and by .ci/run (to prefetch).
 #
 #   <dir>/node6/bin/node     Node 6.17.1, CloudAPI's runtime (sdc-cloudapi
 #                            Makefile NODE_PREBUILT_VERSION; npm's

@@ -561,6 +561,9 @@ func (s *sampler) halt() (int, []string) {
 // had, reports the feed degraded, and converges to the simulator's world
 // once the fault is gone.
 func TestSDCFaultsDuringChurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: churn and faults against the simulator")
+	}
 	sim := startSim(t, sdcsim.Options{})
 	fc := testFeedConfig(t, sim)
 	// Items lost while connected are only found by the periodic listing.
@@ -651,6 +654,9 @@ func TestSDCFaultsDuringChurn(t *testing.T) {
 // A restart of cns during churn converges, and loses no change: neither
 // those made while it was down nor those in flight when it stopped.
 func TestSDCRestartDuringChurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: restarts during churn against the simulator")
+	}
 	sim := startSim(t, sdcsim.Options{DuplicateFanout: true})
 	dbPath := filepath.Join(t.TempDir(), "cns.db")
 	c := startSDCCNS(t, dbPath, testFeedConfig(t, sim))

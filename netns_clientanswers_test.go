@@ -29,6 +29,9 @@ const (
 )
 
 func TestClientAnswersSystemResolver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: creates a network namespace")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a network namespace (.ci/run runs as root)")
 	}
