@@ -18,6 +18,7 @@ import (
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/db/durable"
 	"github.com/tritondatacenter/cns/feeds"
+	"github.com/tritondatacenter/cns/serve"
 )
 
 // DBCmd inspects a db file without changing it. The file is opened
@@ -40,6 +41,13 @@ type DBCmd struct {
 	Backup   DBBackupCmd   `cmd:"" help:"Write a consistent copy of the file."`
 	Restore  DBRestoreCmd  `cmd:"" help:"Install a backup as the db (offline), marked so that cns serve moves its serials past the secondaries' before announcing any."`
 	Compact  DBCompactCmd  `cmd:"" help:"Rewrite the file without its free pages (offline; after the data center shrank)."`
+}
+
+// openDBModel opens a db file, read-only, as the offline read model (cns
+// db, cns tui --db, cnsadm tui --db); the peers in it are in the DNS
+// server's stored form.
+func openDBModel(path string) (*admin.DBModel, error) {
+	return admin.OpenDB(path, serve.StoredPeerStatus)
 }
 
 // open opens the file read-only.

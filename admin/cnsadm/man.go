@@ -92,7 +92,7 @@ The server's configuration (\fB\-\-config\-file\fR).
 }
 
 // examples are the page's EXAMPLES: an operator's tasks, in the
-// order an incident meets them. TestCnsadmManExamples parses each with
+// order an incident meets them. TestManExamples parses each with
 // the CLI, so a renamed command or flag cannot leave one behind.
 var examples = []struct {
 	What string
