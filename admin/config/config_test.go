@@ -42,7 +42,7 @@ func TestParseReferenceConfig(t *testing.T) {
 	if names := []string{c.Forward[0].Name, c.Forward[1].Name}; !slices.Equal(names, []string{"coal.cns.joyent.us", "example.org"}) {
 		t.Errorf("zones %q: want file order, lower case", names)
 	}
-	if c.DBPath != defaultDBPath || !slices.Equal(c.DNSListen, defaultDNSListen) || c.MinNotifyInterval != 500*time.Millisecond {
+	if c.DBPath != defaultDBPath || !slices.Equal(c.DNSListen, []string{"0.0.0.0:53", "[::]:53"}) || c.MinNotifyInterval != 500*time.Millisecond {
 		t.Errorf("defaults: db %s listen %v notify %v", c.DBPath, c.DNSListen, c.MinNotifyInterval)
 	}
 	if c.SDC.FullPollInterval != sdc.MinFullPollInterval || c.SDC.ReaperInterval != 300*time.Second || c.SDC.VMAPI.Limit != 500 || !c.UseAlias || c.UseLogin {

@@ -33,6 +33,12 @@ type Feeds struct {
 	sdcConfigured bool // some *_opts key is set (Standalone)
 }
 
+// defaultFeeds is what an absent key of the section means.
+func defaultFeeds() Feeds {
+	return Feeds{SDC: sdc.Config{FullPollInterval: sdc.ServeFullPollInterval(0)},
+		Guard: guard.Policy{MinVMs: guard.DefaultMinVMs, Percent: guard.DefaultPercent}}
+}
+
 // parseSDCOption returns the parse function of one *_opts key: a JSON
 // object (parseInventoryFile reads them all, once the feed is known).
 func parseSDCOption(key string) func(*parser) error {

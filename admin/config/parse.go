@@ -11,26 +11,12 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/tritondatacenter/cns/db"
-	"github.com/tritondatacenter/cns/feeds/guard"
-	"github.com/tritondatacenter/cns/feeds/records"
-	"github.com/tritondatacenter/cns/feeds/sdc"
 )
 
 var (
 	hostnameRE   = regexp.MustCompile(`^[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,62})?(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,62})?)*\.?$`)
 	hostmasterRE = regexp.MustCompile(`^[^@.]+@[^@]+$`)
 )
-
-// Defaults for cns's own keys (the table's Default column says the same;
-// TestKeyDefaults holds them together).
-const (
-	defaultDBPath            = "/data/cns/cns.db"
-	defaultMinNotifyInterval = 500 * time.Millisecond
-)
-
-var defaultDNSListen = []string{"0.0.0.0:53", "[::]:53"}
 
 // parser is one Parse: the file's name for errors, its top-level keys and
 // the Config the keys' parse functions fill in.
@@ -54,13 +40,8 @@ func Parse(data []byte, name string) (*Config, error) {
 		}
 		return nil, p.bad("", "invalid JSON: %v", err)
 	}
-	p.c = &Config{Path: name,
-		Zones:       Zones{UseAlias: true, ReverseV4Prefix: records.DefaultReverseV4Prefix, ReverseV6Prefix: records.DefaultReverseV6Prefix},
-		Replication: Replication{MinNotifyInterval: defaultMinNotifyInterval},
-		Feeds: Feeds{SDC: sdc.Config{FullPollInterval: sdc.ServeFullPollInterval(0)},
-			Guard: guard.Policy{MinVMs: guard.DefaultMinVMs, Percent: guard.DefaultPercent}},
-		Server: Server{DBPath: defaultDBPath, DNSListen: slices.Clone(defaultDNSListen)},
-		Limits: Limits{Journal: db.DefaultJournalLimits, MaxRRset: db.DefaultMaxRRset}}
+	p.c = &Config{Path: name, Zones: defaultZones(), Replication: defaultReplication(), Feeds: defaultFeeds(),
+		Server: defaultServer(), Limits: defaultLimits()}
 	for _, k := range Keys {
 		if k.parse == nil {
 			continue

@@ -30,6 +30,11 @@ type Replication struct {
 	Aggregate         []aggregate.Region // aggregate: region zones made of other cns zones (RFD 172)
 }
 
+// defaultReplication is what an absent key of the section means.
+func defaultReplication() Replication {
+	return Replication{MinNotifyInterval: 500 * time.Millisecond}
+}
+
 func parseAllowTransfer(p *parser) error {
 	var allow []string
 	if err := p.getInto("allow_transfer", &allow); err != nil {

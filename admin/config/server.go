@@ -32,10 +32,23 @@ type Server struct {
 	ClientAnswers policy.ClientAnswers // client_answers: off when its networks are empty
 }
 
+// defaultDBPath is db_path's default.
+const defaultDBPath = "/data/cns/cns.db"
+
+// defaultServer is what an absent key of the section means.
+func defaultServer() Server {
+	return Server{DBPath: defaultDBPath, DNSListen: []string{"0.0.0.0:53", "[::]:53"}}
+}
+
 // Limits is the section of that name: the store's.
 type Limits struct {
 	Journal  db.JournalLimits // journal_max_entries, journal_max_bytes, journal_max_age_s
 	MaxRRset int              // max_rrset (default 90)
+}
+
+// defaultLimits is what an absent key of the section means.
+func defaultLimits() Limits {
+	return Limits{Journal: db.DefaultJournalLimits, MaxRRset: db.DefaultMaxRRset}
 }
 
 func parseDBPath(p *parser) error {

@@ -31,6 +31,13 @@ type Zones struct {
 	Catalog         string // catalog_zone: RFC 9432 catalog of every zone
 }
 
+// defaultZones is what an absent key of the section means (the key
+// table's Default column says the same; TestKeyDefaults holds them
+// together).
+func defaultZones() Zones {
+	return Zones{UseAlias: true, ReverseV4Prefix: records.DefaultReverseV4Prefix, ReverseV6Prefix: records.DefaultReverseV6Prefix}
+}
+
 // ForwardZone is one entry of forward_zones.
 type ForwardZone struct {
 	Name          string
