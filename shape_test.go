@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,23 @@ func TestCodeShape(t *testing.T) {
 	}
 	if files < 50 {
 		t.Fatalf("only %d Go files found: is the walk rooted at the module?", files)
+	}
+}
+
+// The whole-program tests are found by name: a test file of the root
+// package says what its tests start by its prefix (README, "Where the
+// tests live"); the few others are the harness and the root's own unit
+// and meta tests, listed here.
+func TestRootTestFilesNamedForWhatTheyStart(t *testing.T) {
+	prefixes := []string{"binary_", "secondaries_", "sim_", "node_", "tmux_", "netns_", "inproc_"}
+	others := []string{"harness_test.go", "race_test.go", "shape_test.go", "wiring_test.go", "memlimit_test.go"}
+	files, err := filepath.Glob("*_test.go")
+	if err != nil || len(files) < 20 {
+		t.Fatalf("root test files: %d, %v", len(files), err)
+	}
+	for _, f := range files {
+		if !slices.Contains(others, f) && !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(f, p) }) {
+			t.Errorf("%s: name it for what its tests start (%s), or list it here if it starts nothing", f, strings.Join(prefixes, ", "))
+		}
 	}
 }
