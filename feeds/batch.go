@@ -143,6 +143,7 @@ func (u *Updater) drain(ctx context.Context, tick <-chan time.Time) error {
 		}
 		b.cs.Stop = ctx.Done()
 		more := b.fullChunk() || b.cut // (before the guard takes VMs out of b)
+		u.guardRemovals(b)             // (before the next batch is computed)
 		done := make(chan error, 1)
 		go func() { done <- u.commitBatch(b) }()
 		var next *batch
@@ -199,13 +200,13 @@ func (u *Updater) Flush() error {
 	if b == nil {
 		return nil
 	}
+	u.guardRemovals(b)
 	return u.commitBatch(b)
 }
 
 // commitBatch stores b (committer) and settles it, once the guard on mass
-// removals had its turn; u.mu is not held.
+// removals had its turn (guardRemovals); u.mu is not held.
 func (u *Updater) commitBatch(b *batch) error {
-	u.guardRemovals(b)
 	cs := b.cs
 	res, served, took, err := u.commit.store(b)
 	u.mu.Lock()

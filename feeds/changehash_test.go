@@ -143,7 +143,9 @@ func computedRecords(t *testing.T, u *Updater, uuid string) []db.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := u.computeListing(records.Input{VM: vm, Owner: u.users[vm.OwnerUUID], CNDown: u.servers[vm.ServerUUID] != nil && u.servers[vm.ServerUUID].down})
+	in := records.Input{VM: vm, Owner: u.users[vm.OwnerUUID], CNDown: u.servers[vm.ServerUUID] != nil && u.servers[vm.ServerUUID].down}
+	d := records.Decide(&u.cfg, in)
+	res := u.computeListing(&d, in, nil)
 	recs := make([]db.Record, 0, len(res.Records))
 	for _, r := range res.Records {
 		recs = append(recs, storedRecord(r))

@@ -26,9 +26,11 @@ func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate)
 		if f := u.servers[uuid]; f != nil && f.server.Setup {
 			return u.computeNodeChange(uuid, f), true, nil
 		}
-		u.leaveServices(uuid)
 		if u.guard.unlisted[uuid] {
-			cand = &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted}}
+			// (Its services hear of it on the guard's turn.)
+			cand = &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted}, report: &memberReport{gone: true}}
+		} else {
+			u.leaveServices(uuid)
 		}
 		return db.VMChange{UUID: uuid, Delete: true}, u.stored(uuid), cand
 	}
@@ -49,7 +51,10 @@ func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate)
 	if f := u.servers[vm.ServerUUID]; f != nil {
 		cnDown = f.down
 	}
-	res := u.computeListing(records.Input{VM: vm, Owner: owner, CNDown: cnDown})
+	in := records.Input{VM: vm, Owner: owner, CNDown: cnDown}
+	d := records.Decide(&u.cfg, in)
+	cand = candidateOf(uuid, vm.OwnerUUID, vm.ServerUUID, &d)
+	res := u.computeListing(&d, in, cand)
 	vc = u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res, clientOf(owner, &res))
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
@@ -58,7 +63,7 @@ func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate)
 	// for it): why, list services, list instance, services, records.
 	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
 		"svcs", len(res.Services), "c", len(vc.Records))
-	return vc, true, candidateOf(uuid, vm.OwnerUUID, vm.ServerUUID, &res)
+	return vc, true, cand
 }
 
 // computeNodeChange builds the change of a set-up compute node: its CMON

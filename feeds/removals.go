@@ -21,9 +21,11 @@ import (
 // their changes stay out of the batch: the store keeps their names. The
 // held VMs leave the dirty set as if stored; they are computed again when
 // the model changes them (a CN up again, a listing that has them), and
-// all of them when the guard lets them go. The state rides in the change
-// set (db.ChangeSet.Guard), so a restart neither forgets a hold nor
-// applies it.
+// all of them when the guard lets them go. The self-removal hysteresis
+// hears of a candidate's removal from its services only once the guard
+// lets it through: a held VM is still served, and counts as a member.
+// The state rides in the change set (db.ChangeSet.Guard), so a restart
+// neither forgets a hold nor applies it.
 
 // removalGuard is the guard's state in the updater; u.mu guards it.
 type removalGuard struct {
@@ -46,6 +48,10 @@ type candidate struct {
 	removal guard.Removal
 	// instance and services: the names the change keeps.
 	instance, services bool
+	// report is its hard removal from its services, which the
+	// hysteresis hears of only if the guard lets the removal go through:
+	// a held VM is still served as a member (nil: it is in none).
+	report *memberReport
 }
 
 // loadGuard reads the stored guard state; one that does not decode is
@@ -64,15 +70,15 @@ func loadGuard(store *db.DB, log *slog.Logger) (*guard.Guard, error) {
 	return g, nil
 }
 
-// candidateOf says whether a VM's computed listing takes names for a
+// candidateOf says whether a VM's listing decision takes names for a
 // guarded cause: every name when its owner's flag is off, its service
-// names when its compute node is down. u.mu is held.
-func candidateOf(uuid, owner, server string, res *records.Result) *candidate {
-	c := &candidate{instance: res.ListInstance, services: res.ListServices}
+// names when its compute node is down.
+func candidateOf(uuid, owner, server string, d *records.Decision) *candidate {
+	c := &candidate{instance: d.ListInstance, services: d.ListServices}
 	switch {
-	case !res.ListInstance && (slices.Contains(res.Reasons, records.ReasonUserEnFlag) || slices.Contains(res.Reasons, records.ReasonUserNotApproved)):
+	case !d.ListInstance && (slices.Contains(d.Reasons, records.ReasonUserEnFlag) || slices.Contains(d.Reasons, records.ReasonUserNotApproved)):
 		c.removal = guard.Removal{VM: uuid, Cause: guard.OwnerOff, Group: owner}
-	case !res.ListServices && slices.Contains(res.Reasons, records.ReasonCNDown):
+	case !d.ListServices && slices.Contains(d.Reasons, records.ReasonCNDown):
 		c.removal = guard.Removal{VM: uuid, Cause: guard.CNDown, Group: server}
 	default:
 		return nil
@@ -84,8 +90,12 @@ func candidateOf(uuid, owner, server string, res *records.Result) *candidate {
 // to: a candidate, or a held VM computed to something else (kept). u.mu
 // is held.
 func (u *Updater) noteComputed(uuid string, b *batch, o outcome, c *candidate) {
-	if o == changed && c != nil {
+	switch {
+	case c == nil:
+	case o == changed:
 		b.candidates = append(b.candidates, *c)
+	case c.report != nil:
+		u.reportRemoval(uuid, c.report) // nothing for the guard: as stored
 	}
 	if cause, held := u.guard.state.Held(uuid); held && o != skipped && (o != changed || c == nil || c.removal.Cause != cause) {
 		b.kept = append(b.kept, uuid)
@@ -100,18 +110,20 @@ func (c *candidate) removes(m *VMMeta) bool {
 }
 
 // guardRemovals is the guard's turn on b, before it is stored: the
-// removals it holds leave b (b.held), and the state goes with b when it
-// changed. u.mu is not held.
+// removals it holds leave b (b.held), the hysteresis hears of those it
+// lets through, and the state goes with b when it changed. It runs
+// before the next batch is computed, which then sees what the guard
+// decided. u.mu is not held.
 func (u *Updater) guardRemovals(b *batch) {
+	more := b.fullChunk() || b.cut // (as finish saw b)
 	removals := u.removalsOf(b)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	g := &u.guard
-	if len(removals) == 0 && len(b.kept) == 0 && !g.state.Holding() {
-		u.stageGuard(b)
-		return
+	var v guard.Verdict
+	if len(removals) > 0 || len(b.kept) > 0 || g.state.Holding() {
+		v = g.policy.Step(g.state, guard.Batch{Now: u.now(), VMs: b.stored, Removals: removals, Kept: b.kept, Fresh: g.fresh})
 	}
-	v := g.policy.Step(g.state, guard.Batch{Now: u.now(), VMs: b.stored, Removals: removals, Kept: b.kept, Fresh: g.fresh})
 	if len(v.Hold) > 0 {
 		kept := b.cs.VMs[:0:0]
 		for _, vc := range b.cs.VMs {
@@ -123,8 +135,27 @@ func (u *Updater) guardRemovals(b *batch) {
 		}
 		b.cs.VMs = kept
 	}
+	u.reportRemovals(b, v.Hold, more)
 	u.guardVerdict(v)
 	u.stageGuard(b)
+}
+
+// reportRemovals tells the hysteresis of the hard removals of b's
+// candidates that go through: not those held, whose VMs are still served
+// as members. What it changed goes with b (finish staged the state as
+// computed). u.mu is held.
+func (u *Updater) reportRemovals(b *batch, held map[string]bool, more bool) {
+	reported := false
+	for i := range b.candidates {
+		c := &b.candidates[i]
+		if c.report != nil && !held[c.removal.VM] {
+			u.reportRemoval(c.removal.VM, c.report)
+			reported = true
+		}
+	}
+	if reported {
+		b.cs.Hysteresis, b.healthGens = u.health.writes(nil, more) // (the batch before has settled)
+	}
 }
 
 // removalsOf returns b's candidates that the store lists: its removals.

@@ -68,9 +68,10 @@ func (w *gzWorld) start() {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	rc := records.Config{Zones: []records.Zone{{Name: gzZone, Networks: []string{"*"}}}}
-	zc := db.ZoneConfig{Forward: map[string]db.Apex{gzZone: {MName: "ns." + gzZone + ".", RName: "hostmaster." + gzZone + ".",
-		Refresh: 30, Retry: 60, Expire: 86400, Minimum: 30, SOATTL: 30, NS: []string{"ns." + gzZone + "."}, NSTTL: 3600}}}
+	rc := records.Config{Zones: []records.Zone{{Name: gzZone, Networks: []string{"*"}}}, UseAlias: true}
+	apex := db.Apex{MName: "ns." + gzZone + ".", RName: "hostmaster." + gzZone + ".",
+		Refresh: 30, Retry: 60, Expire: 86400, Minimum: 30, SOATTL: 30, NS: []string{"ns." + gzZone + "."}, NSTTL: 3600}
+	zc := db.ZoneConfig{Forward: map[string]db.Apex{gzZone: apex}, Reverse: apex}
 	log := slog.New(slog.NewJSONHandler(w.logs, nil))
 	u, err := feeds.NewUpdater(store, feeds.Options{Records: rc, Zones: zc, Now: w.clock.Now, Logger: log})
 	if err != nil {
@@ -203,13 +204,16 @@ func (w *gzWorld) relist() {
 	w.waitFor("a full listing", func() bool { return w.feed.Status().FullSyncs > n && w.idle() })
 }
 
-// allCNs applies fn to every compute node, with CNAPI answering 503
-// meanwhile: its next answer has them all (one poll, as a CNAPI restart
-// brings).
-func (w *gzWorld) allCNs(fn func(srv *dc.Server)) {
+// allCNs applies fn to every compute node but those except names, with
+// CNAPI answering 503 meanwhile: its next answer has them all (one poll,
+// as a CNAPI restart brings).
+func (w *gzWorld) allCNs(fn func(srv *dc.Server), except ...string) {
 	w.t.Helper()
 	w.sim.SetFault(sdcsim.RouteListServers, sdcsim.Fault{Status: 503})
 	for _, s := range w.sim.Inventory().Servers {
+		if slices.Contains(except, s.UUID) {
+			continue
+		}
 		if err := w.sim.ModifyServer(s.UUID, fn); err != nil {
 			w.t.Fatal(err)
 		}

@@ -204,11 +204,13 @@ func (h *serviceHealth) written(gens map[string]uint64) {
 }
 
 // computeListing computes a VM's records once: records decides which
-// services the VM is a candidate of (Decide), the hysteresis decides
-// which of them hold it although it is down, and records assembles the
-// records with those (Assemble).
-func (u *Updater) computeListing(in records.Input) records.Result {
-	d := records.Decide(&u.cfg, in)
+// services the VM is a candidate of (d), the hysteresis decides which of
+// them hold it although it is down, and records assembles the records
+// with those (Assemble). A removal the guard on mass removals may hold
+// (cand) is not reported yet: the hysteresis hears of it on the guard's
+// turn, if it goes through (candidate.report), and otherwise goes on
+// counting the VM as the member it is still served as.
+func (u *Updater) computeListing(d *records.Decision, in records.Input, cand *candidate) records.Result {
 	uuid := in.VM.UUID
 	if len(d.Services) == 0 && !u.health.byVM.has(uuid) {
 		return d.Assemble(u.world(), nil) // in no service, before or now
@@ -223,8 +225,33 @@ func (u *Updater) computeListing(in records.Input) records.Result {
 		// (stopped, CN down, ...): its services may hold it.
 		is = hysteresis.Down
 	}
-	held := u.reportMember(uuid, strings.ToLower(in.Owner.UUID), names, is, reason)
+	owner := strings.ToLower(in.Owner.UUID)
+	if cand != nil && is == hysteresis.Removed {
+		cand.report = &memberReport{owner: owner, names: names, reason: reason}
+		return d.Assemble(u.world(), nil) // (a hard removal: no service holds it)
+	}
+	held := u.reportMember(uuid, owner, names, is, reason)
 	return d.Assemble(u.world(), held)
+}
+
+// memberReport is a hard removal from its services that the hysteresis
+// hears of once the guard on mass removals let it go through: of the
+// services of owner named names (and those the VM was in before), or,
+// gone, of every service the VM was in.
+type memberReport struct {
+	owner  string
+	names  []string
+	reason string
+	gone   bool
+}
+
+// reportRemoval tells the services of VM uuid of its hard removal r.
+func (u *Updater) reportRemoval(uuid string, r *memberReport) {
+	if r.gone {
+		u.leaveServices(uuid)
+		return
+	}
+	u.reportMember(uuid, r.owner, r.names, hysteresis.Removed, r.reason)
 }
 
 // serviceNames returns the distinct service names of svcs.

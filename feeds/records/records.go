@@ -211,9 +211,10 @@ type Decision struct {
 	l    listing
 	p    problems
 	// Services are the services parsed from the tags (even when not
-	// listed); ListServices and Reasons are the decision without any
-	// service holding the VM.
+	// listed); ListInstance, ListServices and Reasons are the decision
+	// without any service holding the VM.
 	Services     []Service
+	ListInstance bool
 	ListServices bool
 	Reasons      []Reason
 	// Holdable: the VM is out of its services by its own
@@ -240,7 +241,7 @@ func Decide(cfg *Config, in Input) Decision {
 	var invalidTag bool
 	d.svcs, invalidTag = vmServices(in.VM, in.Owner, &d.p)
 	d.l = decide(in, d.svcs, invalidTag, &d.p)
-	d.Services, d.ListServices, d.Reasons, d.Holdable = d.svcs, d.l.services, d.l.reasons, d.l.holdable
+	d.Services, d.ListInstance, d.ListServices, d.Reasons, d.Holdable = d.svcs, d.l.instance, d.l.services, d.l.reasons, d.l.holdable
 	return d
 }
 
