@@ -68,20 +68,37 @@ func (r *response) start(q *query, b []byte, limit int, udpSize uint16) {
 // given as a compression pointer to ptr. It returns false, having
 // appended nothing, when they do not all fit.
 func (r *response) appendRRs(rrs []byte, ptr int, count *uint16) bool {
-	start, n := len(r.b), uint16(0)
+	_, ok := r.appendType(rrs, 0, ptr, count)
+	return ok
+}
+
+// appendType appends the records of type t in rrs (db.RRs form, sorted by
+// type; t 0: every record) as appendRRs does, in the one walk that finds
+// them, and returns how many it appended.
+func (r *response) appendType(rrs []byte, t uint16, ptr int, count *uint16) (n uint16, ok bool) {
+	start := len(r.b)
 	p0, p1 := byte(0xC0|ptr>>8), byte(ptr)
-	for off := 0; off+10 <= len(rrs); n++ {
+	for off := 0; off+10 <= len(rrs); {
+		rt := binary.BigEndian.Uint16(rrs[off:])
 		l := 10 + int(binary.BigEndian.Uint16(rrs[off+8:]))
+		if rt != t && t != 0 {
+			if n > 0 || rt > t {
+				break // past the run
+			}
+			off += l
+			continue
+		}
 		if len(r.b)+2+l > r.limit {
 			r.b = r.b[:start]
-			return false
+			return 0, false
 		}
 		r.b = append(r.b, p0, p1)
 		r.b = append(r.b, rrs[off:off+l]...)
+		n++
 		off += l
 	}
 	*count += n
-	return true
+	return n, true
 }
 
 // truncate drops everything after the question and sets TC.
@@ -198,13 +215,13 @@ func (s *Server) answer(sn *snapshot, q *query, b []byte, limit int) []byte {
 			// RFC 8482: one RRset is a complete answer to ANY.
 			rtype = binary.BigEndian.Uint16(rrs)
 		}
-		run, n := rrsOfType(rrs, rtype)
+		start := len(r.b)
+		n, ok := r.appendType(rrs, rtype, ptr, &r.an)
+		if !ok {
+			r.truncate()
+			break
+		}
 		if n > 0 {
-			start := len(r.b)
-			if !r.appendRRs(run, ptr, &r.an) {
-				r.truncate()
-				break
-			}
 			if rtype == dns.TypeSRV { // asked for, or the RRset given to ANY
 				s.srvAdditionals(&r, z, start)
 			}
@@ -333,7 +350,7 @@ func (s *Server) srvAdditionals(r *response, z *zone, start int) {
 			continue
 		}
 		for _, t := range [2]uint16{dns.TypeA, dns.TypeAAAA} {
-			if run, n := rrsOfType(rrs, t); n > 0 && !r.appendRRs(run, tOff, &r.ar) {
+			if _, ok := r.appendType(rrs, t, tOff, &r.ar); !ok {
 				return
 			}
 		}

@@ -34,7 +34,7 @@ type query struct {
 	qend   int    // offset just past the question section
 	qtype  uint16
 	qclass uint16
-	lname  [maxNameLen]byte // qname in lower case
+	lname  [maxNameLen + 1]byte // qname in lower case (and a byte for lowerASCII's last word)
 	lnameN int
 
 	// EDNS
@@ -212,31 +212,26 @@ func (q *query) parseName(off int) (int, bool) {
 	}
 	q.qname = msg[start:off]
 	q.lnameN = copy(q.lname[:], q.qname)
-	lowerASCII(q.lname[:q.lnameN])
+	lowerASCII(&q.lname, q.lnameN)
 	return off, true
 }
 
-// lowerASCII lower-cases the ASCII letters of b in place, eight bytes at
-// a time: in each byte below 0x80, adding 0x3f sets the top bit from 'A'
+// lowerASCII lower-cases the ASCII letters of b[:n] in place, eight bytes
+// at a time (the word that holds b[n-1] is done whole; the bytes past n are
+// scratch): in each byte below 0x80, adding 0x3f sets the top bit from 'A'
 // up and adding 0x25 from 'Z'+1 up, so the bytes with the first and not
 // the second are the capitals, and their top bit shifted down two is
 // 0x20. Label lengths (0-63) and bytes from 0x80 are left alone.
-func lowerASCII(b []byte) {
+func lowerASCII(b *[maxNameLen + 1]byte, n int) {
 	const (
 		low7 = 0x7f7f7f7f7f7f7f7f
 		top  = 0x8080808080808080
 	)
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
+	for i := 0; i < n && i <= len(b)-8; i += 8 {
+		w := binary.LittleEndian.Uint64(b[i : i+8])
 		h := w & low7
 		upper := (h + 0x3f3f3f3f3f3f3f3f) &^ (h + 0x2525252525252525) &^ w & top
-		binary.LittleEndian.PutUint64(b[i:], w|upper>>2)
-	}
-	for ; i < len(b); i++ {
-		if c := b[i]; 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
+		binary.LittleEndian.PutUint64(b[i:i+8], w|upper>>2)
 	}
 }
 
