@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // table maps the owner names of one zone (absolute, lower-case wire names)
@@ -384,6 +385,62 @@ func (t *table) rebuildShards(pending map[string]*entry, size int) *table {
 	}
 	wg.Wait()
 	return nt
+}
+
+// batchPrefetch brings into the caches what the lookups of a batch of
+// names will read first (each one's shard, slot, node, and name with its
+// records), one stage at a time across the batch: a lookup's loads depend
+// on each other, so one lookup waits for four cache misses in a row, but
+// the misses of one stage for the whole batch overlap. Answering a batch
+// of UDP queries after prefetching it took 15 % less CPU at 1M VMs (174k
+// against 148k answers per CPU-second of cns's threads at 50k qps) and
+// 4-6 % less at 10k and 100k (bench/cpu-per-answer.sh). It reads nothing
+// it does not only prefetch; a name that turns out not to be there stops
+// at the empty slot.
+type batchPrefetch struct {
+	n     int
+	shard [udpBatch]*shard
+	hash  [udpBatch]uint64
+	node  [udpBatch]uint32 // slot value: node index + 1
+	addrs [udpBatch]uintptr
+}
+
+// add queues the lookup of name in t (at most udpBatch names).
+func (p *batchPrefetch) add(t *table, name []byte) {
+	if p.n == len(p.shard) {
+		return
+	}
+	h := hashName(name)
+	p.shard[p.n], p.hash[p.n] = t.shards[t.shardOf(h)], h
+	p.n++
+}
+
+// run prefetches the queued lookups, stage by stage.
+func (p *batchPrefetch) run() {
+	for i := range p.n {
+		p.addrs[i] = uintptr(unsafe.Pointer(p.shard[i]))
+	}
+	prefetchLines(p.addrs[:p.n])
+	for i := range p.n {
+		s := p.shard[i]
+		p.addrs[i] = uintptr(unsafe.Pointer(&s.slots[p.hash[i]&uint64(len(s.slots)-1)]))
+	}
+	prefetchLines(p.addrs[:p.n])
+	k := 0
+	for i := range p.n {
+		s := p.shard[i]
+		if v := s.slots[p.hash[i]&uint64(len(s.slots)-1)]; v != 0 {
+			p.shard[k], p.node[k] = s, v
+			p.addrs[k] = uintptr(unsafe.Pointer(&s.nodes[v-1]))
+			k++
+		}
+	}
+	prefetchLines(p.addrs[:k])
+	for i := range k {
+		s := p.shard[i]
+		p.addrs[i] = uintptr(unsafe.Pointer(&s.data[s.nodes[p.node[i]-1].off]))
+	}
+	prefetchLines(p.addrs[:k])
 }
 
 // rrsOfType returns the run of records of type t inside rrs (which is

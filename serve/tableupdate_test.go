@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // randomName is a name of one to four labels from small alphabets under
@@ -102,5 +103,55 @@ func benchTableUpdate(b *testing.B, n int) {
 	b.ResetTimer()
 	for i := range b.N {
 		tbl.update(apex, batches[i%len(batches)])
+	}
+}
+
+// batchPrefetch's last stage points, for each name in the order added, at
+// the name and records of the node in the name's first slot (the one its
+// lookup compares first: its own node, unless another name took the slot);
+// a name whose first slot is empty drops out there, and names past the
+// batch's size are not taken.
+func TestBatchPrefetchStages(t *testing.T) {
+	apex := wireName(t, "dc.example.")
+	var names []string
+	var rrs [][]byte
+	for i := range 3000 {
+		names = append(names, string(wireName(t, fmt.Sprintf("h%d.inst.o.dc.example.", i))))
+		rrs = append(rrs, []byte{0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 10, 0, byte(i >> 8), byte(i)})
+	}
+	tbl := buildTable(apex, names, rrs)
+	var p batchPrefetch
+	var want []uintptr
+	own, empty := 0, 0
+	for i := range udpBatch + 5 {
+		name := wireName(t, fmt.Sprintf("h%d.inst.o.dc.example.", i*97%3000))
+		if i%3 == 0 {
+			name = wireName(t, fmt.Sprintf("nope%d.inst.o.dc.example.", i))
+		}
+		if i < udpBatch {
+			h := hashName(name)
+			s := tbl.shards[tbl.shardOf(h)]
+			v := s.slots[h&uint64(len(s.slots)-1)]
+			if v == 0 {
+				empty++
+			} else {
+				want = append(want, uintptr(unsafe.Pointer(&s.data[s.nodes[v-1].off])))
+				if _, nd := tbl.find(name, h); nd == &s.nodes[v-1] {
+					own++
+				}
+			}
+		}
+		p.add(tbl, name)
+	}
+	p.run()
+	if p.n != udpBatch {
+		t.Errorf("%d lookups queued, want %d", p.n, udpBatch)
+	}
+	if got := p.addrs[:len(want)]; !slices.Equal(got, want) {
+		t.Errorf("last stage prefetches %x, want %x", got, want)
+	}
+	// The case the prefetch is for, and the one it stops early on, occur.
+	if own < udpBatch/2 || empty == 0 {
+		t.Errorf("%d names found in their first slot, %d first slots empty", own, empty)
 	}
 }

@@ -70,8 +70,26 @@ func listenUDP(ap netip.AddrPort, n int) ([]udpConn, error) {
 	return openUDP(ap, n)
 }
 
+// prefetchLookups starts the memory loads of the first table lookup of
+// each parsed query of a batch (batchPrefetch), before any is answered.
+func (s *Server) prefetchLookups(qs []query, res []parseResult) {
+	sn := s.snap.Load()
+	var pf batchPrefetch
+	for i := range qs {
+		if res[i] != parseOK {
+			continue
+		}
+		name := qs[i].lower()
+		if z, _ := sn.findZone(name); z != nil && z.names != nil && len(name) > len(z.wire) {
+			pf.add(z.names, name)
+		}
+	}
+	pf.run()
+}
+
 // serveUDP reads requests from c in batches and writes the answers back in
-// batches. Buffers are allocated once per socket.
+// batches: every datagram of a batch is parsed and its lookup prefetched
+// before the first is answered. Buffers are allocated once per socket.
 func (s *Server) serveUDP(c udpConn, cnt *counters, ep endpoint) {
 	pb, err := newPacketBatch(c)
 	if err != nil {
@@ -82,7 +100,9 @@ func (s *Server) serveUDP(c udpConn, cnt *counters, ep endpoint) {
 	for i := range outBufs {
 		outBufs[i] = make([]byte, 0, int(s.udpSize)+optLen+64)
 	}
-	q := query{conn: &queryConn{endpoint: ep}}
+	qc := &queryConn{endpoint: ep}
+	qs := make([]query, udpBatch)
+	var res [udpBatch]parseResult
 	for {
 		n, err := pb.read()
 		if err != nil {
@@ -92,27 +112,31 @@ func (s *Server) serveUDP(c udpConn, cnt *counters, ep endpoint) {
 			s.log.Warn("udp read", "err", err)
 			continue
 		}
-		k := 0
 		for i := 0; i < n; i++ {
 			msg, src := pb.packet(i)
-			q.tcp = false
-			q.src = src
-			res := q.parse(msg)
+			q := &qs[i]
+			q.tcp, q.src, q.conn = false, src, qc
+			res[i] = q.parse(msg)
+		}
+		s.prefetchLookups(qs[:n], res[:n])
+		k := 0
+		for i := 0; i < n; i++ {
+			q := &qs[i]
 			var resp []byte
 			verdict := rrlAnswer
-			if rl := s.rrl.Load(); rl != nil && res == parseOK {
+			if rl := s.rrl.Load(); rl != nil && res[i] == parseOK {
 				verdict = rl.check(q.src.Addr())
 			}
 			switch verdict {
 			case rrlAnswer:
-				resp = s.respond(&q, res, outBufs[k][:0], minUDPSize)
+				resp = s.respond(q, res[i], outBufs[k][:0], minUDPSize)
 			case rrlSlip:
-				resp = s.slipReply(&q, outBufs[k][:0])
+				resp = s.slipReply(q, outBufs[k][:0])
 			}
 			if resp == nil && q.forward {
-				resp = s.forwardUDP(&q, c, net.UDPAddrFromAddrPort(src), outBufs[k][:0])
+				resp = s.forwardUDP(q, c, net.UDPAddrFromAddrPort(q.src), outBufs[k][:0])
 			}
-			cnt.count(&q, resp)
+			cnt.count(q, resp)
 			if resp == nil {
 				continue
 			}
