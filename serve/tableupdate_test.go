@@ -120,38 +120,41 @@ func TestBatchPrefetchStages(t *testing.T) {
 		rrs = append(rrs, []byte{0, 1, 0, 1, 0, 0, 0, 30, 0, 4, 10, 0, byte(i >> 8), byte(i)})
 	}
 	tbl := buildTable(apex, names, rrs)
-	var p batchPrefetch
-	var want []uintptr
 	own, empty := 0, 0
-	for i := range udpBatch + 5 {
-		name := wireName(t, fmt.Sprintf("h%d.inst.o.dc.example.", i*97%3000))
-		if i%3 == 0 {
-			name = wireName(t, fmt.Sprintf("nope%d.inst.o.dc.example.", i))
-		}
-		if i < udpBatch {
-			h := hashName(name)
-			s := tbl.shards[tbl.shardOf(h)]
-			v := s.slots[h&uint64(len(s.slots)-1)]
-			if v == 0 {
-				empty++
-			} else {
-				want = append(want, uintptr(unsafe.Pointer(&s.data[s.nodes[v-1].off])))
-				if _, nd := tbl.find(name, h); nd == &s.nodes[v-1] {
-					own++
+	for batch := range 10 {
+		var p batchPrefetch
+		var want []uintptr
+		for i := range udpBatch + 5 {
+			name := wireName(t, fmt.Sprintf("h%d.inst.o.dc.example.", (batch*1000+i*97)%3000))
+			if i%3 == 0 {
+				name = wireName(t, fmt.Sprintf("nope%d.inst.o.dc.example.", batch*100+i))
+			}
+			if i < udpBatch {
+				h := hashName(name)
+				s := tbl.shards[tbl.shardOf(h)]
+				v := s.slots[h&uint64(len(s.slots)-1)]
+				if v == 0 {
+					empty++
+				} else {
+					want = append(want, uintptr(unsafe.Pointer(&s.data[s.nodes[v-1].off])))
+					if _, nd := tbl.find(name, h); nd == &s.nodes[v-1] {
+						own++
+					}
 				}
 			}
+			p.add(tbl, name)
 		}
-		p.add(tbl, name)
+		p.run()
+		if p.n != udpBatch {
+			t.Errorf("%d lookups queued, want %d", p.n, udpBatch)
+		}
+		if got := p.addrs[:len(want)]; !slices.Equal(got, want) {
+			t.Fatalf("last stage prefetches %x, want %x", got, want)
+		}
 	}
-	p.run()
-	if p.n != udpBatch {
-		t.Errorf("%d lookups queued, want %d", p.n, udpBatch)
-	}
-	if got := p.addrs[:len(want)]; !slices.Equal(got, want) {
-		t.Errorf("last stage prefetches %x, want %x", got, want)
-	}
-	// The case the prefetch is for, and the one it stops early on, occur.
-	if own < udpBatch/2 || empty == 0 {
+	// The case the prefetch is for, and the one it stops early on, occur
+	// (the hash seed differs from run to run).
+	if own < 100 || empty < 10 {
 		t.Errorf("%d names found in their first slot, %d first slots empty", own, empty)
 	}
 }
