@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -49,7 +48,6 @@ func (c *ServeCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	spareP()
 	restart := make(chan []string, 1)
 	s.restart = func(settings []string) {
 		select {
@@ -101,16 +99,3 @@ func reexec(log *slog.Logger, settings []string) error {
 	return fmt.Errorf("restart to apply %s: %w; exiting for the service manager to start cns again", strings.Join(settings, ", "), err)
 }
 
-// spareP gives Go one P more than its default, once the UDP sockets are
-// open (one per CPU, sized by the default), unless GOMAXPROCS is set. On
-// Linux each socket's reader waits in recvmmsg and in its sleeps between
-// batches inside system calls; Go lets other goroutines run meanwhile,
-// and leaves the reader's P alone while another P is idle. With every P
-// held so (one CPU, one busy socket), Go's monitor takes the P back
-// whenever a call lasts 20 µs, and wakes a thread to run it: two
-// context switches per batch.
-func spareP() {
-	if runtime.GOOS == "linux" && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	}
-}

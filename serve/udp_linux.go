@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -18,22 +19,20 @@ import (
 // share a port with SO_REUSEPORT.
 const reusePortSupported = true
 
-// udpSocket is a UDP socket that Go's network poller never sees: its
-// reader blocks in recvmmsg itself, on its own thread, and while it sleeps
-// to gather a batch (batchPacer) no datagram wakes anything. A socket in
-// the poller is edge-triggered in its epoll set: every datagram wakes the
-// thread waiting in epoll_wait, even while nobody reads, so sleeping to
-// gather would save nothing; and a reader woken through the poller costs
-// the scheduler's rounds and two more system calls (epoll_pwait, a
-// recvmmsg that finds the socket empty) per wake-up.
-//
-// The reader's system calls go through syscall.Syscall, which lets Go
-// run other goroutines on the reader's P meanwhile; that costs nothing
-// when another P is idle, and cns serve keeps one more P than Go's
-// default for that (main: spareP).
+// udpSocket is a UDP socket that Go's network poller never sees. A socket
+// in the poller sits edge-triggered in its epoll set: every datagram wakes
+// the thread waiting in epoll_wait, even while nobody reads, so a reader
+// that sleeps to gather a batch (batchPacer) would save no wake-up. This
+// one is watched by an epoll set of its own, registered one-shot: it wakes
+// the poller once, when its reader has armed it to wait for the socket and
+// parked; between two waits the datagrams wake nothing. That set is what
+// the reader parks on through Go's poller, so waiting costs no thread and
+// needs no extra P.
 type udpSocket struct {
-	f      *os.File // owns the descriptor: it is closed once no call uses it
+	f      *os.File // the socket: closed once no call uses it
 	rc     syscall.RawConn
+	ep     *os.File // its private epoll set, in Go's poller
+	eprc   syscall.RawConn
 	local  *net.UDPAddr
 	closed atomic.Bool
 }
@@ -76,7 +75,8 @@ func newUDPSocket(ap netip.AddrPort) (*udpSocket, error) {
 		}
 		family, sa = unix.AF_INET6, sa6
 	}
-	// Blocking, unlike Go's own sockets: the reader waits in recvmmsg.
+	// Blocking, so that Go does not put it in its poller (every call
+	// passes MSG_DONTWAIT).
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
 		return fail("socket", err)
@@ -106,15 +106,35 @@ func newUDPSocket(ap netip.AddrPort) (*udpSocket, error) {
 		unix.Close(fd)
 		return fail("getsockname", err)
 	}
-	s := &udpSocket{f: os.NewFile(uintptr(fd), "udp")}
+	// The private epoll set, non-blocking so that Go polls it, with the
+	// socket in it one-shot (armed: the first read waits on it).
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err == nil {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
+		if err = unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err == nil {
+			err = unix.SetNonblock(epfd, true)
+		}
+		if err != nil {
+			unix.Close(epfd)
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return fail("epoll", err)
+	}
+	s := &udpSocket{f: os.NewFile(uintptr(fd), "udp"), ep: os.NewFile(uintptr(epfd), "udp-epoll")}
 	switch b := bound.(type) {
 	case *unix.SockaddrInet4:
 		s.local = net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.AddrFrom4(b.Addr), uint16(b.Port)))
 	case *unix.SockaddrInet6:
 		s.local = net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.AddrFrom16(b.Addr).WithZone(ap.Addr().Zone()), uint16(b.Port)))
 	}
-	if s.rc, err = s.f.SyscallConn(); err != nil {
+	if s.rc, err = s.f.SyscallConn(); err == nil {
+		s.eprc, err = s.ep.SyscallConn()
+	}
+	if err != nil {
 		s.f.Close()
+		s.ep.Close()
 		return fail("socket", err)
 	}
 	return s, nil
@@ -146,13 +166,13 @@ func (s *udpSocket) WriteTo(b []byte, to net.Addr) (int, error) {
 	return len(b), nil
 }
 
-// Close wakes the reader (a blocked recvmmsg does not notice close(2);
-// shutdown(2) wakes it) and closes the descriptor once the reader is out.
+// Close closes the socket once no call uses it, and its epoll set, which
+// wakes a reader parked on it.
 func (s *udpSocket) Close() error {
 	if s.closed.Swap(true) {
 		return net.ErrClosed
 	}
-	s.rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RD) })
+	s.ep.Close()
 	return s.f.Close()
 }
 
@@ -177,12 +197,14 @@ type mmsgBatch struct {
 	nout  int
 	pacer batchPacer
 	nap   unix.Timespec // the sleep before the next read (0: none)
+	armed bool          // the socket is armed in its epoll set
 	// The system calls as RawConn callbacks, made once: a closure built
 	// per call would be an allocation per batch. They leave their result
 	// in n and errno; sent is where sendmmsg starts.
-	recv, send func(fd uintptr) bool
-	n, sent    int
-	errno      syscall.Errno
+	recv, send, poll func(fd uintptr) bool
+	arm              func(fd uintptr)
+	n, sent          int
+	errno            syscall.Errno
 }
 
 func newPacketBatch(c udpConn) (packetBatch, error) {
@@ -200,54 +222,105 @@ func newPacketBatch(c udpConn) (packetBatch, error) {
 		b.in[i].hdr.SetIovlen(1)
 		b.in[i].hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
 	}
-	// Blocks until a datagram is queued, then takes what else is
-	// (MSG_WAITFORONE). Go's signals restart it (SA_RESTART) but for the
-	// odd EINTR.
+	// Raw calls: none of them blocks (MSG_DONTWAIT, a zero timeout), so
+	// the scheduler need not hear of them.
 	b.recv = func(fd uintptr) bool {
-		for {
-			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), unix.MSG_WAITFORONE, 0, 0)
-			if e != unix.EINTR {
-				b.n, b.errno = int(r), e
-				return true
-			}
-		}
+		r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), unix.MSG_DONTWAIT, 0, 0)
+		b.n, b.errno = int(r), e
+		return true
 	}
-	// sendmmsg never blocks (MSG_DONTWAIT): a raw call, which the
-	// scheduler need not hear of.
 	b.send = func(fd uintptr) bool {
 		r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), unix.MSG_DONTWAIT, 0, 0)
 		b.n, b.errno = int(r), e
 		return true
 	}
+	// The socket's epoll set: its event (which disarms it) or, with none
+	// yet, false, and Go parks the reader until the set is readable.
+	var ev [1]unix.EpollEvent
+	b.poll = func(fd uintptr) bool {
+		r, _, _ := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, fd, uintptr(unsafe.Pointer(&ev[0])), 1, 0, 0, 0)
+		if int(r) > 0 {
+			b.armed = false
+			return true
+		}
+		return false
+	}
+	// Arms the socket (by its descriptor, read once: the set drops it
+	// when it closes) in the set whose descriptor Control passes.
+	var sfd uintptr
+	sock.rc.Control(func(fd uintptr) { sfd = fd })
+	armed := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(sfd)}
+	b.arm = func(efd uintptr) {
+		_, _, b.errno = unix.RawSyscall6(unix.SYS_EPOLL_CTL, efd, unix.EPOLL_CTL_MOD, sfd, uintptr(unsafe.Pointer(&armed)), 0, 0)
+	}
+	b.armed = true // newUDPSocket registered it armed
 	return b, nil
 }
 
 func (b *mmsgBatch) read() (int, error) {
 	b.nout = 0
 	if b.nap.Nsec != 0 {
-		// A raw call: the P stays with the reader through the sleep,
-		// which is short. Go's monitor takes a P held in a system call
-		// by a goroutine that has not been rescheduled for 10 ms (this
-		// one never is), and then wakes every 20 µs for a millisecond;
-		// a raw sleep is running code to it, which it preempts instead.
-		unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&b.nap)), 0, 0)
+		b.gather()
 	}
-	for i := range b.in {
-		b.in[i].hdr.Namelen = unix.SizeofSockaddrInet6
-		b.in[i].hdr.Flags = 0
+	for {
+		for i := range b.in {
+			b.in[i].hdr.Namelen = unix.SizeofSockaddrInet6
+			b.in[i].hdr.Flags = 0
+		}
+		err := b.sock.rc.Read(b.recv)
+		if b.sock.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		if err != nil {
+			return 0, err
+		}
+		switch b.errno {
+		case 0:
+			b.nap.Nsec = int64(b.pacer.next(b.n, time.Now()))
+			return b.n, nil
+		case unix.EAGAIN, unix.EINTR:
+			if err := b.wait(); err != nil {
+				if b.sock.closed.Load() {
+					return 0, net.ErrClosed
+				}
+				return 0, err
+			}
+		default:
+			return 0, b.errno
+		}
 	}
-	err := b.sock.rc.Read(b.recv)
-	if b.sock.closed.Load() {
-		return 0, net.ErrClosed // woken by Close, perhaps with empty reads
+}
+
+// wait parks the reader until the socket has a datagram: it arms the
+// socket in its epoll set (a datagram already queued fires at once) and
+// waits on the set through Go's poller.
+func (b *mmsgBatch) wait() error {
+	if !b.armed {
+		b.errno = 0
+		if err := b.sock.eprc.Control(b.arm); err != nil {
+			return err
+		}
+		if b.errno != 0 {
+			return b.errno
+		}
+		b.armed = true
 	}
-	if err != nil {
-		return 0, err
+	return b.sock.eprc.Read(b.poll)
+}
+
+// gather sleeps the pacer's while before a busy socket's next read. It is
+// a raw nanosleep, which Go takes for running code: the reader keeps its P
+// through it, so that Go's monitor does not take the P back and wake a
+// thread to run it (as it would from a system call it sees last over
+// 20 µs), and the sleep is short. On one P the reader first lets the
+// goroutines that are ready run (Gosched), since it does not park while
+// the datagrams keep coming; the ones the network readies (a TCP client)
+// Go's monitor finds within 10 ms. With more Ps they have the others.
+func (b *mmsgBatch) gather() {
+	if runtime.GOMAXPROCS(0) == 1 {
+		runtime.Gosched()
 	}
-	if b.errno != 0 {
-		return 0, b.errno
-	}
-	b.nap.Nsec = int64(b.pacer.next(b.n, time.Now()))
-	return b.n, nil
+	unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&b.nap)), 0, 0)
 }
 
 func (b *mmsgBatch) packet(i int) ([]byte, netip.AddrPort) {
