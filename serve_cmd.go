@@ -98,4 +98,3 @@ func reexec(log *slog.Logger, settings []string) error {
 	}
 	return fmt.Errorf("restart to apply %s: %w; exiting for the service manager to start cns again", strings.Join(settings, ", "), err)
 }
-
