@@ -333,8 +333,8 @@ MUTATIONS = [
     Mutation(
         "the removal guard counts every departure from services (destroys, stops) as cn_down",
         "feeds/removals.go",
-        "case !res.ListServices && slices.Contains(res.Reasons, records.ReasonCNDown):",
-        "case !res.ListServices:",
+        "case !d.ListServices && slices.Contains(d.Reasons, records.ReasonCNDown):",
+        "case !d.ListServices:",
         [("./feeds", "TestGuardTenantDestroys500")],
     ),
     Mutation(
