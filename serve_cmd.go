@@ -43,7 +43,7 @@ func (c *ServeCmd) Run() error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	setMemoryLimit(log)
+	smf.SetMemoryLimit(log)
 	s, err := newService(c.Config, cfg, logging{log: log, level: level, levelArg: c.LogLevel}, serviceTuning{})
 	if err != nil {
 		return err

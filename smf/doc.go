@@ -1,9 +1,10 @@
 // Package smf is what runs cns as a service of a Triton zone (and of a
 // Linux host). Its Go part is what cns serve needs from the zone: logs in
 // bunyan's format (NewBunyanHandler), the zone's metadata read as the
-// service's user may (Metadata: its admin addresses), and SMF's exit
-// statuses (ExitConfig). The rest of the directory is what the zone runs,
-// and its tests check it:
+// service's user may (Metadata: its admin addresses), SMF's exit
+// statuses (ExitConfig), and the Go heap's limit from the memory the
+// zone's cap or the host's cgroup gives cns (SetMemoryLimit). The rest of
+// the directory is what the zone runs, and its tests check it:
 //
 //   - cns.xml and method/cns: the SMF service (cns.service: systemd's unit)
 //   - sapi_manifests/cns: the SAPI manifest and config-agent template that

@@ -1,4 +1,4 @@
-package main
+package smf
 
 import (
 	"bufio"
@@ -43,8 +43,9 @@ type memoryLimit struct {
 	from  string // "GOMEMLIMIT", or the cgroup file that set the cap
 }
 
-// setMemoryLimit applies the memory limit (see above) and logs it.
-func setMemoryLimit(log *slog.Logger) memoryLimit {
+// SetMemoryLimit applies the memory limit (see above) and logs it; cns
+// serve calls it once, before it opens the db.
+func SetMemoryLimit(log *slog.Logger) {
 	m := findMemoryLimit(os.Getenv("GOMEMLIMIT"), debug.SetMemoryLimit(-1), os.DirFS("/"))
 	switch {
 	case m.from == "GOMEMLIMIT":
@@ -55,7 +56,6 @@ func setMemoryLimit(log *slog.Logger) memoryLimit {
 	default:
 		log.Info("memory limit", "heap_limit", "none", "why", "no GOMEMLIMIT and no cgroup memory limit")
 	}
-	return m
 }
 
 // findMemoryLimit decides the limit: env is GOMEMLIMIT, current the
