@@ -3,6 +3,7 @@ package smf
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -34,63 +35,35 @@ func minimalMetadata() map[string]any {
 }
 
 // fullMetadata sets every key the template reads, as cnsadm config or
-// sapiadm would store it (objects as objects, lists as lists).
-func fullMetadata() map[string]any {
+// sapiadm would store it (objects as objects, lists as lists): each to
+// its Example in the key table, except where the metadata must say it
+// otherwise (metadataValue).
+func fullMetadata(t testing.TB) map[string]any {
+	t.Helper()
 	m := minimalMetadata()
-	for k, v := range map[string]any{
-		"my_name":    "ns0.example.com",
-		"hostmaster": "dns@example.com",
-		"forward_zones": map[string]any{
-			"us-west-1.cns.example.com": map[string]any{"networks": []any{"*"}, "peers": []any{"ns1.example.com"}},
-			"int.example.com":           map[string]any{"networks": []any{"c66bd90b-6e21-4a55-a4b5-18f6010c6b14"}, "hidden_primary": true, "peers": []any{"ns2.example.com"}},
-		},
-		"reverse_zones":                   map[string]any{"peers": []any{"ns1.example.com"}},
-		"allow_transfer":                  []any{"10.0.0.0/8", "192.168.1.2"},
-		"use_login":                       true,
-		"use_alias":                       true,
-		"full_poll_interval":              600000,
-		"reaper_poll_interval":            120000,
-		"min_notify_interval":             250,
-		"vmapi_limit":                     200,
-		"catalog_zone":                    "catalog.example.com",
-		"reverse_v4_prefix":               16,
-		"reverse_v6_prefix":               48,
-		"tsig_keys":                       map[string]any{"xfr-key": map[string]any{"algorithm": "hmac-sha256", "secret": "c2VjcmV0LWtleS1mb3ItdHJhbnNmZXJz"}},
-		"peer_keys":                       map[string]any{"ns1.example.com": "xfr-key"},
-		"propagation":                     map[string]any{"threshold_percent": 50, "poll_interval_ms": 300},
-		"batch_window_ms":                 250,
-		"hysteresis_window_ms":            30000,
-		"hysteresis_last_member_delay_ms": 300000,
-		"removal_guard_window_ms":         30000,
-		"removal_guard_min_vms":           50,
-		"removal_guard_percent":           40,
-		"removal_guard_confirm_ms":        900000,
-		"dns_listen":                      []any{"0.0.0.0:53", "[::]:53", "127.0.0.1:5353"},
-		"also_notify":                     []any{"10.1.1.1", "10.1.1.2:5300"},
-		"signers":                         []any{"10.1.1.1", "10.1.1.3"},
-		"client_answers":                  map[string]any{"networks": []any{"c66bd90b-6e21-4a55-a4b5-18f6010c6b14"}},
-		"aggregate": map[string]any{"us-west.cns.example.com": map[string]any{"sources": []any{
-			map[string]any{"zone": "us-west-1.cns.example.com", "primaries": []any{"10.1.0.10", "10.1.0.11:53"}, "key": "xfr-key"}}}},
-		"db_path":             "/data/cns/other.db",
-		"log_level":           "debug",
-		"api_server":          map[string]any{"token": "write-token", "read_token": "read-token"},
-		"hide_version":        true,
-		"hide_identity":       true,
-		"rrl":                 map[string]any{"responses_per_second": 10, "slip": 3},
-		"forwarding":          map[string]any{"clients": []any{"10.0.0.0/8"}, "upstreams": []any{"10.0.0.2"}},
-		"journal_max_entries": 500,
-		"journal_max_bytes":   1048576,
-		"journal_max_age_s":   86400,
-		"max_rrset":           50,
-		"ufds_opts":           map[string]any{"address": "ufds.example.net", "bindDN": "cn=other", "bindPassword": "pw"},
-		"cnapi_opts":          map[string]any{"address": "cnapi.example.net"},
-		"napi_opts":           map[string]any{"address": "napi.example.net"},
-		"vmapi_opts":          map[string]any{"address": "vmapi.example.net", "limit": 300},
-		"changefeed_opts":     map[string]any{"resource": "vm", "subResources": []any{"state"}, "instance": "abc"},
-	} {
-		m[k] = v
+	for _, k := range config.Keys {
+		if _, skip := notRendered[k.Name]; skip || k.Section == config.SectionIgnored {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal([]byte(k.Example), &v); err != nil {
+			t.Fatalf("%s: its Example in the key table: %v", k.Name, err)
+		}
+		m[k.Name] = v
 	}
+	maps.Copy(m, metadataValue)
 	return m
+}
+
+// metadataValue are the full metadata's values that are not a key's
+// Example.
+var metadataValue = map[string]any{
+	// Mustache cannot tell false from absent, which renders the
+	// reference's true.
+	"use_alias": true,
+	// The reference's SAPI key for vmapi_opts' page size, read when
+	// vmapi_opts is absent.
+	"vmapi_limit": 200,
 }
 
 // notRendered are the config keys the template leaves out, and why.
@@ -162,7 +135,7 @@ func TestTemplateMinimal(t *testing.T) {
 
 // Every key set: each reaches the file with its value.
 func TestTemplateFull(t *testing.T) {
-	out := render(t, fullMetadata())[0]
+	out := render(t, fullMetadata(t))[0]
 	cfg := parseRendered(t, out)
 	var raw map[string]json.RawMessage
 	json.Unmarshal([]byte(out), &raw)
@@ -246,7 +219,7 @@ func TestTemplateFull(t *testing.T) {
 // Any combination of optional keys renders valid JSON that cns accepts:
 // each key alone on top of the minimal metadata, and every key but one.
 func TestTemplateKeyCombinations(t *testing.T) {
-	full, minimal := fullMetadata(), minimalMetadata()
+	full, minimal := fullMetadata(t), minimalMetadata()
 	var optional []string
 	for k := range full {
 		if _, ok := minimal[k]; !ok {
@@ -267,7 +240,7 @@ func TestTemplateKeyCombinations(t *testing.T) {
 		if k == "tsig_keys" {
 			continue // peer_keys needs it
 		}
-		without := fullMetadata()
+		without := fullMetadata(t)
 		delete(without, k)
 		sets = append(sets, without)
 		names = append(names, "all but "+k)

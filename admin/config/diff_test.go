@@ -51,42 +51,14 @@ func TestDiff(t *testing.T) {
 // Restart: a change to a key only a start applies restarts cns (the
 // root's TestReloadRestartsForStartOnlySettings sees it do so), a change
 // to any other is a reload's (TestReloadAppliesEveryKey applies each).
+// Each key is set to its Example on the reference's config.
 func TestEveryKeyIsCompared(t *testing.T) {
-	another := map[string]any{
-		"my_name": "ns2.coal.joyent.us", "hostmaster": "dns@joyent.us",
-		"forward_zones": map[string]any{"other.example.org": map[string]any{"networks": []any{"*"}}},
-		"reverse_zones": map[string]any{"peers": []any{"10.0.0.9"}},
-		"use_login":     true, "use_alias": false,
-		"allow_transfer":      []any{"10.0.0.0/8"},
-		"min_notify_interval": 1000, "full_poll_interval": 600000, "reaper_poll_interval": 60000,
-		"batch_window_ms": 50, "hysteresis_window_ms": 30000, "hysteresis_last_member_delay_ms": 300000,
-		"removal_guard_window_ms": 30000, "removal_guard_min_vms": 50, "removal_guard_percent": 40, "removal_guard_confirm_ms": 60000,
-		"vmapi_opts":      map[string]any{"address": "vmapi2.coal.joyent.us"},
-		"cnapi_opts":      map[string]any{"address": "cnapi2.coal.joyent.us"},
-		"napi_opts":       map[string]any{"address": "napi2.coal.joyent.us"},
-		"ufds_opts":       map[string]any{"address": "ufds2.coal.joyent.us"},
-		"changefeed_opts": map[string]any{"instance": "another-instance"},
-		"db_path":         "/var/db/cns.db", "dns_listen": []any{"127.0.0.1:5353"},
-		"inventory_file": "inventory.json",
-		"api_server":     map[string]any{"listen": "127.0.0.1:8080"},
-		"log_level":      "debug", "hide_version": true, "hide_identity": true,
-		"also_notify": []any{"10.0.0.7"}, "signers": []any{"10.0.0.8"},
-		"tsig_keys": map[string]any{"k": map[string]any{"secret": "c2VjcmV0"}},
-		"peer_keys": map[string]any{},
-		"aggregate": map[string]any{"region.example.org": map[string]any{"sources": []any{
-			map[string]any{"zone": "dc1.example.org", "primaries": []any{"10.1.0.10"}}}}},
-		"journal_max_entries": 100, "journal_max_bytes": 1 << 20, "journal_max_age_s": 3600, "max_rrset": 50,
-		"reverse_v4_prefix": 16, "reverse_v6_prefix": 48,
-		"rrl":            map[string]any{"responses_per_second": 10},
-		"forwarding":     map[string]any{"clients": []any{"10.0.0.0/8"}, "upstreams": []any{"10.0.0.2"}},
-		"client_answers": map[string]any{"networks": []any{"3b5913ec-42e6-4803-9c0b-c9b1c5603520"}},
-		"propagation":    map[string]any{"threshold_percent": 50},
-		"catalog_zone":   "catalog.example.org",
-	}
 	var base map[string]any
 	json.Unmarshal([]byte(referenceConfig), &base)
-	base["peer_keys"] = map[string]any{"ns1.example.org": "k"}
-	base["tsig_keys"] = map[string]any{"k": map[string]any{"secret": "b2xk"}}
+	// A key the examples name (peer_keys, aggregate), defined with
+	// another secret.
+	base["peer_keys"] = map[string]any{"ns1.example.org": "xfr-key"}
+	base["tsig_keys"] = map[string]any{"xfr-key": map[string]any{"secret": "b2xk"}}
 	data, _ := json.Marshal(base)
 	old, err := Parse(data, "cfg.json")
 	if err != nil {
@@ -96,9 +68,9 @@ func TestEveryKeyIsCompared(t *testing.T) {
 		if k.Section == SectionIgnored {
 			continue
 		}
-		v, ok := another[k.Name]
-		if !ok {
-			t.Errorf("%s: no other value to compare with", k.Name)
+		var v any
+		if err := json.Unmarshal([]byte(k.Example), &v); err != nil {
+			t.Errorf("%s: its Example %q: %v", k.Name, k.Example, err)
 			continue
 		}
 		var m map[string]any
