@@ -36,6 +36,7 @@ type CLI struct {
 	TUI     TUICmd     `cmd:"" name:"tui" help:"Terminal UI: zones, peers, services, VMs and feeds, live from the API (or --db FILE offline)."`
 	Version VersionCmd `cmd:"" help:"Print the version."`
 	Sim     SimCmd     `cmd:"" help:"Run a simulated Triton data center (VMAPI, changefeed, CNAPI, NAPI, UFDS) on 127.0.0.1 from an inventory file; prints the config keys for cns serve."`
+	Man     ManCmd     `cmd:"" hidden:"" help:"Print the manual page, cns(8), in roff."`
 }
 
 // VersionCmd prints the version.
@@ -125,7 +126,7 @@ func main() {
 	name := "cns"
 	adm := isAdm(args)
 	cli := CLI{Adm: cnsadm.Cmd{OpenDB: openDBModel}}
-	parser := newParser(&cli, name, "Triton Container Naming Service.", adm)
+	parser := newParser(&cli, name, description, adm)
 	kctx, err := parser.Parse(args)
 	parser.FatalIfErrorf(err)
 	if err := kctx.Run(&cli.DB, &cli.Adm); err != nil {

@@ -64,7 +64,7 @@ func TestCodeShape(t *testing.T) {
 // and meta tests, listed here.
 func TestRootTestFilesNamedForWhatTheyStart(t *testing.T) {
 	prefixes := []string{"binary_", "secondaries_", "sim_", "node_", "tmux_", "netns_", "inproc_"}
-	others := []string{"harness_test.go", "race_test.go", "shape_test.go", "wiring_test.go"}
+	others := []string{"harness_test.go", "race_test.go", "shape_test.go", "wiring_test.go", "docs_test.go"}
 	files, err := filepath.Glob("*_test.go")
 	if err != nil || len(files) < 20 {
 		t.Fatalf("root test files: %d, %v", len(files), err)

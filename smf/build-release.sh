@@ -18,7 +18,9 @@
 #                                          etc/root.bashrc, etc/security/*_attr.d/mdata
 #   root/opt/local/bin/cnsadm              -> /opt/triton/cns/bin/cnsadm, in root's
 #                                          PATH where the reference put its cnsadm
-#   root/opt/local/man/man1/cnsadm.1       where `man cnsadm` looks
+#   root/opt/local/man/man1/cnsadm.1       where `man cnsadm` looks (root's MANPATH)
+#   root/opt/local/man/man5/cns.json.5     the configuration file's page
+#   root/opt/local/man/man8/cns.8          cns's page
 #   site/                                  empty, as the image build expects
 #
 # Scripts and the binary are mode 0755, everything else 0644, directories
@@ -50,7 +52,8 @@ boot=$stage/root/opt/smartdc/boot
 install -d -m 0755 "$root/bin" "$root/smf/manifests" "$root/smf/method" "$root/etc" \
 	"$root/sapi_manifests/cns" "$root/sapi_manifests/registrar" \
 	"$boot/lib" "$boot/sbin" "$boot/etc/security/prof_attr.d" "$boot/etc/security/exec_attr.d" \
-	"$stage/root/opt/local/bin" "$stage/root/opt/local/man/man1" "$stage/site"
+	"$stage/root/opt/local/bin" "$stage/root/opt/local/man/man1" "$stage/root/opt/local/man/man5" \
+	"$stage/root/opt/local/man/man8" "$stage/site"
 
 (cd "$top" && CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
 	-ldflags "-X main.version=$version -X main.commit=$commit" -o "$root/bin/cns" .)
@@ -69,9 +72,11 @@ install -m 0755 "$top/smf/boot/sbin/postlogrotate.sh" "$boot/sbin/"
 install -m 0644 "$top/smf/boot/etc/root.bashrc" "$boot/etc/"
 install -m 0644 "$top/smf/boot/etc/security/prof_attr.d/mdata" "$boot/etc/security/prof_attr.d/"
 install -m 0644 "$top/smf/boot/etc/security/exec_attr.d/mdata" "$boot/etc/security/exec_attr.d/"
-# cnsadm(1), generated from the CLI's help (go generate ./admin/cnsadm), checked against
-# it by TestManPage (admin/cnsadm).
+# The man pages, generated from the CLI's help and the key table (smf/man says by
+# what), each checked against its source by its package's test.
 install -m 0644 "$top/smf/man/cnsadm.1" "$stage/root/opt/local/man/man1/cnsadm.1"
+install -m 0644 "$top/smf/man/cns.json.5" "$stage/root/opt/local/man/man5/cns.json.5"
+install -m 0644 "$top/smf/man/cns.8" "$stage/root/opt/local/man/man8/cns.8"
 ln -s /opt/triton/cns/bin/cnsadm "$stage/root/opt/local/bin/cnsadm"
 
 tarball=$out/cns-pkg-$version.tar.gz

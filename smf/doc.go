@@ -16,5 +16,6 @@
 //     sdc-scripts' lib/util.sh), lib/cns.sh (cns's own), sbin/postlogrotate.sh
 //   - build-release.sh: the release tarball; build-image.sh: the zone image
 //     built from it on the origin image with the agents
-//   - man: cnsadm(1), generated from the CLI (go generate in admin/cnsadm)
+//   - man: cnsadm(1), cns(8) and cns.json(5), generated from the CLI and the
+//     key table (package smf/man says how)
 package smf

@@ -80,8 +80,8 @@ func TestReleaseTarball(t *testing.T) {
 	}
 	// The layout of the reference's Makefile: the service under
 	// /opt/triton/cns, what every core zone has at /opt/smartdc/boot
-	// (there: sdc-scripts, then the repository's boot/), cnsadm and its
-	// man page under /opt/local.
+	// (there: sdc-scripts, then the repository's boot/), cnsadm and the
+	// man pages under /opt/local.
 	want := map[string]string{
 		"root/":                                                      "d755",
 		"root/opt/":                                                  "d755",
@@ -91,6 +91,10 @@ func TestReleaseTarball(t *testing.T) {
 		"root/opt/local/man/":                                        "d755",
 		"root/opt/local/man/man1/":                                   "d755",
 		"root/opt/local/man/man1/cnsadm.1":                           "f644",
+		"root/opt/local/man/man5/":                                   "d755",
+		"root/opt/local/man/man5/cns.json.5":                         "f644",
+		"root/opt/local/man/man8/":                                   "d755",
+		"root/opt/local/man/man8/cns.8":                              "f644",
 		"root/opt/smartdc/":                                          "d755",
 		"root/opt/smartdc/boot/":                                     "d755",
 		"root/opt/smartdc/boot/configure.sh":                         "f755",
@@ -160,6 +164,8 @@ func TestReleaseTarball(t *testing.T) {
 		"boot/etc/security/exec_attr.d/mdata":    "opt/smartdc/boot/etc/security/exec_attr.d/mdata",
 		"boot/etc/security/prof_attr.d/mdata":    "opt/smartdc/boot/etc/security/prof_attr.d/mdata",
 		"man/cnsadm.1":                           "opt/local/man/man1/cnsadm.1",
+		"man/cns.json.5":                         "opt/local/man/man5/cns.json.5",
+		"man/cns.8":                              "opt/local/man/man8/cns.8",
 	} {
 		a, _ := os.ReadFile(src)
 		b, err := os.ReadFile(filepath.Join(tree, "root", dst))

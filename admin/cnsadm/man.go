@@ -5,12 +5,14 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/tritondatacenter/cns/smf/man"
 )
 
 // ManPath is where the cnsadm(1) page is committed, relative to the
-// repository (and shipped in the release tarball with smf/);
+// repository (and shipped in the release tarball);
 // TestManPage keeps it equal to what ManPage builds.
-const ManPath = "smf/man/cnsadm.1"
+const ManPath = man.Dir + "/cnsadm.1"
 
 // ManCmd prints cnsadm(1) in roff.
 type ManCmd struct{}
@@ -35,18 +37,17 @@ func ManPage() (string, error) {
 	}
 	adm := parser.Model.Node
 	var b strings.Builder
-	b.WriteString(".TH CNSADM 1 \"\" \"cns\" \"Triton Container Naming Service\"\n")
-	b.WriteString(".SH NAME\ncnsadm \\- " + roffText(strings.TrimSuffix(lowerFirst(Summary), ".")) + "\n")
+	man.Header(&b, "cnsadm", 1, strings.ToLower(Summary[:1])+Summary[1:])
 	b.WriteString(".SH SYNOPSIS\n.B cnsadm\n[\\fIoptions\\fR] \\fIcommand\\fR [\\fIarguments\\fR]\n")
-	b.WriteString(".SH DESCRIPTION\n" + roffParagraphs(Cmd{}.Help()))
+	b.WriteString(".SH DESCRIPTION\n" + man.Paragraphs(Cmd{}.Help()))
 	b.WriteString(".SH OPTIONS\n")
-	for _, f := range visibleFlags(adm) {
-		manFlag(&b, f)
+	for _, f := range man.Flags(adm) {
+		man.Flag(&b, f)
 	}
 	b.WriteString(".SH COMMANDS\n")
 	for _, c := range adm.Children {
 		if !c.Hidden {
-			manCommand(&b, c, "cnsadm "+c.Name)
+			man.Command(&b, c, "cnsadm "+c.Name)
 		}
 	}
 	fmt.Fprintf(&b, `.SH EXIT STATUS
@@ -61,9 +62,9 @@ A usage error, or cnsadm could not talk to cns (or to SAPI).
 The configuration, current or as changed, does not validate; nothing was written.
 `, ExitUsage, ExitValidation)
 	b.WriteString(".SH ENVIRONMENT\n")
-	for _, f := range visibleFlags(adm) {
+	for _, f := range man.Flags(adm) {
 		for _, env := range f.Envs {
-			fmt.Fprintf(&b, ".TP\n.B %s\nAs \\fB%s\\fR.\n", roffWord(env), roffWord("--"+f.Name))
+			fmt.Fprintf(&b, ".TP\n.B %s\nAs \\fB%s\\fR.\n", man.Word(env), man.Word("--"+f.Name))
 		}
 	}
 	b.WriteString(`.TP
@@ -77,161 +78,28 @@ The terminal's width: the help column of config and the width of the zones table
 .I /opt/triton/cns/etc/config.json
 The server's configuration (\fB\-\-config\-file\fR).
 `)
-	b.WriteString(".SH EXAMPLES\n")
-	for _, ex := range examples {
-		words := []string{"cnsadm"}
-		for _, a := range ex.Args {
-			words = append(words, roffWord(a))
-		}
-		if ex.What != "" { // else: a second command for the task above
-			fmt.Fprintf(&b, ".PP\n%s\n", roffText(ex.What))
-		}
-		fmt.Fprintf(&b, ".PP\n.RS\n.nf\n%s\n.fi\n.RE\n", strings.Join(words, " "))
-	}
+	man.Examples(&b, "cnsadm", examples)
+	man.SeeAlso(&b, "cns(8)", "cns.json(5)")
 	return b.String(), nil
 }
 
 // examples are the page's EXAMPLES: an operator's tasks, in the
 // order an incident meets them. TestManExamples parses each with
 // the CLI, so a renamed command or flag cannot leave one behind.
-var examples = []struct {
-	What string
-	Args []string
-}{
-	{"Are the zones served, and does every secondary have the current serial?",
-		[]string{"status"}},
-	{"Why does an instance have the names it has, or none?",
-		[]string{"vm", "4e0b4d4c-7a8e-4ab4-9d0e-3b1b8e0e2c11"}},
-	{"What changed in a zone, serial by serial, and why:",
-		[]string{"history", "us-west-1.cns.example.com"}},
-	{"Let a new secondary transfer the zones, and send it NOTIFYs for one zone:",
-		[]string{"config", "allow_transfer+=10.1.2.3"}},
-	{"", []string{"zones", "us-west-1.cns.example.com", "peers+=ns2.example.com"}},
-	{"After a change, wait until every secondary of the zone serves it (at most 5 minutes):",
-		[]string{"wait", "--timeout=5m", "us-west-1.cns.example.com"}},
-	{"Forget a secondary that was taken out of service:",
-		[]string{"peers", "-d", "10.1.2.3"}},
-	{"Watch zones, secondaries, services and feeds live:",
-		[]string{"tui"}},
-}
-
-// manCommand writes one command: its synopsis and help, then its
-// arguments and flags.
-func manCommand(b *strings.Builder, c *kong.Node, path string) {
-	syn := []string{"\\fB" + roffWord(path) + "\\fR"}
-	for _, f := range visibleFlags(c) {
-		syn = append(syn, "[\\fB"+roffWord(flagName(f))+"\\fR"+flagValue(f)+"]")
-	}
-	for _, p := range c.Positional {
-		a := "\\fI" + roffWord(p.Name) + "\\fR"
-		if p.IsCumulative() {
-			a += " ..."
-		}
-		if !p.Required {
-			a = "[" + a + "]"
-		}
-		syn = append(syn, a)
-	}
-	fmt.Fprintf(b, ".TP\n%s\n%s\n", strings.Join(syn, " "), roffText(c.Help))
-	if c.Detail != "" {
-		for _, para := range strings.Split(strings.TrimSpace(c.Detail), "\n\n") {
-			b.WriteString(".IP\n" + roffText(para) + "\n")
-		}
-	}
-	if len(c.Positional) > 0 || len(visibleFlags(c)) > 0 {
-		b.WriteString(".RS\n")
-		for _, p := range c.Positional {
-			fmt.Fprintf(b, ".TP\n.I %s\n%s\n", roffWord(p.Name), roffText(p.Help))
-		}
-		for _, f := range visibleFlags(c) {
-			manFlag(b, f)
-		}
-		b.WriteString(".RE\n")
-	}
-	for _, sub := range c.Children {
-		if !sub.Hidden {
-			manCommand(b, sub, path+" "+sub.Name)
-		}
-	}
-}
-
-// manFlag writes one flag with its help, default and environment variable.
-func manFlag(b *strings.Builder, f *kong.Flag) {
-	name := "\\fB" + roffWord("--"+f.Name) + "\\fR" + flagValue(f)
-	if f.Short != 0 {
-		name = "\\fB" + roffWord("-"+string(f.Short)) + "\\fR, " + name
-	}
-	help := f.Help
-	if f.HasDefault && f.Default != "" {
-		help += " Default: " + f.Default + "."
-	}
-	if len(f.Envs) > 0 {
-		help += " Environment: " + strings.Join(f.Envs, ", ") + "."
-	}
-	fmt.Fprintf(b, ".TP\n%s\n%s\n", name, roffText(help))
-}
-
-// visibleFlags are a node's own flags, without --help and hidden ones.
-func visibleFlags(n *kong.Node) []*kong.Flag {
-	var out []*kong.Flag
-	for _, f := range n.Flags {
-		if !f.Hidden && f.Name != "help" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// flagName is a flag as a synopsis shows it: its short form if it has one.
-func flagName(f *kong.Flag) string {
-	if f.Short != 0 {
-		return "-" + string(f.Short)
-	}
-	return "--" + f.Name
-}
-
-// flagValue is " VALUE" for a flag that takes one.
-func flagValue(f *kong.Flag) string {
-	if f.IsBool() || f.IsCounter() {
-		return ""
-	}
-	return " \\fI" + roffWord(strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))) + "\\fR"
-}
-
-// roffWord escapes a name or option: backslashes, and minus signs (which
-// roff would otherwise print as hyphens).
-func roffWord(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\e`), "-", `\-`)
-}
-
-// roffText escapes running text: backslashes, and a leading dot or quote,
-// which roff would read as a request.
-func roffText(s string) string {
-	s = strings.ReplaceAll(s, `\`, `\e`)
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, ".") || strings.HasPrefix(l, "'") {
-			lines[i] = `\&` + l
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
-// roffParagraphs turns blank-line separated paragraphs into .PP ones.
-func roffParagraphs(s string) string {
-	var b strings.Builder
-	for i, para := range strings.Split(strings.TrimSpace(s), "\n\n") {
-		if i > 0 {
-			b.WriteString(".PP\n")
-		}
-		b.WriteString(roffText(para) + "\n")
-	}
-	return b.String()
-}
-
-func lowerFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToLower(s[:1]) + s[1:]
+var examples = []man.Example{
+	{What: "Are the zones served, and does every secondary have the current serial?",
+		Args: []string{"status"}},
+	{What: "Why does an instance have the names it has, or none?",
+		Args: []string{"vm", "4e0b4d4c-7a8e-4ab4-9d0e-3b1b8e0e2c11"}},
+	{What: "What changed in a zone, serial by serial, and why:",
+		Args: []string{"history", "us-west-1.cns.example.com"}},
+	{What: "Let a new secondary transfer the zones, and send it NOTIFYs for one zone:",
+		Args: []string{"config", "allow_transfer+=10.1.2.3"}},
+	{What: "", Args: []string{"zones", "us-west-1.cns.example.com", "peers+=ns2.example.com"}},
+	{What: "After a change, wait until every secondary of the zone serves it (at most 5 minutes):",
+		Args: []string{"wait", "--timeout=5m", "us-west-1.cns.example.com"}},
+	{What: "Forget a secondary that was taken out of service:",
+		Args: []string{"peers", "-d", "10.1.2.3"}},
+	{What: "Watch zones, secondaries, services and feeds live:",
+		Args: []string{"tui"}},
 }

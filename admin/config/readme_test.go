@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -57,7 +56,7 @@ func keysMarkdown() string {
 			if k.Restart {
 				effect = "restarts cns"
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Name, k.Kind, defaultText(k.Default), effect, cell(k.Help))
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Name, k.Kind, cell(defaultText(k.Default)), effect, cell(k.Help))
 		}
 	}
 	b.WriteString("\n**A zone's settings** (each entry of `forward_zones`; `reverse_zones` takes the ones marked)\n\n| key | type | in `reverse_zones` | old name (`cnsadm upgrade` renames it) | meaning |\n|---|---|---|---|---|\n")
@@ -79,16 +78,6 @@ func keysMarkdown() string {
 	}
 	fmt.Fprintf(&b, "\n%s (the reference's keys cns does not use): %s. Any other key is logged as a warning and ignored.\n\n", SectionIgnored, strings.Join(ignored, ", "))
 	return b.String()
-}
-
-func defaultText(d string) string {
-	switch {
-	case d == "":
-		return "(none)"
-	case json.Valid([]byte(d)):
-		return "`" + d + "`"
-	}
-	return cell(d)
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
