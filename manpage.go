@@ -11,7 +11,7 @@ import (
 	"github.com/tritondatacenter/cns/smf/man"
 )
 
-//go:generate go test -run TestManPageCNS . -update
+//go:generate go test . -run TestManPageCNS -update
 
 // manPath is where cns(8) is committed (and what the release installs as
 // /opt/local/man/man8/cns.8); TestManPageCNS keeps it equal to manPage's.

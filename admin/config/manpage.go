@@ -8,7 +8,7 @@ import (
 	"github.com/tritondatacenter/cns/smf/man"
 )
 
-//go:generate go test -run TestManPage -update .
+//go:generate go test . -run TestManPage -update
 
 // ManPath is where cns.json(5) is committed, relative to the repository
 // (and what the release installs as /opt/local/man/man5/cns.json.5);
