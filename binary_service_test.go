@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"net"
 	"os"
 	"os/exec"
@@ -18,83 +17,11 @@ import (
 	"github.com/tritondatacenter/cns/smf"
 )
 
-// The SMF manifest is well-formed, depends on what cns needs, runs the
-// method script as user cns with net_privaddr, and the script runs a
-// command the binary has.
-func TestSMFManifest(t *testing.T) {
-	data, err := os.ReadFile("smf/cns.xml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bundle struct {
-		Service struct {
-			Name string `xml:"name,attr"`
-			Deps []struct {
-				FMRI struct {
-					Value string `xml:"value,attr"`
-				} `xml:"service_fmri"`
-			} `xml:"dependency"`
-			Methods []struct {
-				Name    string `xml:"name,attr"`
-				Exec    string `xml:"exec,attr"`
-				Context struct {
-					Cred struct {
-						User       string `xml:"user,attr"`
-						Privileges string `xml:"privileges,attr"`
-					} `xml:"method_credential"`
-				} `xml:"method_context"`
-			} `xml:"exec_method"`
-			Groups []struct {
-				Name  string `xml:"name,attr"`
-				Props []struct {
-					Name  string `xml:"name,attr"`
-					Value string `xml:"value,attr"`
-				} `xml:"propval"`
-			} `xml:"property_group"`
-		} `xml:"service"`
-	}
-	if err := xml.Unmarshal(data, &bundle); err != nil {
-		t.Fatalf("smf/cns.xml is not well-formed XML: %v", err)
-	}
-	svc := bundle.Service
-	if svc.Name == "" {
-		t.Fatal("no service name")
-	}
-	deps := ""
-	for _, d := range svc.Deps {
-		deps += d.FMRI.Value + " "
-	}
-	for _, want := range []string{"svc:/network/physical", "svc:/system/filesystem/local", "config-agent"} {
-		if !strings.Contains(deps, want) {
-			t.Errorf("no dependency on %s", want)
-		}
-	}
-	var start string
-	for _, m := range svc.Methods {
-		if m.Name == "start" {
-			start = m.Exec
-			if m.Context.Cred.User != "cns" || !strings.Contains(m.Context.Cred.Privileges, "net_privaddr") {
-				t.Errorf("start runs as %q with %q, want cns with net_privaddr", m.Context.Cred.User, m.Context.Cred.Privileges)
-			}
-		}
-	}
-	if !strings.HasPrefix(start, "/opt/triton/cns/smf/method/cns") {
-		t.Fatalf("start method %q", start)
-	}
-	duration := ""
-	for _, g := range svc.Groups {
-		for _, p := range g.Props {
-			if g.Name == "startd" && p.Name == "duration" {
-				duration = p.Value
-			}
-		}
-	}
-	if duration != "contract" {
-		t.Errorf("startd/duration %q, want contract", duration)
-	}
-
-	// The method script is valid sh and runs `cns serve -c ... --check`
-	// then `cns serve -c ...`: commands this binary has.
+// The SMF method script (smf's TestServiceManifests checks the manifest
+// that runs it) is valid sh and runs commands this binary has, and the
+// binary's --check exits as the script expects.
+func TestSMFMethodRunsTheBinary(t *testing.T) {
+	// `cns serve -c ... --check`, then `cns serve -c ...`.
 	script, err := os.ReadFile("smf/method/cns")
 	if err != nil {
 		t.Fatal(err)

@@ -372,7 +372,9 @@ func TestPostLogRotate(t *testing.T) {
 
 // The SAPI manifest renders config.json where the SMF service reads it
 // and reloads cns (svcadm refresh: the manifest's SIGHUP), never
-// restarts it; the manifest runs as cns:cns after mdata:execute.
+// restarts it; the SMF manifest runs the method script as cns:cns with
+// net_privaddr (port 53) after mdata:execute, the network, the local
+// file systems and config-agent, as a contract service.
 func TestServiceManifests(t *testing.T) {
 	var sapi struct {
 		Name, Path string
@@ -410,11 +412,19 @@ func TestServiceManifests(t *testing.T) {
 				Exec    string `xml:"exec,attr"`
 				Context struct {
 					Cred struct {
-						User  string `xml:"user,attr"`
-						Group string `xml:"group,attr"`
+						User       string `xml:"user,attr"`
+						Group      string `xml:"group,attr"`
+						Privileges string `xml:"privileges,attr"`
 					} `xml:"method_credential"`
 				} `xml:"method_context"`
 			} `xml:"exec_method"`
+			Groups []struct {
+				Name  string `xml:"name,attr"`
+				Props []struct {
+					Name  string `xml:"name,attr"`
+					Value string `xml:"value,attr"`
+				} `xml:"propval"`
+			} `xml:"property_group"`
 		} `xml:"service"`
 	}
 	raw, err = os.ReadFile("cns.xml")
@@ -428,22 +438,42 @@ func TestServiceManifests(t *testing.T) {
 	if "svc:/"+svc.Name+":default" != fmri || svc.Default.Enabled != "true" {
 		t.Errorf("service %q (default instance enabled %q), want %s", svc.Name, svc.Default.Enabled, fmri)
 	}
-	mdata := false
+	mdata, deps := false, ""
 	for _, d := range svc.Deps {
 		mdata = mdata || (d.FMRI.Value == "svc:/smartdc/mdata:execute" && d.Grouping == "require_all")
+		deps += d.FMRI.Value + " "
 	}
 	if !mdata {
 		t.Error("no require_all dependency on svc:/smartdc/mdata:execute")
 	}
+	for _, want := range []string{"svc:/network/physical", "svc:/system/filesystem/local", "config-agent"} {
+		if !strings.Contains(deps, want) {
+			t.Errorf("no dependency on %s", want)
+		}
+	}
 	methods := map[string]string{}
 	for _, m := range svc.Methods {
 		methods[m.Name] = m.Exec
-		if m.Name == "start" && (m.Context.Cred.User != "cns" || m.Context.Cred.Group != "cns") {
-			t.Errorf("start runs as %s:%s, want cns:cns", m.Context.Cred.User, m.Context.Cred.Group)
+		if c := m.Context.Cred; m.Name == "start" && (c.User != "cns" || c.Group != "cns" || !strings.Contains(c.Privileges, "net_privaddr")) {
+			t.Errorf("start runs as %s:%s with %q, want cns:cns with net_privaddr", c.User, c.Group, c.Privileges)
 		}
+	}
+	if !strings.HasPrefix(methods["start"], "/opt/triton/cns/smf/method/cns") {
+		t.Errorf("start method %q, want the method script", methods["start"])
 	}
 	if methods["refresh"] != ":kill -HUP" {
 		t.Errorf("refresh method %q, want :kill -HUP (cns reloads on SIGHUP)", methods["refresh"])
+	}
+	duration := ""
+	for _, g := range svc.Groups {
+		for _, p := range g.Props {
+			if g.Name == "startd" && p.Name == "duration" {
+				duration = p.Value
+			}
+		}
+	}
+	if duration != "contract" {
+		t.Errorf("startd/duration %q, want contract", duration)
 	}
 	lib, _ := os.ReadFile("boot/lib/cns.sh")
 	if !strings.Contains(string(lib), "CNS_FMRI="+fmri+"\n") {
