@@ -216,6 +216,27 @@ MUTATIONS = [
         [("./serve", "TestCNSMetaVersion")],
     ),
     Mutation(
+        "closing a UDP socket leaves its epoll set open and its parked reader asleep",
+        "serve/udp_linux.go",
+        "\ts.ep.Close()\n\treturn s.f.Close()",
+        "\treturn s.f.Close()",
+        [("./serve", "TestUDPSocketCloseClosesItsEpollSet"), ("./serve", "TestUDPCloseWakesParkedReader")],
+    ),
+    Mutation(
+        "a UDP reader woken once never arms its socket again",
+        "serve/udp_linux.go",
+        "\t\t\tb.armed = false\n",
+        "",
+        [("./serve", "TestPacketBatchWakesForEachDatagram")],
+    ),
+    Mutation(
+        "an answer the kernel refuses loses the rest of its batch",
+        "serve/udp_linux.go",
+        "\t\t\tb.sent++ // one bad destination must not lose the rest\n\t\t\tcontinue",
+        "\t\t\tbreak",
+        [("./serve", "TestPacketBatchBadDestinationLosesOnlyItsAnswer")],
+    ),
+    Mutation(
         "a reload leaves a start-only setting for the next restart",
         "serve_cmd.go",
         "\ts.restart = func(settings []string) {",
