@@ -379,6 +379,28 @@ MUTATIONS = [
         "_ = uuid",
         [("./feeds", "TestGuardCNAPIAllDownThenBack"), ("./feeds/file", "TestGuardInventoryTruncated")],
     ),
+    Mutation(
+        "a held VM keeps the instance name or PTR a new VM needs",
+        "feeds/removals.go",
+        "\tif len(vms) == 0 {\n\t\treturn\n\t}\n\tcauses := map[string]guard.Cause{}",
+        "\tif true {\n\t\treturn\n\t}\n\tcauses := map[string]guard.Cause{}",
+        [("./feeds", "TestGuardHeldPTRGoesToNewVM"), ("./feeds", "TestGuardHeldPTRGoesToNewVMOfTheSameListing"),
+         ("./feeds", "TestGuardHeldAliasGoesToNewVM")],
+    ),
+    Mutation(
+        "a VM held for cn_down is let go for a new VM's name (it keeps its instance names anyway: only its services go)",
+        "feeds/guard/guard.go",
+        "if c.KeepsInstanceNames() || len(s.Held) == 0 {",
+        "if len(s.Held) == 0 {",
+        [("./feeds/guard", "TestGuard")],
+    ),
+    Mutation(
+        "an alias a VM already shares with a held VM is taken for a new need: the held VM is let go",
+        "feeds/removals.go",
+        "if !ptr[i] && slices.Contains(vms, by[i]) {",
+        "if false && !ptr[i] && slices.Contains(vms, by[i]) {",
+        [("./feeds", "TestGuardHeldAliasSharedStaysHeld")],
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -526,6 +527,36 @@ func TestVM(t *testing.T) {
 	}
 	if _, ok, _ := d.VM(vm3); ok {
 		t.Error("unknown VM found")
+	}
+}
+
+// Ensure VMsAt names the VMs with records at each name asked for, once
+// each, whatever their records there, and none at a name the store does
+// not hold, in a zone it does not hold, or outside the zone.
+func TestVMsAt(t *testing.T) {
+	d, _ := openTest(t, Options{})
+	const z, rz = "dc.example.com", "0.0.10.in-addr.arpa"
+	mustCommit(t, d, &ChangeSet{Zones: testConfig(), VMs: []VMChange{
+		{UUID: vm1, Records: []Record{rec(t, z, "web.dc.example.com. 30 IN A 10.0.0.1"), rec(t, z, "web.dc.example.com. 30 IN TXT vm1"),
+			rec(t, rz, "1.0.0.10.in-addr.arpa. 30 IN PTR web.dc.example.com.")}},
+		{UUID: vm2, Records: []Record{rec(t, z, "web.dc.example.com. 30 IN A 10.0.0.2"), rec(t, z, "two.dc.example.com. 30 IN A 10.0.0.2")}},
+		{UUID: vm3, Records: []Record{rec(t, rz, "1.0.0.10.in-addr.arpa. 30 IN PTR three.dc.example.com.")}},
+	}})
+	// Prepared records are named as the store encodes them.
+	vc := VMChange{UUID: vm3, Records: []Record{rec(t, z, "Two.DC.example.com. 30 IN A 10.0.0.3")}}
+	PrepareRecords(&vc, nil)
+	if got := vc.Records[0].Owner(); got != "two.dc.example.com." || vc.Records[0].Type() != dns.TypeA {
+		t.Errorf("a prepared record: owner %q, type %d", got, vc.Records[0].Type())
+	}
+	names := []Name{{z, "WEB.dc.example.com."}, {rz, "1.0.0.10.in-addr.arpa."}, {z, vc.Records[0].Owner()},
+		{z, "none.dc.example.com."}, {"other.example.com", "web.other.example.com."}, {z, "web.elsewhere.example."}}
+	got := map[int][]string{}
+	if err := d.VMsAt(names, func(i int, vm string) { got[i] = append(got[i], vm) }); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]string{0: {vm1, vm2}, 1: {vm1, vm3}, 2: {vm2}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("VMsAt: %v, want %v", got, want)
 	}
 }
 

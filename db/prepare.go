@@ -161,13 +161,20 @@ func (r *Record) name() string {
 	return WireToString(keyToWire(r.wire.key(), zoneWire))
 }
 
-// typeString is r's record type as text (see name).
-func (r *Record) typeString() string {
+// Owner is r's owner name, fully qualified: its RR's, or, once
+// PrepareRecords let go of it, the encoded owner's (lower case).
+func (r *Record) Owner() string { return r.name() }
+
+// Type is r's record type (see Owner).
+func (r *Record) Type() uint16 {
 	if r.RR != nil {
-		return dns.TypeToString[r.RR.Header().Rrtype]
+		return r.RR.Header().Rrtype
 	}
-	return dns.TypeToString[RRType(r.wire.rr())]
+	return RRType(r.wire.rr())
 }
+
+// typeString is r's record type as text (see name).
+func (r *Record) typeString() string { return dns.TypeToString[r.Type()] }
 
 // prepareBufs are PrepareRecords' buffers, reused from VM to VM.
 type prepareBufs struct{ pack, arena []byte }

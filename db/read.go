@@ -386,6 +386,52 @@ func (d *DB) VM(uuid string) (vm VM, ok bool, err error) {
 	return vm, ok, err
 }
 
+// Name is an owner name in a zone: the zone lower case without the
+// trailing dot, the owner a presentation name.
+type Name struct{ Zone, Owner string }
+
+// VMsAt calls fn with the index of each of names and each VM whose
+// records are at it, VM by VM, in one read: which VMs occupy the names
+// another is to take. A name the store does not hold has none.
+func (d *DB) VMsAt(names []Name, fn func(i int, vm string)) error {
+	return d.view(func(tx *bolt.Tx) error {
+		zones := tx.Bucket(bucketZones)
+		wires := map[string][]byte{}
+		for i, n := range names {
+			b := zones.Bucket([]byte(n.Zone))
+			if b == nil {
+				continue
+			}
+			zw, ok := wires[n.Zone]
+			if !ok {
+				var err error
+				if zw, err = ZoneWire(n.Zone); err != nil {
+					return err
+				}
+				wires[n.Zone] = zw
+			}
+			owner, err := wireName(n.Owner)
+			if err != nil {
+				return err
+			}
+			key, below := relativeKey(owner, zw)
+			if !below {
+				continue
+			}
+			cands, err := decodeCandidates(b.Bucket(bucketNames).Get(key))
+			if err != nil {
+				return fmt.Errorf("name %s: %w", n.Owner, err)
+			}
+			for j, c := range cands { // (sorted by VM: sortCandidates)
+				if j == 0 || c.vm != cands[j-1].vm {
+					fn(i, formatUUID(c.vm))
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // EachVM calls fn with the UUID and meta of every stored VM, in the order
 // they were first stored (vmkey.go). meta is only valid during the call.
 func (d *DB) EachVM(fn func(uuid string, meta []byte) error) error {

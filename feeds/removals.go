@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/guard"
@@ -21,9 +23,12 @@ import (
 // their changes stay out of the batch: the store keeps their names. The
 // held VMs leave the dirty set as if stored; they are computed again when
 // the model changes them (a CN up again, a listing that has them), and
-// all of them when the guard lets them go. The self-removal hysteresis
-// hears of a candidate's removal from its services only once the guard
-// lets it through: a held VM is still served, and counts as a member.
+// all of them when the guard lets them go. A held VM at an instance name
+// or a PTR that a VM of the batch needs (a new VM on its address, or with
+// its alias) is let go alone, in that batch (yieldNames). The
+// self-removal hysteresis hears of a candidate's removal from its
+// services only once the guard lets it through: a held VM is still
+// served, and counts as a member.
 // The state rides in the change set (db.ChangeSet.Guard), so a restart
 // neither forgets a hold nor applies it.
 
@@ -117,6 +122,7 @@ func (c *candidate) removes(m *VMMeta) bool {
 func (u *Updater) guardRemovals(b *batch) {
 	more := b.fullChunk() || b.cut // (as finish saw b)
 	removals := u.removalsOf(b)
+	claims := u.nameClaims(b)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	g := &u.guard
@@ -124,20 +130,143 @@ func (u *Updater) guardRemovals(b *batch) {
 	if len(removals) > 0 || len(b.kept) > 0 || g.state.Holding() {
 		v = g.policy.Step(g.state, guard.Batch{Now: u.now(), VMs: b.stored, Removals: removals, Kept: b.kept, Fresh: g.fresh})
 	}
+	var held map[string]db.VMChange // what the guard took out of b
 	if len(v.Hold) > 0 {
 		kept := b.cs.VMs[:0:0]
+		if len(claims) > 0 {
+			held = map[string]db.VMChange{}
+		}
 		for _, vc := range b.cs.VMs {
-			if v.Hold[vc.UUID] {
-				b.held = append(b.held, vc.UUID)
-			} else {
+			if !v.Hold[vc.UUID] {
 				kept = append(kept, vc)
+				continue
+			}
+			b.held = append(b.held, vc.UUID)
+			if held != nil {
+				held[vc.UUID] = vc
 			}
 		}
 		b.cs.VMs = kept
 	}
+	u.yieldNames(b, claims, v.Hold, held)
 	u.reportRemovals(b, v.Hold, more)
 	u.guardVerdict(v)
 	u.stageGuard(b)
+}
+
+// nameClaim is an instance name or a PTR (name) that a VM of a batch
+// puts records at (vm), where the store holds another VM's records
+// (other).
+type nameClaim struct {
+	vm, other string
+	name      db.Name
+}
+
+// nameClaims returns the instance names and PTRs b's VMs put records at
+// that other VMs' stored records are at too, when a hold may keep a VM
+// at such a name: the guard holds removals that would take them, or b
+// may begin to. u.mu is not held.
+func (u *Updater) nameClaims(b *batch) []nameClaim {
+	u.mu.Lock()
+	look := u.guard.state.HoldsNames()
+	u.mu.Unlock()
+	for i := 0; !look && i < len(b.candidates); i++ {
+		look = !b.candidates[i].removal.Cause.KeepsInstanceNames()
+	}
+	if !look {
+		return nil
+	}
+	var names []db.Name
+	var by []string // the VM of b at names[i]
+	var ptr []bool  // names[i] is an address's PTR name
+	for i := range b.cs.VMs {
+		vc := &b.cs.VMs[i]
+		first := len(names)
+		for j := range vc.Records {
+			r := &vc.Records[j]
+			n := db.Name{Zone: r.Zone, Owner: r.Owner()}
+			isPTR := r.Type() == dns.TypePTR
+			if (isPTR || records.InstanceName(n.Owner, n.Zone)) && !slices.Contains(names[first:], n) {
+				names, by, ptr = append(names, n), append(by, vc.UUID), append(ptr, isPTR)
+			}
+		}
+	}
+	at := make([][]string, len(names))
+	if err := u.store.VMsAt(names, func(i int, vm string) { at[i] = append(at[i], vm) }); err != nil {
+		u.log.Warn("reading who holds the names a batch takes failed; held VMs keep theirs", "err", err)
+		return nil
+	}
+	var out []nameClaim
+	for i, vms := range at {
+		// An instance name the VM already shares (two VMs of an account
+		// with one alias both answer it) is no new need: the other VM
+		// keeps it, held or not. An address's PTR names one VM only.
+		if !ptr[i] && slices.Contains(vms, by[i]) {
+			continue
+		}
+		for _, vm := range vms {
+			if vm != by[i] {
+				out = append(out, nameClaim{vm: by[i], other: vm, name: names[i]})
+			}
+		}
+	}
+	return out
+}
+
+// yieldNames lets go, each alone, the held VMs at names a VM of b needs
+// (claims), that b does not hold itself (hold): the guard applies their
+// removal (guard.Policy.Yield), and their changes join b, so that the
+// names change hands in one commit. held are the changes the guard took
+// out of b. u.mu is held.
+func (u *Updater) yieldNames(b *batch, claims []nameClaim, hold map[string]bool, held map[string]db.VMChange) {
+	needed := map[string]nameClaim{} // held VM → the first claim on its names
+	var vms []string
+	for _, c := range claims {
+		if _, seen := needed[c.other]; seen || hold[c.vm] {
+			continue
+		}
+		if _, ok := u.guard.state.Held(c.other); ok {
+			needed[c.other] = c
+			vms = append(vms, c.other)
+		}
+	}
+	if len(vms) == 0 {
+		return
+	}
+	causes := map[string]guard.Cause{}
+	for _, vm := range vms {
+		causes[vm], _ = u.guard.state.Held(vm)
+	}
+	v := u.guard.policy.Yield(u.guard.state, vms, u.now())
+	for _, vm := range v.Apply {
+		c := needed[vm]
+		u.log.Warn("held removal applied: another VM needs its name", "vm", vm, "cause", string(causes[vm]), "name", c.name.Owner, "needed_by", c.vm)
+		delete(hold, vm)
+		u.yieldTo(b, vm, held)
+	}
+	v.Apply = nil // (in b)
+	u.guardVerdict(v)
+}
+
+// yieldTo puts the change of vm, whose held removal the guard let go,
+// in b: the one the guard took out of b (held), or computed now. A VM
+// computed now is marked as b takes it, so a commit that fails leaves it
+// to compute again. u.mu is held.
+func (u *Updater) yieldTo(b *batch, vm string, held map[string]db.VMChange) {
+	if vc, ok := held[vm]; ok {
+		b.cs.VMs = append(b.cs.VMs, vc)
+		b.held = slices.DeleteFunc(b.held, func(id string) bool { return id == vm })
+		return // (its services hear of it with b's other removals)
+	}
+	u.mark(vm)
+	vc, ok, cand := u.change(vm)
+	if cand != nil && cand.report != nil {
+		u.reportRemoval(vm, cand.report)
+	}
+	if ok {
+		b.cs.VMs = append(b.cs.VMs, vc)
+		b.gens[vm] = u.sched.marked(vm)
+	}
 }
 
 // reportRemovals tells the hysteresis of the hard removals of b's
@@ -225,6 +354,8 @@ func (u *Updater) guardVerdict(v guard.Verdict) {
 		case guard.ActionReleased:
 			attrs = append(attrs, "left", e.Left)
 			u.log.Warn("held removals released: the upstream recovered", attrs...)
+		case guard.ActionYielded:
+			// (logged VM by VM: yieldNames)
 		default:
 			u.log.Warn("held removals applied", attrs...)
 		}

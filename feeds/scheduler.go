@@ -208,6 +208,9 @@ func (s *scheduler) mark(uuid string, now int64) {
 	}
 }
 
+// marked is uuid's mark in the dirty set (zero when it is not dirty).
+func (s *scheduler) marked(uuid string) dirtyVM { return s.dirty[uuid] }
+
 // pending is how many VMs wait.
 func (s *scheduler) pending() int { return len(s.dirty) }
 

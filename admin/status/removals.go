@@ -42,7 +42,7 @@ type RemovalHold struct {
 type RemovalEvent struct {
 	Time   time.Time `json:"time"`
 	Cause  string    `json:"cause"`
-	Action string    `json:"action"` // held, confirmed, accepted, released
+	Action string    `json:"action"` // held, confirmed, accepted, released, yielded
 	VMs    int       `json:"vms"`
 	Of     int       `json:"of"`
 	Left   int       `json:"left,omitempty"` // released: still over, applied as ordinary removals

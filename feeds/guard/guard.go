@@ -18,6 +18,8 @@
 //     again, the listing has it again) leaves the hold; a hold that
 //     empties, or no longer exceeds the threshold by itself, is released
 //     (what is left applies as ordinary removals).
+//   - A held VM whose instance names or PTRs another VM needs (a new VM
+//     on its address, or with its alias) is let go alone (Yield).
 //   - After Confirm, the first answer from the cause's upstream that is
 //     newer than the period's end (Fresh) applies the held removals: the
 //     condition persisted. An operator's Accept applies them at once. An
@@ -125,6 +127,11 @@ func (c Cause) Text() string {
 	return string(c)
 }
 
+// KeepsInstanceNames reports whether a VM removed for c keeps its
+// instance names and its addresses' PTRs: a VM whose compute node is
+// down leaves its services only (RFD 1).
+func (c Cause) KeepsInstanceNames() bool { return c == CNDown }
+
 // Upstream names the service whose answers confirm a cause.
 func (c Cause) Upstream() string {
 	switch c {
@@ -198,6 +205,7 @@ const (
 	ActionConfirmed Action = "confirmed" // persisted over the period with fresh data: applied
 	ActionAccepted  Action = "accepted"  // an operator applied them
 	ActionReleased  Action = "released"  // the upstream recovered: the hold ends unapplied
+	ActionYielded   Action = "yielded"   // applied, VM by VM, for VMs that need the names they hold
 )
 
 // Event is one entry of the guard's history, and of the log.
@@ -281,6 +289,17 @@ func Decode(b []byte) (*Guard, error) {
 func (g *Guard) Holding() bool {
 	for _, s := range g.Causes {
 		if len(s.Held) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// HoldsNames reports whether any VM is held whose removal takes its
+// instance names (see Yield).
+func (g *Guard) HoldsNames() bool {
+	for c, s := range g.Causes {
+		if !c.KeepsInstanceNames() && len(s.Held) > 0 {
 			return true
 		}
 	}
@@ -506,6 +525,40 @@ func (p Policy) Accept(g *Guard, cause Cause, now time.Time) (Verdict, error) {
 		p.apply(s, &v)
 	}
 	return v, nil
+}
+
+// Yield lets the held removals of vms go through now, each VM alone:
+// another VM, not held, needs an instance name or an address's PTR that
+// their records are at (a new VM on a held VM's address, or with a held
+// VM's alias). The hold is what keeps them there; that VM's claim is the
+// fresher word, and the rest of the hold stands. A VM held for a cause
+// whose removal leaves it those names (KeepsInstanceNames) stays held:
+// letting it go would free nothing. Apply lists the VMs let go; a hold
+// they leave empty ends.
+func (p Policy) Yield(g *Guard, vms []string, now time.Time) Verdict {
+	v := Verdict{Hold: map[string]bool{}}
+	for _, c := range Causes {
+		s := g.Causes[c]
+		if c.KeepsInstanceNames() || len(s.Held) == 0 {
+			continue
+		}
+		n := 0
+		for _, vm := range vms {
+			if _, held := s.Held[vm]; held {
+				delete(s.Held, vm)
+				v.Apply = append(v.Apply, vm)
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		v.event(g, Event{Time: now, Cause: c, Action: ActionYielded, VMs: n, Of: s.Of})
+		if len(s.Held) == 0 {
+			*s = State{Phase: Clear, Held: map[string]string{}}
+		}
+	}
+	return v
 }
 
 // ConfirmAt is when a held cause's removals may apply at the earliest:

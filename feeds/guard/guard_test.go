@@ -86,6 +86,7 @@ const (
 	tick
 	accept
 	restart
+	yield
 )
 
 type step struct {
@@ -95,6 +96,7 @@ type step struct {
 	kept     []string
 	fresh    map[Cause]int // seconds
 	cause    Cause         // accept's
+	yield    []string      // yield's: VMs whose names another VM needs
 	vms      int           // the store's size (default dcVMs)
 
 	// Expected:
@@ -129,6 +131,8 @@ func play(t *testing.T, p Policy, steps []step) {
 			if v, err = p.Accept(g, st.cause, at(st.at)); err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
+		case yield:
+			v = p.Yield(g, st.yield, at(st.at))
 		case restart:
 			var err error
 			if g, err = Decode(g.Encode()); err != nil {
@@ -253,6 +257,19 @@ func TestGuard(t *testing.T) {
 		{"a partial recovery still over the threshold keeps holding", []step{
 			{at: 0, removals: cns(0, 20), held: 2000, events: []string{"cn_down held 2000"}},
 			{at: 60, kept: vmsOf(cns(10, 20)), phases: phase(CNDown, Holding)},
+		}},
+		{"a held VM whose names another VM needs goes alone", []step{
+			{at: 0, removals: unlisted(0, 1000), held: 1000, events: []string{"unlisted held 1000"}},
+			{at: 5, kind: yield, yield: []string{vm(5), vm(1500)}, apply: 1, events: []string{"unlisted yielded 1"}, phases: phase(Unlisted, Holding)},
+			{at: 6, removals: unlisted(6, 1000), held: 994, same: true},
+		}},
+		{"VMs on down CNs keep their instance names: none goes", []step{
+			{at: 0, removals: cns(0, 20), held: 2000, events: []string{"cn_down held 2000"}},
+			{at: 5, kind: yield, yield: []string{vm(5)}, same: true, phases: phase(CNDown, Holding)},
+		}},
+		{"a hold its VMs all go from ends", []step{
+			{at: 0, removals: unlisted(0, 30), vms: 100, held: 30, events: []string{"unlisted held 30"}},
+			{at: 5, kind: yield, yield: vmsOf(unlisted(0, 30)), apply: 30, events: []string{"unlisted yielded 30"}, phases: phase(Unlisted, Clear)},
 		}},
 		{"a hold from a clock that was ahead starts now", []step{
 			{at: 2 * confirm, removals: cns(0, 20), held: 2000, events: []string{"cn_down held 2000"}},

@@ -167,6 +167,20 @@ func (b *builder) instanceName(zone, stem string, a netip.Addr) {
 	b.acmeChallenge(zone, stem)
 }
 
+// InstanceName reports whether owner (fully qualified, lower case) is an
+// instance name in zone: <uuid or alias>.inst.<owner>.<zone>, with its
+// network-name variant and ACME challenge names. Such a name names one
+// instance (two only when they share an alias), where a service's name
+// (<name>.svc.<owner>) names all its members.
+func InstanceName(owner, zone string) bool {
+	rel, ok := strings.CutSuffix(strings.TrimSuffix(owner, "."), "."+zone)
+	if !ok {
+		return false
+	}
+	labels := strings.Split(rel, ".")
+	return len(labels) >= 3 && labels[len(labels)-2] == "inst"
+}
+
 // serviceName adds a member's records under a service name: its address,
 // its UUID and an SRV per port when listed, or only the "verifying:" TXT
 // that lets ACME validate a name with no member up (TRITON-599).

@@ -50,3 +50,32 @@ func TestBuilderRecordsDropDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// Ensure InstanceName tells a VM's instance names (and their variants)
+// from service names, CMON names and names outside the zone, whatever
+// the labels' words.
+func TestInstanceName(t *testing.T) {
+	const z = "dc.example.com"
+	for _, tc := range []struct {
+		owner string
+		want  bool
+	}{
+		{"web.inst.bob.dc.example.com.", true},
+		{"5e1f0000-0000-4000-8000-000000000001.inst.0d8a1c2e.dc.example.com.", true},
+		{"external.web.inst.bob.dc.example.com.", true},
+		{"_acme-challenge.web.inst.bob.dc.example.com.", true},
+		{"svc.inst.bob.dc.example.com.", true},  // an instance called svc
+		{"inst.svc.bob.dc.example.com.", false}, // a service called inst
+		{"web.svc.inst.dc.example.com.", false}, // an owner called inst
+		{"web.svc.bob.dc.example.com.", false},
+		{"external.web.svc.bob.dc.example.com.", false},
+		{"5e1f0000-0000-4000-8000-000000000001.cmon.dc.example.com.", false},
+		{"inst.bob.dc.example.com.", false},
+		{"web.inst.bob.other.example.com.", false},
+		{"web.inst.bobdc.example.com.", false},
+	} {
+		if got := InstanceName(tc.owner, z); got != tc.want {
+			t.Errorf("InstanceName(%s) = %v, want %v", tc.owner, got, tc.want)
+		}
+	}
+}
