@@ -95,8 +95,9 @@ func writeSources(w io.Writer, sources []admin.AggregateSource, now time.Time) e
 	return tw.Flush()
 }
 
-// driftText is empty in sync, a time when behind, ??? for a zone cns does
-// not serve.
+// driftText is empty in sync, a time when behind, "no copy" for a peer
+// that has not transferred the zone (serial 0: the commits it lacks are
+// every one, which says nothing), ??? for a zone cns does not serve.
 func driftText(p admin.Peer, zone string, serials map[string]uint32) string {
 	cur, ok := serials[zone]
 	if !ok {
@@ -105,6 +106,9 @@ func driftText(p admin.Peer, zone string, serials map[string]uint32) string {
 	pz, ok := p.Zones[zone]
 	if !ok || pz.Serial == cur || pz.DriftSerials == 0 {
 		return ""
+	}
+	if pz.Serial == 0 {
+		return "no copy"
 	}
 	if pz.DriftSeconds < 0 {
 		return fmt.Sprintf("%d serials", pz.DriftSerials)

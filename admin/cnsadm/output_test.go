@@ -119,3 +119,31 @@ func TestWritePeerLayout(t *testing.T) {
 		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
 	}
 }
+
+// A peer's drift: nothing in step, the time it lags, its serials behind
+// when the time is unknown, "no copy" for a zone it has not transferred.
+func TestDriftText(t *testing.T) {
+	serials := map[string]uint32{"z": 1795909011}
+	for _, tc := range []struct {
+		name string
+		pz   admin.PeerZone
+		want string
+	}{
+		{"in step", peerZone(1795909011, 0, 0), ""},
+		{"behind", peerZone(1795909001, 3, 120), "2 mins"},
+		{"behind, time unknown", peerZone(1795909001, 3, -1), "3 serials"},
+		{"no copy", peerZone(0, 1795909011, -1), "no copy"},
+	} {
+		p := admin.Peer{Zones: map[string]admin.PeerZone{"z": tc.pz}}
+		if got := driftText(p, "z", serials); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := driftText(admin.Peer{}, "other", serials); got != "???" {
+		t.Errorf("a zone cns does not serve: %q", got)
+	}
+}
+
+func peerZone(serial uint32, driftSerials int64, driftSeconds float64) admin.PeerZone {
+	return admin.PeerZone{ZoneTracking: admin.ZoneTracking{Serial: serial}, DriftSerials: driftSerials, DriftSeconds: driftSeconds}
+}
