@@ -27,7 +27,7 @@ import (
 	"github.com/tritondatacenter/cns/feeds/sdc/sdcsim"
 )
 
-// Reliability tests of the binary (issue 12, RELIABILITY.md): a full
+// Reliability tests of the binary (RELIABILITY.md): a full
 // filesystem under the db.
 
 // mountTmpfs mounts a tmpfs of size bytes at a fresh directory, or skips

@@ -196,7 +196,7 @@ var allowedDiffs = []allowedDiff{
 		func(q diffQuery, c, n, k *diffAnswer) bool {
 			return len(c.sections[1]) == 0 && equalAnswers(c, withoutAuthorityNS(n))
 		}},
-	{"axfr-over-udp", "AXFR over UDP is undefined (RFC 5936 §4.2): cns answers REFUSED, as README documents; NSD and Knot NOTIMP. Either sends the client to TCP",
+	{"axfr-over-udp", "AXFR over UDP is undefined (RFC 5936 §4.2): cns answers REFUSED, as docs/replication.md documents; NSD and Knot NOTIMP. Either sends the client to TCP",
 		func(q diffQuery, c, n, k *diffAnswer) bool {
 			return q.msg != nil && !q.tcp && q.msg.Question[0].Qtype == dns.TypeAXFR && c.rcode == dns.RcodeRefused && n.rcode == dns.RcodeNotImplemented
 		}},

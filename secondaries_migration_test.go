@@ -12,8 +12,7 @@ import (
 	"github.com/tritondatacenter/cns/serve/secondarytest"
 )
 
-// Migrating from a running triton-cns (README, "Migrating from a running
-// triton-cns"): the data center's secondaries hold every zone at a serial
+// Migrating from a running triton-cns (docs/migrating.md): the data center's secondaries hold every zone at a serial
 // the reference numbered; the reference's services stop, cns starts on
 // the same address with an empty db (redis is not carried over), and the
 // secondaries must take cns's first serial as newer (RFC 1982) and

@@ -107,7 +107,7 @@ func TestInteropSigningSecondaries(t *testing.T) {
 		c["peer_keys"] = map[string]any{"127.0.0.1": interopKey.Name, "127.0.0.2": interopKey.Name}
 		// Knot keeps cns's serial except when it signs on its own, so
 		// whether it is detected depends on timing: it is listed, as the
-		// README advises; BIND (always a serial of its own) is detected.
+		// manual advises (docs/replication.md); BIND (always a serial of its own) is detected.
 		c["signers"] = []string{"127.0.0.2"}
 		c["also_notify"] = []string{fmt.Sprintf("127.0.0.2:%d", ports[secondarytest.Knot]), fmt.Sprintf("127.0.0.1:%d", ports[secondarytest.BIND])}
 		c["api_server"] = map[string]any{"listen": []string{fmt.Sprintf("127.0.0.1:%d", apiPort)}}

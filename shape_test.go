@@ -59,8 +59,8 @@ func TestCodeShape(t *testing.T) {
 }
 
 // The whole-program tests are found by name: a test file of the root
-// package says what its tests start by its prefix (README, "Where the
-// tests live"); the few others are the harness and the root's own unit
+// package says what its tests start by its prefix (docs/contributing.md,
+// "Where the tests live"); the few others are the harness and the root's own unit
 // and meta tests, listed here.
 func TestRootTestFilesNamedForWhatTheyStart(t *testing.T) {
 	prefixes := []string{"binary_", "secondaries_", "sim_", "node_", "tmux_", "netns_", "inproc_"}

@@ -21,7 +21,7 @@ import (
 // center, driven with send-keys and read with capture-pane.
 //
 // CNS_TUI_CAPTURES=DIR keeps each asserted screen in DIR (for the
-// README's text captures).
+// manual's text captures, docs/operating.md).
 
 // tmuxTerm is a detached tmux session of a fixed size on a server of its
 // own.

@@ -37,7 +37,7 @@
 #           LIMIT: run cns in a memory cgroup of this many bytes (K, M, G
 #             suffixes), a child of this shell's cgroup (v2, or v1's memory
 #             controller; needs root), removed after each run: cns gives
-#             its heap 3/4 of it (README, "Memory")
+#             its heap 3/4 of it (docs/deploying.md, "Memory to plan for")
 #           KEEP (0): 1 keeps each run's db ($WORK/run-<name>-<rep>/cns.db,
 #             ~2 GB at 1M VMs); by default it is removed once measured, and
 #             only the log stays

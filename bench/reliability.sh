@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reliability and security runs (issue 12); RELIABILITY.md has the table.
+# Reliability and security runs; RELIABILITY.md has the table.
 #
 #   bench/reliability.sh            quick: the reliability tests as CI runs them,
 #                                   fuzz seed corpora, go vet, govulncheck

@@ -39,8 +39,8 @@ type serviceHealth struct {
 	// pending holds the keys of the services with a check to come
 	// (NextCheck set): the few the timer looks at, where scanning every
 	// service on each of the updater's loops cost 1.7 % of cns's CPU at
-	// 20k VMs under a busy data center's churn (BENCHMARKS round 15),
-	// with the updater's lock held.
+	// 20k VMs under a busy data center's churn (bench/busydc.sh), with
+	// the updater's lock held.
 	pending map[string]struct{}
 }
 

@@ -78,8 +78,7 @@ func emptyTable(n int) *table {
 // 128) made BenchmarkTableUpdate's 200-name update at 60k names 707 →
 // 320 µs, but cost 6 % of UDP capacity at 100k VMs (bench/warm-udp.sh:
 // every lookup is slower with more shards), and √n/4, which left zones of
-// 100k VMs at 128, showed nothing end to end in bench/busydc.sh
-// (BENCHMARKS round 9).
+// 100k VMs at 128, showed nothing end to end in bench/busydc.sh.
 const nodesPerShard = 128
 
 // item is a name and its content, on the way into a shard.

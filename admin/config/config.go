@@ -20,10 +20,11 @@ const DefaultAPIPort = 80
 
 // Config is cns's configuration: the reference implementation's
 // config.json (rendered by config-agent from SAPI), accepted unchanged,
-// plus cns's own optional keys. Its sections are the README's; each key
-// is parsed into the type of the part of cns that uses it (serve/policy's
-// for the DNS server, records', db's, sdc's, hysteresis', aggregate's),
-// so a key's value reaches its consumer without a second conversion; the
+// plus cns's own optional keys. Its sections are the manual's
+// (docs/configuration.md); each key is parsed into the type of the part
+// of cns that uses it (serve/policy's for the DNS server, records', db's,
+// sdc's, hysteresis', aggregate's), so a key's value reaches its consumer
+// without a second conversion; the
 // methods of sections.go assemble what combines several keys.
 type Config struct {
 	Path string // the file it came from

@@ -6,9 +6,9 @@ import (
 
 // Keys is every top-level configuration key, in the order Parse reads
 // them (a key that depends on another comes after it) and cnsadm config
-// prints them. The parser, the
-// unknown-key warnings, cnsadm config's kinds and help, the reload
-// classification (Diff), the README's key table and the tests' values of
+// prints them. The parser, the unknown-key warnings, cnsadm config's
+// kinds and help, the reload classification (Diff), the manual's key
+// tables (docs/configuration.md), cns.json(5) and the tests' values of
 // every key (Example) are all derived from it: adding a key is one entry
 // here and its parse function.
 var Keys = []Key{
@@ -191,8 +191,8 @@ var Keys = []Key{
 type Key struct {
 	Name    string
 	Kind    Kind    // its JSON type, and how cnsadm config writes it
-	Section Section // where the README lists it
-	// Default is what an absent key means, as the README shows it. When it
+	Section Section // where the manual lists it
+	// Default is what an absent key means, as the manual shows it. When it
 	// is JSON, Parse applies exactly that value (TestKeyDefaults).
 	Default string
 	Help    string
@@ -229,7 +229,7 @@ func (k Kind) String() string {
 	return [...]string{"string", "boolean", "number", "list", "object"}[k]
 }
 
-// Section groups keys in the README.
+// Section groups keys in the manual and cns.json(5).
 type Section int
 
 const (

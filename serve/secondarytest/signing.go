@@ -13,8 +13,8 @@ import (
 )
 
 // Signing makes a BIND or Knot secondary sign the zones it transfers, as
-// the README's "Signing with DNSSEC" configures them: algorithm 13
-// (ECDSAP256SHA256), a KSK that never rolls and a ZSK rolled over
+// the manual's "Signing with DNSSEC" (docs/replication.md) configures
+// them: algorithm 13 (ECDSAP256SHA256), a KSK that never rolls and a ZSK rolled over
 // automatically every 30 days, NSEC, or NSEC3 with 0 iterations and no
 // salt (RFC 9276). Each server gives the signed zone serials of its own.
 type Signing struct {
