@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The UDP answer path's cost (issue 21): CPU microseconds per answer of
+# The UDP answer path's cost: CPU microseconds per answer of
 # `cns serve` inside the capped yardstick's CPU quota, saturated and at
 # fixed rates, with the system calls and context switches per answer, for
 # one or more cns binaries taken in turn (interleaved), on a db that

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A busy data center (issue 21, item 3): cns answers at half of its capped
+# A busy data center: cns answers at half of its capped
 # capacity while the SDC simulator publishes 1,000 VM changes a second on
 # its changefeed, with real secondaries (Knot and NSD) following.
 #

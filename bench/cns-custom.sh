@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CUSTOM_CMD for ../shared/bench/run-anchors.sh: serves a db that bench/run.sh
+# CUSTOM_CMD for bench/run-anchors.sh: serves a db that bench/run.sh
 # prepared, the way cns restarts in production (from its db, at once).
 #
 # usage: cns-custom.sh CNS_BINARY PREP_DIR ADDR PORT FWD_ZONE_FILE RUN_DIR

@@ -2,7 +2,7 @@
 # CPU per UDP answer at fixed offered rates: cns, NSD, Knot and BIND on the
 # same data and queries, each asked at the same absolute rates, none of them
 # saturated, so no quota, no load generator's window and no thread count can
-# hold one back while another runs free (issue 44).
+# hold one back while another runs free.
 #
 # For each size N in SIZES, on the data bench/run.sh prepared in WORK
 # (prep/N<N>/cns.db and serve.json.in, zones/N<N>/{forward,reverse}.zone

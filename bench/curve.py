@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The cost curve (issue 21, item 4): how each figure of a bench/run.sh run
+"""The cost curve: how each figure of a bench/run.sh run
 grows with the number of VMs N.
 
     bench/curve.py --work WORK [--out OUT] [--svg FILE]
@@ -252,7 +252,7 @@ def step_text(st):
 
 
 def targets(figs, n):
-    """issue 21's targets at the largest size, as cns / Knot"""
+    """the targets at the largest size, as cns / Knot"""
     get = {f.title: f.series for f in figs}
 
     def val(title_start, server="custom"):

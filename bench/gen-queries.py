@@ -7,7 +7,7 @@ Reads the zone text `cns db export` prints (one record per line, absolute
 names: "name ttl class type rdata") and writes, in --out:
 
   queries.txt  dnsperf format ("name TYPE" per line), a deterministic mix
-               close to ../shared/bench/gen-zone.py's default:
+               close to bench/gen-zone.py's default:
                svcA=50 instA=25 SRV=10 TXT=5 NX=10 PTR=5 (percent, --mix)
   checks.txt   names with their expected answers for run-anchors.sh
                ("name TYPE RCODE answer1|answer2|..." sorted as dig +short

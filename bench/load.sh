@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The initial load of a fresh data center through `cns serve` (issue 21:
-# target ≥ 20k VMs/s), measured in a way the machine's load moves least:
+# The initial load of a fresh data center through `cns serve` (target
+# ≥ 20k VMs/s), measured in a way the machine's load moves least:
 # the CPU seconds the cns process spent (utime + stime from /proc/PID/stat)
 # per VM, beside the wall time and VMs/s.
 #

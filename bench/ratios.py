@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""cns against the best peer, per target of issue 10, from run-anchors' results.
+"""cns against the best peer, per target, from run-anchors' results.
 
 usage: ratios.py results.tsv [loss.tsv [prep-figures.tsv [restart.tsv]]]
        ratios.py --fixed-rate cpu-per-answer/results.tsv
 
-results.tsv is ../shared/bench/run-anchors.sh's raw output (one row per
+results.tsv is bench/run-anchors.sh's raw output (one row per
 server, size and repetition; "custom" is cns). Every figure is the median
 over the repetitions of one run; a ratio is cns / best peer (for times and
 memory: cns / peer, lower is better). loss.tsv (bench/run.sh) holds the
@@ -13,7 +13,7 @@ the initial load of each size ("N vms seconds commits"); restart.tsv the
 bench/first-answer.py restarts ("N rep first_ms all_zones_ms answers p50
 p99 max").
 
-The capped yardstick (issue 21): when bench/run.sh ran the servers inside a
+The capped yardstick: when bench/run.sh ran the servers inside a
 CPU quota (environment CPU_QUOTA, percent of one CPU, or cpu_quota.txt
 beside results.tsv), a server's capacity is qps / quota: "answers per capped
 CPU-second". The previous rounds' figure, qps / the server's measured CPU
@@ -288,7 +288,7 @@ def main():
             print()
             print("Initial load of each size through `cns serve` (inventory file → records → commits):")
             print()
-            print("| N | VMs | seconds | VM changes/s | commits | met (≥ 20,000/s, issue 21)? |")
+            print("| N | VMs | seconds | VM changes/s | commits | met (≥ 20,000/s)? |")
             print("|---|---|---|---|---|---|")
             for f in prep:
                 if len(f) < 4:
@@ -316,7 +316,7 @@ def restart_table(path):
     print("Restart to first answer (bench/first-answer.py: exec to the first SOA answer, polled every 2 ms;"
           " then one SOA query every 10 ms for 5 s while cns builds its in-memory tables), and the warm-up:"
           " exec to the log's \"zones loaded into memory\", the RSS then and the peak RSS while restarting"
-          " (issue 21 at 1M: first answer ≤ 0.3 s, tables warm ≤ 5 s, RSS ≤ 1 GiB), median (min-max):")
+          " (the targets at 1M: first answer ≤ 0.3 s, tables warm ≤ 5 s, RSS ≤ 1 GiB), median (min-max):")
     print()
     print("| N | restarts | first answer ms | both zones ms | p99 / max answer ms in the next 5 s | tables warm ms"
           " | RSS then MiB | peak RSS MiB | met? |")

@@ -13,7 +13,7 @@
 #                                   with BIND, Knot and NSD (CNS_POWER_CUTS=N for N rounds)
 #   bench/reliability.sh soak       the soak (TestSoak) for $SOAK_DURATION (10m; LONG=1:
 #                                   60m), sampled every $SOAK_INTERVAL (10s; LONG=1: 60s),
-#                                   plotted to bench/soak.svg with the slopes in $OUT/soak.md
+#                                   plotted to bench/soak.svg with the slopes in bench/soak.md
 #
 # Knobs: FUZZTIME (5m), FUZZ (a regexp selecting fuzzers), TESTS (a regexp
 # selecting tests), OUT (where logs go, default /tmp/cns-reliability). Fuzzers run one at a time with one
@@ -113,6 +113,7 @@ soak() {
 	[ "${PIPESTATUS[0]}" -eq 0 ] || return 1
 	python3 bench/soakplot.py "$OUT/soak.tsv" bench/soak.svg "${SOAK_WARMUP:-0.2}" | tee "$OUT/soak.md"
 	cp "$OUT/soak.tsv" bench/soak.tsv
+	cp "$OUT/soak.md" bench/soak.md
 }
 
 case "${1:-}" in

@@ -2,12 +2,12 @@
 # Two or more cns builds, interleaved, on the data bench/run.sh prepared:
 # what a restart costs before the forward zone can be transferred, how many
 # bytes the transfer puts on the wire, and the memory the warm-up peaks at
-# (issue 21: AXFR right after a restart, AXFR bytes, peak RSS while
+# (AXFR right after a restart, AXFR bytes, peak RSS while
 # restarting). Per repetition and build:
 #   1. a spare copy of the prepared db, cns serve pinned to SERVER_CPU
 #      (inside the CPU_QUOTA cgroup when CPU_QUOTA > 0, bench/capped/taskset);
 #   2. SOA of the forward zone polled every 2 ms; the moment it answers,
-#      ../shared/bench/axfr-count asks for the AXFR: "first" is exec to the
+#      bench/axfr-count asks for the AXFR: "first" is exec to the
 #      first answer, "axfr_cold" the transfer, "ready" exec to transfer done;
 #   3. once the log says the tables are built and then the feeds' stored
 #      state read (and 1 s more), VmHWM (the restart's peak) and VmRSS
@@ -33,7 +33,7 @@ export SERVER_CPU CLIENT_CPU CPU_QUOTA
 P=$WORK/prep/N$N
 [ -f "$P/cns.db" ] && [ -f "$P/serve.json.in" ] || { echo "no prepared data in $P (run bench/run.sh with PREP_ONLY=1)" >&2; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/restart-axfr.XXXXXX")
-cc -O2 -o "$T/axfr-count" "$ROOT/../shared/bench/axfr-count.c"
+cc -O2 -o "$T/axfr-count" "$ROOT/bench/axfr-count.c"
 PID=""
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# run-anchors' sequence for cns alone (issue 21: AXFR right after a
+# run-anchors' sequence for cns alone (AXFR right after a
 # restart, in every repetition), two or more builds interleaved, on the
 # data bench/run.sh prepared. Per repetition and build, as
-# ../shared/bench/run-anchors.sh does it in bench/run.sh's CPU quota:
+# bench/run-anchors.sh does it in bench/run.sh's CPU quota:
 #   1. a spare copy of the prepared db (EVICT=1: then dropped from the page
 #      cache, as after a reboot or when the page cache has evicted it),
 #      cns serve pinned to SERVER_CPU inside the CPU_QUOTA cgroup
 #      (bench/capped/taskset; the cgroup is named after the binary);
 #   2. the SOAs of both zones polled every 20 ms (dig on CLIENT_CPU);
-#   3. the forward zone's AXFR by ../shared/bench/axfr-count (the figure
+#   3. the forward zone's AXFR by bench/axfr-count (the figure
 #      run-anchors reports), then `dig axfr`, then dnsperf UDP for
 #      DURATION s; cns's CPU time (utime + stime) is read around each;
 #   4. once the log says the tables are built, cns is stopped.
@@ -40,7 +40,7 @@ P=$WORK/prep/N$N Z=$WORK/zones/N$N
     { echo "no prepared data in $P and $Z (run bench/run.sh with PREP_ONLY=1)" >&2; exit 1; }
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/restart-sequence.XXXXXX")}
 mkdir -p "$OUT"
-cc -O2 -o "$OUT/axfr-count" "$ROOT/../shared/bench/axfr-count.c"
+cc -O2 -o "$OUT/axfr-count" "$ROOT/bench/axfr-count.c"
 SHIM=$PATH
 [ "$CPU_QUOTA" -gt 0 ] && SHIM=$ROOT/bench/capped:$PATH
 PID=""

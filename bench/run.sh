@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cns side by side with NSD, Knot and BIND on the same data (issue 10).
+# cns side by side with NSD, Knot and BIND on the same data.
 #
 # For each N in SIZES:
 #   1. bench/geninv writes a synthetic data center of N VMs (~50 per owner,
@@ -12,7 +12,7 @@
 #   3. `cns db export` writes both zones as text, and bench/gen-queries.py a
 #      dnsperf query file from the exported names (svc A 50, inst A 25, SRV
 #      10, TXT 5, NXDOMAIN 10, PTR 5) and checks.txt;
-# then ../shared/bench/run-anchors.sh serves those zones with NSD, Knot and
+# then bench/run-anchors.sh serves those zones with NSD, Knot and
 # BIND and the prepared db with cns (bench/cns-custom.sh: restart from the
 # db), and answers the identical query mix from each. Finally cns is asked
 # at fixed rates (half its own saturated UDP rate, half the load
@@ -40,7 +40,7 @@
 #   LOSS_DURATION (10): seconds of each fixed-rate loss run (0: skip them)
 #   RESTART_REPS (3): restarts of cns per size timed by bench/first-answer.py
 #     (first answer polled every 2 ms from one socket; 0: skip)
-#   CPU_QUOTA (40): the capped yardstick (issue 21): every server run-anchors
+#   CPU_QUOTA (40): the capped yardstick: every server run-anchors
 #     starts runs in a cgroup v1 cpu quota of CPU_QUOTA % of one CPU
 #     (bench/capped/taskset, put first in PATH for run-anchors only), so the
 #     server, never dnsperf, is the bottleneck, and its capacity is
@@ -68,7 +68,7 @@
 #     while the tables are still being built, so it times the warm-up.
 #   WARM_TIMEOUT (600 s): how long a restarted cns may take to build its tables
 #   PREP_PORT (5390)  PREP_TIMEOUT (900 s, or N/250 s when larger: 4000 s at
-#   1M)  ANCHORS (../shared/bench/run-anchors.sh)
+#   1M)  ANCHORS (bench/run-anchors.sh)
 #   LOAD_TIMEOUT (run-anchors: seconds for a server to answer both SOAs;
 #     180 by default there, 1200 here when a size is 500k or more: BIND and
 #     NSD parse a 1M-VM zone for minutes inside a 40 % quota)
@@ -81,10 +81,10 @@
 #   RSS after it and the peak while restarting), $WORK/axfr.tsv (warm
 #   AXFR), and $WORK/curve.md + $WORK/curve.svg (bench/curve.py: every
 #   figure against N on log-log axes, with its growth exponent).
-# The cost curve to a million VMs (issue 21, item 4), one command:
+# The cost curve to a million VMs, one command:
 #   SIZES="10000 100000 1000000" REPS=3 bench/run.sh
-#   then bench/curve.svg and bench/curve.md from its output:
-#   python3 bench/curve.py --work $WORK --svg bench/curve.svg > bench/curve.md
+#   then bench/cost-curve.svg and bench/cost-curve.md from its output:
+#   python3 bench/curve.py --work $WORK --svg bench/cost-curve.svg > bench/cost-curve.md
 #   Run time (2-core VM, load average 10-16 from other work, 2026-11-24):
 #   preparing 1M once per cns build ~33 min (geninv 6 s, the initial load
 #   through cns serve 30.6 min = 525 CPU-s, db export 18 s, gen-queries
@@ -99,7 +99,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ANCHORS=${ANCHORS:-$ROOT/../shared/bench/run-anchors.sh}
+ANCHORS=${ANCHORS:-$ROOT/bench/run-anchors.sh}
 SIZES=${SIZES:-"10000 100000"}
 REPS=${REPS:-3}
 SEED=${SEED:-20240611}
@@ -471,7 +471,7 @@ fi
 # before the in-memory tables are built (at 1M VMs it times the warm-up).
 # Here cns restarts in the same CPU quota as in run-anchors, the transfer
 # waits for the log's "zones loaded into memory", and bench/axfr-count
-# (../shared/bench/axfr-count.c, on the client CPU) times it: the figure to
+# (bench/axfr-count.c, on the client CPU) times it: the figure to
 # hold against Knot's run-anchors AXFR, which Knot only answers once loaded.
 AXFR=$WORK/axfr.tsv
 printf 'N\trep\twarm_ms\taxfr_ms\taxfr_bytes\taxfr_rrs\taxfr_msgs\taxfr_srv_cpu_ms\trss_kib\thwm_kib\trss_after_axfr_kib\n' > "$AXFR"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What signing cns's zone would cost (issue 22: should cns sign itself?).
+# What signing cns's zone would cost (should cns sign itself?).
 # Signs the forward zone bench/run.sh exports (PREP_ONLY=1 is enough) with
 # dnssec-signzone on one thread, ECDSAP256SHA256 and RSASHA256 (2048-bit
 # keys), NSEC, REPS times each, and prints wall and CPU seconds per run,

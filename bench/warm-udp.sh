@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# UDP answers per capped CPU-second of a warm cns (issue 21, item 1), on the
+# UDP answers per capped CPU-second of a warm cns, on the
 # data bench/run.sh prepared. run-anchors starts measuring UDP as soon as a
 # server answers both SOAs; NSD and Knot answer only once their zone is
 # loaded, but cns answers from its db at once and builds its tables in the

@@ -1,4 +1,4 @@
-// Package busydc measures cns in a busy data center (issue 21, item 3):
+// Package busydc measures cns in a busy data center:
 // while cns answers at half of its capped capacity, the SDC simulator
 // publishes 1,000 VM changes a second on its changefeed, and real
 // secondaries (Knot, NSD) follow by NOTIFY and IXFR. bench/busydc.sh runs

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The targets of issue 21, item 3.
+// The busy data center's targets.
 const (
 	targetAnswerP99    = time.Millisecond
 	targetCNSChange    = 100 * time.Millisecond
