@@ -34,6 +34,9 @@ const firstLoadHeapPerVM = 2400
 // the live heap it reports at the end of each cycle follows the true one
 // closely (a cycle every 10 % of growth) whatever the machine's speed.
 func TestFirstLoadPeakHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 20k-VM first load at GOGC=10 (tens of CPU seconds): the full run's, not -short's")
+	}
 	const vms = 20000
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: vms, Seed: 20240611})
 	apex := db.Apex{MName: "ns1.cns.example.", RName: "hostmaster.cns.example.", Refresh: 30, Retry: 60,
