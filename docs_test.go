@@ -12,8 +12,6 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/alecthomas/kong"
-
 	"github.com/tritondatacenter/cns/admin/config"
 	"github.com/tritondatacenter/cns/smf/man"
 	"github.com/tritondatacenter/cns/smf/man/mantest"
@@ -53,19 +51,7 @@ func TestManExamplesCNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ex := range examples {
-		var cli CLI
-		parser, err := kong.New(&cli, kong.Name("cns"), kong.Exit(func(int) { t.Errorf("cns %q exits", ex.Args) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := parser.Parse(ex.Args); err != nil {
-			t.Errorf("cns %s: %v", strings.Join(ex.Args, " "), err)
-		}
-		if !strings.Contains(page, "\ncns "+man.Word(strings.Join(ex.Args, " "))+"\n") {
-			t.Errorf("the page lacks the example cns %s", strings.Join(ex.Args, " "))
-		}
-	}
+	mantest.Examples(t, page, "cns", examples, func() any { return &CLI{} })
 }
 
 // userDocs are the manual's files: the README, the chapters in docs/,

@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/alecthomas/kong"
-
-	"github.com/tritondatacenter/cns/smf/man"
 	"github.com/tritondatacenter/cns/smf/man/mantest"
 )
 
@@ -47,20 +44,5 @@ func TestManExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(page, "\n.SH EXAMPLES\n") {
-		t.Fatal("no EXAMPLES section")
-	}
-	for _, ex := range examples {
-		var cmd Cmd
-		parser, err := kong.New(&cmd, kong.Name("cnsadm"), kong.Exit(func(int) { t.Errorf("cnsadm %q exits", ex.Args) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := parser.Parse(ex.Args); err != nil {
-			t.Errorf("cnsadm %s: %v", strings.Join(ex.Args, " "), err)
-		}
-		if !strings.Contains(page, "\ncnsadm "+man.Word(strings.Join(ex.Args, " "))+"\n") {
-			t.Errorf("the page lacks the example cnsadm %s", strings.Join(ex.Args, " "))
-		}
-	}
+	mantest.Examples(t, page, "cnsadm", examples, func() any { return &Cmd{} })
 }

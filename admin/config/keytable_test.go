@@ -52,11 +52,7 @@ func keysMarkdown() string {
 			if k.Section != s {
 				continue
 			}
-			effect := "at a reload"
-			if k.Restart {
-				effect = "restarts cns"
-			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Name, k.Kind, cell(defaultText(k.Default)), effect, cell(k.Help))
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Name, k.Kind, cell(defaultText(k.Default)), k.takesEffect(), cell(k.Help))
 		}
 	}
 	b.WriteString("\n### A zone's settings\n\nEach entry of `forward_zones`; `reverse_zones` takes the ones marked.\n\n| key | type | in `reverse_zones` | old name (`cnsadm upgrade` renames it) | meaning |\n|---|---|---|---|---|\n")

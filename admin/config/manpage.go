@@ -58,15 +58,11 @@ they validate the whole new configuration, then write the cns service's SAPI met
 			if k.Section != s {
 				continue
 			}
-			effect := "at a reload"
-			if k.Restart {
-				effect = "restarts cns"
-			}
 			def := "default " + man.Markdown(defaultText(k.Default))
 			if k.Default == "required" {
 				def = "required"
 			}
-			fmt.Fprintf(&b, ".TP\n\\fB%s\\fR (%s; %s; %s)\n%s\n", man.Word(k.Name), k.Kind, def, effect, man.Markdown(k.Help))
+			fmt.Fprintf(&b, ".TP\n\\fB%s\\fR (%s; %s; %s)\n%s\n", man.Word(k.Name), k.Kind, def, k.takesEffect(), man.Markdown(k.Help))
 		}
 	}
 	b.WriteString(".SS A zone's settings\nEach entry of \\fBforward_zones\\fR is an object of these keys; \\fBreverse_zones\\fR takes the ones marked.\n")
@@ -131,4 +127,13 @@ func defaultText(d string) string {
 		return "`" + d + "`"
 	}
 	return d
+}
+
+// takesEffect says how a change of the key is applied, as the manual's
+// tables and cns.json(5) put it.
+func (k Key) takesEffect() string {
+	if k.Restart {
+		return "restarts cns"
+	}
+	return "at a reload"
 }

@@ -1,5 +1,6 @@
 // Package mantest checks a manual page in a test: the committed file is
-// what its source makes now, and groff renders it without a warning.
+// what its source makes now, groff renders it without a warning, and its
+// examples are command lines the program accepts.
 package mantest
 
 import (
@@ -7,6 +8,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/tritondatacenter/cns/smf/man"
 )
 
 // Check compares the page committed at file (a path from the test's
@@ -43,4 +48,27 @@ func Check(t *testing.T, file, page string, update bool, regenerate string) stri
 		t.Fatalf("groff -man %s: %v", file, err)
 	}
 	return string(out)
+}
+
+// Examples checks a page's EXAMPLES: each is a command line the program
+// accepts (grammar is a new, empty value of its kong grammar, so that
+// nothing runs) and the page shows it.
+func Examples(t *testing.T, page, command string, examples []man.Example, grammar func() any) {
+	t.Helper()
+	if !strings.Contains(page, "\n.SH EXAMPLES\n") {
+		t.Fatal("no EXAMPLES section")
+	}
+	for _, ex := range examples {
+		line := command + " " + strings.Join(ex.Args, " ")
+		parser, err := kong.New(grammar(), kong.Name(command), kong.Exit(func(int) { t.Errorf("%s exits", line) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parser.Parse(ex.Args); err != nil {
+			t.Errorf("%s: %v", line, err)
+		}
+		if !strings.Contains(page, "\n"+command+" "+man.Word(strings.Join(ex.Args, " "))+"\n") {
+			t.Errorf("the page lacks the example %s", line)
+		}
+	}
 }
