@@ -67,8 +67,9 @@ func userDocs(t *testing.T) []string {
 
 // The manual's links and the paths it names hold: every relative link
 // of every Markdown file in the repository reaches a file (and, with
-// #anchor, a heading of it), every repository path the manual names in
-// code exists, and no file anywhere points outside the repository.
+// #anchor, a heading of it), every repository path and every test the
+// manual names exists, and no file anywhere points outside the
+// repository.
 func TestDocsLinks(t *testing.T) {
 	var mds []string
 	var all []string
@@ -132,6 +133,25 @@ func TestDocsLinks(t *testing.T) {
 		for _, p := range repoPaths(string(data)) {
 			if matches, _ := filepath.Glob(strings.TrimSuffix(p, "/")); len(matches) == 0 && !slices.Contains(notInTree, p) {
 				t.Errorf("%s names %s, which is not in the repository", doc, p)
+			}
+		}
+	}
+	// The tests and benchmarks the manual names exist (a name may be a
+	// -run pattern's prefix).
+	var funcs []string
+	for _, f := range all {
+		if strings.HasSuffix(f, "_test.go") {
+			data, _ := os.ReadFile(f)
+			for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)\w+)\(`).FindAllStringSubmatch(string(data), -1) {
+				funcs = append(funcs, m[1])
+			}
+		}
+	}
+	for _, doc := range userDocs(t) {
+		data, _ := os.ReadFile(doc)
+		for _, name := range regexp.MustCompile(`\b(?:Test|Benchmark|Fuzz)[A-Z]\w*`).FindAllString(string(data), -1) {
+			if !slices.ContainsFunc(funcs, func(f string) bool { return strings.HasPrefix(f, name) }) {
+				t.Errorf("%s names %s, which no test file defines", doc, name)
 			}
 		}
 	}
