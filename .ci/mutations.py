@@ -352,6 +352,13 @@ MUTATIONS = [
         [("./feeds/guard", "TestGuard")],
     ),
     Mutation(
+        "the removal guard adds up the VMs several listings missed (destroys the changefeed missed) as one short listing",
+        "feeds/guard/guard.go",
+        "\tif c == Unlisted {",
+        "\tif false && c == Unlisted {",
+        [("./feeds/guard", "TestGuard"), ("./feeds", "TestUnlistedJudgedByListing")],
+    ),
+    Mutation(
         "the removal guard counts every departure from services (destroys, stops) as cn_down",
         "feeds/removals.go",
         "case !d.ListServices && slices.Contains(d.Reasons, records.ReasonCNDown):",

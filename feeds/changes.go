@@ -26,9 +26,9 @@ func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate)
 		if f := u.servers[uuid]; f != nil && f.server.Setup {
 			return u.computeNodeChange(uuid, f), true, nil
 		}
-		if u.guard.unlisted[uuid] {
+		if listing, ok := u.guard.unlisted[uuid]; ok {
 			// (Its services hear of it on the guard's turn.)
-			cand = &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted}, report: &memberReport{gone: true}}
+			cand = &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted, Group: listing}, report: &memberReport{gone: true}}
 		} else {
 			u.leaveServices(uuid)
 		}

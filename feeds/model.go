@@ -2,6 +2,7 @@ package feeds
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"reflect"
 	"runtime"
@@ -130,6 +131,16 @@ func (u *Updater) between(i int) {
 // begun at since does not list, but those a change brought after it
 // began; u.mu is held, let go of now and then (between).
 func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause string) {
+	g := &u.guard
+	g.listings++
+	listing := fmt.Sprintf("listing %d.%d", g.epoch, g.listings)
+	unlisted := func(uuid string) {
+		u.mark(uuid)
+		u.causes[cause]++
+		if _, ok := g.unlisted[uuid]; !ok {
+			g.unlisted[uuid] = listing // (the first listing that missed it)
+		}
+	}
 	i := 0
 	for uuid := range u.vms {
 		u.between(i)
@@ -138,9 +149,7 @@ func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause str
 			continue
 		}
 		if !listed[uuid] && u.servers[uuid] == nil && u.model.removeVM(uuid) {
-			u.mark(uuid)
-			u.causes[cause]++
-			u.guard.unlisted[uuid] = true
+			unlisted(uuid)
 		}
 	}
 	for uuid := range u.hashes {
@@ -148,9 +157,7 @@ func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause str
 		i++
 		// (A compute node's CMON names are not a VM's.)
 		if !listed[uuid] && u.vms[uuid] == nil && u.servers[uuid] == nil && !ExternalUUID(uuid) {
-			u.mark(uuid) // stored but gone while cns was not looking
-			u.causes[cause]++
-			u.guard.unlisted[uuid] = true
+			unlisted(uuid) // stored but gone while cns was not looking
 		}
 	}
 }

@@ -43,8 +43,14 @@ type removalGuard struct {
 	// checked): what confirms a hold.
 	fresh map[guard.Cause]time.Time
 	// unlisted are the VMs forgotten because a complete listing did not
-	// list them, until their change is stored.
-	unlisted map[string]bool
+	// list them, until their change is stored, with that listing (the
+	// removal's group: the guard counts each listing's apart).
+	unlisted map[string]string
+	// listings numbers the complete listings applied; epoch tells this
+	// process's apart from those of a run before, whose removals may
+	// still be in the window.
+	listings uint64
+	epoch    int64
 }
 
 // candidate is a VM whose computed change would take names for a

@@ -13,6 +13,9 @@
 //     batch's removals are held (the VMs keep their names) — unless they
 //     all come from one compute node (cn_down) or one account
 //     (owner_off), which are never held, whatever the data center's size.
+//     Unlisted removals count by listing: a listing that comes back
+//     short is one listing, while each of several listings that finds a
+//     few VMs gone (destroys the changefeed missed) is believed.
 //   - While a cause holds, its further removals join the hold.
 //   - A held VM recomputed to anything but that removal (its CN is up
 //     again, the listing has it again) leaves the hold; a hold that
@@ -150,8 +153,9 @@ type Removal struct {
 	VM    string
 	Cause Cause
 	// Group is the compute node (CNDown) or the owner (OwnerOff) the
-	// removal comes from: one group's removals are never held. Empty
-	// for Unlisted.
+	// removal comes from: one group's removals are never held. For
+	// Unlisted it is the listing that missed the VM: each listing's
+	// removals are counted apart from the others'.
 	Group string
 }
 
@@ -218,8 +222,8 @@ type Event struct {
 	VMs int `json:"vms"`
 	// Of is the VMs stored then (the relative threshold's base).
 	Of int `json:"of"`
-	// Window: removals of the cause applied within the window before the
-	// batch that tripped the guard.
+	// Window: removals of the cause (Unlisted: of the listing) applied
+	// within the window before the batch that tripped the guard.
 	Window int `json:"window,omitempty"`
 	// Left: released with that many still over (applied as ordinary
 	// removals, under the threshold).
@@ -409,16 +413,30 @@ func (p Policy) step(g *Guard, c Cause, s *State, rs []Removal, b Batch, v *Verd
 		return
 	}
 	s.Recent = slices.DeleteFunc(s.Recent, func(a Applied) bool { return !a.At.After(b.Now.Add(-p.Window)) || a.At.After(b.Now) })
-	window, groups := 0, map[string]int{}
+	window, groups, n := 0, map[string]int{}, map[string]int{}
 	for _, a := range s.Recent {
 		window += a.VMs
 		groups[a.Group] += a.VMs
 	}
 	for _, r := range fresh {
 		groups[r.Group]++
+		n[r.Group]++
+	}
+	counted := window + len(fresh)
+	if c == Unlisted {
+		// One listing counts: the batch's with the most removals, with
+		// those its earlier batches applied (a big listing's removals
+		// come in chunks), not those of the listings before it, each of
+		// which was a complete answer of its own.
+		counted, window = 0, 0
+		for _, grp := range slices.Sorted(maps.Keys(n)) {
+			if groups[grp] > counted {
+				counted, window = groups[grp], groups[grp]-n[grp]
+			}
+		}
 	}
 	oneGroup := len(groups) == 1 && c != Unlisted
-	if s.Phase == Clear && !oneGroup && p.exceeds(window+len(fresh), b.VMs) {
+	if s.Phase == Clear && !oneGroup && p.exceeds(counted, b.VMs) {
 		s.Phase, s.Since, s.Of, s.Peak = Holding, b.Now, b.VMs, len(fresh)
 		for _, r := range fresh {
 			s.Held[r.VM] = r.Group
@@ -428,10 +446,6 @@ func (p Policy) step(g *Guard, c Cause, s *State, rs []Removal, b Batch, v *Verd
 		return
 	}
 	// Applied: counted in the window, by group.
-	n := map[string]int{}
-	for _, r := range fresh {
-		n[r.Group]++
-	}
 	for _, grp := range slices.Sorted(maps.Keys(n)) {
 		s.Recent = append(s.Recent, Applied{At: b.Now, Group: grp, VMs: n[grp]})
 	}

@@ -52,10 +52,13 @@ func oneOwner(n int) []Removal {
 }
 
 // unlisted removes VMs from..to-1 for a short listing.
-func unlisted(from, to int) []Removal {
+func unlisted(from, to int) []Removal { return listing("l0", from, to) }
+
+// listing removes VMs from..to-1 that listing l missed.
+func listing(l string, from, to int) []Removal {
 	var out []Removal
 	for i := from; i < to; i++ {
-		out = append(out, Removal{VM: vm(i), Cause: Unlisted})
+		out = append(out, Removal{VM: vm(i), Cause: Unlisted, Group: l})
 	}
 	return out
 }
@@ -194,6 +197,17 @@ func TestGuard(t *testing.T) {
 		}},
 		{"a few VMs missing from a listing apply", []step{
 			{at: 0, removals: unlisted(0, 30), phases: phase(Unlisted, Clear)},
+		}},
+		{"listings that each miss a few VMs apply, however many within the window", []step{
+			{at: 0, removals: listing("l1", 0, 15), vms: 60},
+			{at: 3, removals: listing("l2", 15, 30), vms: 45},
+			{at: 6, removals: listing("l3", 30, 40), vms: 30, phases: phase(Unlisted, Clear)},
+		}},
+		{"one listing's removals in several batches count together", []step{
+			{at: 0, removals: listing("l1", 0, 300)},
+			{at: 1, removals: listing("l1", 300, 500)}, // 25 %, not over
+			{at: 2, removals: append(listing("l2", 500, 510), listing("l1", 510, 520)...), held: 20,
+				events: []string{"unlisted held 20"}, phases: phase(Unlisted, Holding)},
 		}},
 		{"a small data center is never held", []step{
 			{at: 0, removals: unlisted(0, 20), vms: 25},
