@@ -196,12 +196,17 @@ func (w *gzWorld) cnapiAnswered() {
 }
 
 // relist makes the feed list everything again (a changefeed
-// re-bootstrap) and waits for it to be committed.
+// re-bootstrap) and waits for a listing begun since to be committed: one
+// begun before (under load, the start's second listing may still be
+// under way) may predate what the test changed.
 func (w *gzWorld) relist() {
 	w.t.Helper()
-	n := w.feed.Status().FullSyncs
+	asked := time.Now()
 	w.sim.DropFeeds(sdcsim.DropClose)
-	w.waitFor("a full listing", func() bool { return w.feed.Status().FullSyncs > n && w.idle() })
+	w.waitFor("a full listing begun now", func() bool {
+		s := w.feed.Status()
+		return s.LastFullSync.Add(-s.LastFullSyncTook).After(asked) && w.idle()
+	})
 }
 
 // allCNs applies fn to every compute node but those except names, with
