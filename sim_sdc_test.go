@@ -149,10 +149,24 @@ func (c *sdcCNS) answer(name string, qtype uint16) (int, []string) {
 	return r.Rcode, out
 }
 
+// answerText describes an answer for a failure message.
+func answerText(rcode int, ans []string) string {
+	if rcode < 0 {
+		return "no answer within 1 s"
+	}
+	return fmt.Sprintf("%s %q", dns.RcodeToString[rcode], ans)
+}
+
 // hasA reports whether name answers an A record with address ip (or, ip
 // empty, any address).
 func (c *sdcCNS) hasA(name, ip string) bool {
 	rcode, ans := c.answer(name, dns.TypeA)
+	return answersA(rcode, ans, ip)
+}
+
+// answersA reports whether an answer (answer's rcode and records) holds
+// an A record with address ip (or, ip empty, any address).
+func answersA(rcode int, ans []string, ip string) bool {
 	if rcode != dns.RcodeSuccess {
 		return false
 	}
@@ -528,18 +542,18 @@ func startSampler(c *sdcCNS) *sampler {
 					return
 				default:
 				}
-				ok := c.hasA(name, ip)
+				rcode, ans := c.answer(name, dns.TypeA)
 				s.mu.Lock()
 				s.samples++
-				if !ok {
-					s.lost = append(s.lost, name)
+				if !answersA(rcode, ans, ip) {
+					s.lost = append(s.lost, fmt.Sprintf("%s: %s", name, answerText(rcode, ans)))
 				}
 				s.mu.Unlock()
 			}
 			for _, z := range []string{cnsZone, intZone} {
 				if rcode, ans := c.answer(z, dns.TypeSOA); rcode != dns.RcodeSuccess || len(ans) != 1 {
 					s.mu.Lock()
-					s.lost = append(s.lost, z+" SOA")
+					s.lost = append(s.lost, fmt.Sprintf("%s SOA: %s", z, answerText(rcode, ans)))
 					s.mu.Unlock()
 				}
 			}
