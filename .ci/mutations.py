@@ -119,15 +119,15 @@ MUTATIONS = [
     ),
     Mutation(
         "a listing undoes a change that came after it began",
-        "feeds/model.go",
+        "feeds/listing.go",
         "ok && c.keeps(f.modified) {",
         "ok && false && c.keeps(f.modified) {",
         [("./feeds", "TestChangesOvertakeAListing")],
     ),
     Mutation(
         "a VM a change created during a listing loses its owner with the listing",
-        "feeds/model.go",
-        "u.setUsers(u.ownersKept(inv.Users, inv.Since), cause)",
+        "feeds/listing.go",
+        "u.setUsers(u.ownersKept(inv.Users, l.start), cause)",
         "u.setUsers(inv.Users, cause)",
         [("./feeds", "TestChangesOvertakeAListing")],
     ),

@@ -2,13 +2,10 @@ package feeds
 
 import (
 	"bytes"
-	"fmt"
 	"maps"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tritondatacenter/cns/feeds/dc"
@@ -55,113 +52,6 @@ type serverFacts struct {
 	seen   lastSeen
 }
 
-// SetInventory applies a complete description of the data center: VMs
-// missing from it are gone. This is what the file feed and a full SDC
-// listing give.
-//
-// The VMs are put in slices of maxVMsPerSlice, u.mu let go between them
-// (1M VMs: ~2.8 s in all), so that what reads the updater does not wait
-// for the whole listing; no batch is computed meanwhile (listing), as a
-// sorted snapshot of a half-put first listing would scatter its chunks.
-// Listings are applied one at a time. A change that lands between two
-// slices, or came after the listing began (inv.Since), overtakes it
-// (overtakes): the listing is applied around the VMs it changed.
-func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
-	facts := factsOfAll(inv.VMs) // before the lock: it takes seconds at 1M VMs
-	u.listingMu.Lock()
-	defer u.listingMu.Unlock()
-	u.lock()
-	defer u.mu.Unlock()
-	defer u.overtakes.done(inv.Since)
-	u.setUsers(u.ownersKept(inv.Users, inv.Since), cause)
-	u.setNetworks(inv.Networks, inv.NetworkPools, cause)
-	u.setServers(inv.Servers, cause)
-	u.sawServers(u.now())
-	// A first listing (a first load, a restart) puts and marks every VM:
-	// its maps are sized once, not grown by doubling. A later one marks
-	// only what changed, so the maps stay as they are.
-	first := len(u.vms) == 0
-	if first {
-		u.vms = make(map[string]*storedVM, len(facts))
-		u.sizeIndexes(facts)
-		u.sched.sizeFor(len(facts))
-	}
-	u.listing = true
-	// Nothing held, nothing stored: nothing can be gone, and a fresh data
-	// center's first listing needs no set of its UUIDs.
-	var listed map[string]bool
-	if !first || len(u.hashes) > 0 || len(u.overtakes.vms) > 0 {
-		u.mu.Unlock()
-		listed = make(map[string]bool, len(facts))
-		for _, f := range facts {
-			listed[f.uuid] = true
-		}
-		u.mu.Lock()
-	}
-	for i, f := range facts {
-		u.between(i)
-		if c, ok := u.overtakes.of(f.uuid, inv.Since); ok && c.keeps(f.modified) {
-			continue // a change after the listing began (or between its slices) holds a newer state
-		}
-		u.putVM(f, cause)
-	}
-	if listed != nil {
-		u.forgetUnlisted(listed, inv.Since, cause)
-	}
-	u.listing = false
-	u.haveFull = true
-	u.upstreamAnswered(guard.Causes...) // its compute nodes and owners too
-	u.wake()
-}
-
-// between lets go of u.mu before the i-th step of a listing's work, once
-// every slice of the scheduler's; u.mu is held.
-func (u *Updater) between(i int) {
-	if i == 0 || i%u.sched.slice != 0 {
-		return
-	}
-	u.mu.Unlock()
-	if u.sched.hooks.betweenListingSlices != nil {
-		u.sched.hooks.betweenListingSlices()
-	}
-	u.mu.Lock()
-}
-
-// forgetUnlisted forgets the VMs held or stored that a complete listing
-// begun at since does not list, but those a change brought after it
-// began; u.mu is held, let go of now and then (between).
-func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause string) {
-	g := &u.guard
-	g.listings++
-	listing := fmt.Sprintf("listing %d.%d", g.epoch, g.listings)
-	unlisted := func(uuid string) {
-		u.mark(uuid)
-		u.causes[cause]++
-		if _, ok := g.unlisted[uuid]; !ok {
-			g.unlisted[uuid] = listing // (the first listing that missed it)
-		}
-	}
-	i := 0
-	for uuid := range u.vms {
-		u.between(i)
-		i++
-		if c, ok := u.overtakes.of(uuid, since); ok && !c.removed {
-			continue
-		}
-		if !listed[uuid] && u.servers[uuid] == nil && u.model.removeVM(uuid) {
-			unlisted(uuid)
-		}
-	}
-	for uuid := range u.hashes {
-		u.between(i)
-		i++
-		// (A compute node's CMON names are not a VM's.)
-		if !listed[uuid] && u.vms[uuid] == nil && u.servers[uuid] == nil && !ExternalUUID(uuid) {
-			unlisted(uuid) // stored but gone while cns was not looking
-		}
-	}
-}
-
 // sizeIndexes makes the owner and server indexes of a first listing with
 // room for their VMs.
 func (m *model) sizeIndexes(facts []vmFacts) {
@@ -198,7 +88,7 @@ func (u *Updater) RemoveVM(uuid, cause string) {
 	u.lock()
 	defer u.mu.Unlock()
 	uuid = strings.ToLower(uuid)
-	u.overtakes.changed(uuid, "", true)
+	u.overtakes.changed(uuid, modifiedUnknown, true)
 	delete(u.guard.unlisted, uuid) // confirmed
 	u.removeVM(uuid, cause)
 	if u.stored(uuid) {
@@ -480,8 +370,8 @@ func (m *model) intern(s string) string {
 type vmFacts struct {
 	uuid, owner, server string
 	facts               []byte
-	modified            string // the VM's last_modified (overtakes)
-	err                 error  // not encodable
+	modified            int64 // the VM's last_modified (overtakes, modifiedAt)
+	err                 error // not encodable
 }
 
 func factsOf(vm *dc.VM) vmFacts {
@@ -491,24 +381,7 @@ func factsOf(vm *dc.VM) vmFacts {
 	// by appending took 194).
 	var scratch [512]byte
 	facts, err := encodeFacts(scratch[:0], t)
-	return vmFacts{uuid: t.UUID, owner: t.OwnerUUID, server: t.ServerUUID, facts: bytes.Clone(facts), modified: vm.LastModified, err: err}
-}
-
-// factsOfAll is factsOf of every VM, in order, on every core: a listing
-// holds up to a million VMs (1M: 2.3 s on one core).
-func factsOfAll(vms []dc.VM) []vmFacts {
-	out := make([]vmFacts, len(vms))
-	workers := min(runtime.GOMAXPROCS(0), 1+len(vms)/256)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() { // a contiguous share
-			for i := w * len(vms) / workers; i < (w+1)*len(vms)/workers; i++ {
-				out[i] = factsOf(&vms[i])
-			}
-		})
-	}
-	wg.Wait()
-	return out
+	return vmFacts{uuid: t.UUID, owner: t.OwnerUUID, server: t.ServerUUID, facts: bytes.Clone(facts), modified: modifiedAt(vm.LastModified), err: err}
 }
 
 // putVM records a VM's current state, and returns it and whether it

@@ -1,6 +1,7 @@
 package feeds
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ type overtakes struct {
 // overtaken is the last change of a VM after a listing began.
 type overtaken struct {
 	seq      uint64
-	modified string // the VM's last_modified as the change gave it
+	modified int64 // the VM's last_modified as the change gave it (modifiedAt)
 	removed  bool
 }
 
@@ -43,7 +44,7 @@ func (o *overtakes) begin() uint64 {
 
 // changed records a change of VM uuid (removed: it is gone), last
 // modified at modified.
-func (o *overtakes) changed(uuid, modified string, removed bool) {
+func (o *overtakes) changed(uuid string, modified int64, removed bool) {
 	o.seq++
 	if o.begun <= o.applied {
 		return // no listing in the making: nothing to overtake
@@ -80,14 +81,23 @@ func (o *overtakes) done(start uint64) {
 }
 
 // keeps reports whether a listing's copy of a VM, last modified at
-// listed, gives way to c: a removal, or a state no older.
-func (c overtaken) keeps(listed string) bool {
-	if c.removed {
-		return true
+// listed, gives way to c: a removal, or a state no older (or either time
+// unknown).
+func (c overtaken) keeps(listed int64) bool {
+	return c.removed || listed == modifiedUnknown || c.modified == modifiedUnknown || listed <= c.modified
+}
+
+// modifiedUnknown is modifiedAt of a time that does not parse.
+const modifiedUnknown = math.MinInt64
+
+// modifiedAt returns a VM's last_modified (RFC 3339) in Unix nanoseconds,
+// or modifiedUnknown: a listing holds it for every VM.
+func modifiedAt(lastModified string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, lastModified)
+	if err != nil || t.Year() < 1678 || t.Year() > 2261 { // (beyond what int64 nanoseconds hold)
+		return modifiedUnknown
 	}
-	tl, errL := time.Parse(time.RFC3339Nano, listed)
-	tc, errC := time.Parse(time.RFC3339Nano, c.modified)
-	return errL != nil || errC != nil || !tl.After(tc)
+	return t.UnixNano()
 }
 
 // ownersKept returns users, the accounts a listing begun at start names,
@@ -110,12 +120,4 @@ func (u *Updater) ownersKept(users []dc.User, start uint64) []dc.User {
 		}
 	}
 	return users
-}
-
-// BeginListing starts a listing: what it returns goes in the inventory
-// (dc.Inventory.Since), and the changes until it is applied overtake it.
-func (u *Updater) BeginListing() uint64 {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.overtakes.begin()
 }

@@ -31,7 +31,7 @@ func TestChangesOvertakeAListing(t *testing.T) {
 	flushAll(t, u)
 
 	listing := *inv
-	listing.Since = u.BeginListing()
+	listing.Listing = u.BeginListing()
 	for _, vm := range []dc.VM{at(a, "a-changed", "5"), at(b, "b-changed", "5"), at(d, "d-created", "5")} {
 		u.SetVM(&vm, "changefeed")
 	}

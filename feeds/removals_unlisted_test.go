@@ -24,7 +24,7 @@ func TestUnlistedJudgedByListing(t *testing.T) {
 	list := func(vms []dc.VM) {
 		l := *inv
 		l.VMs = vms
-		l.Since = u.BeginListing()
+		l.Listing = u.BeginListing()
 		u.SetInventory(&l, "vmapi full listing")
 		flushAll(t, u)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -59,13 +60,12 @@ func (f *Feed) Run(ctx context.Context) error {
 			f.Sink.ReportFeed(FeedName, err)
 		case lastStat == nil || !fi.ModTime().Equal(lastStat.ModTime()) || fi.Size() != lastStat.Size():
 			lastStat = fi
-			data, err := os.ReadFile(f.Path)
+			sum, err := sumFile(f.Path)
 			if err != nil {
 				applied = false
 				f.Sink.ReportFeed(FeedName, err)
 				break
 			}
-			sum := sha256.Sum256(data)
 			if sum == lastSum {
 				if applied {
 					f.Sink.ReportFeed(FeedName, nil)
@@ -73,15 +73,18 @@ func (f *Feed) Run(ctx context.Context) error {
 				break
 			}
 			applied = false
-			inv, err := dc.ParseInventory(data)
+			lastSum = sum // (a bad version is reported once, not every tick)
+			// The VMs go into the listing as they are read: neither the
+			// file nor every decoded VM is held (dc.ReadInventoryFile).
+			l := f.Sink.BeginListing()
+			inv, vms, err := dc.ReadInventoryFile(f.Path, l.Add)
 			if err != nil {
-				err = fmt.Errorf("%s: %w (keeping the previous inventory)", f.Path, err)
+				err = fmt.Errorf("%w (keeping the previous inventory)", err)
 				log.Error("inventory rejected", "err", err)
 				f.Sink.ReportFeed(FeedName, err)
-				lastSum = sum // report a bad version once, not every tick
 				break
 			}
-			lastSum = sum
+			inv.Listing = l
 			cause := "inventory file changed"
 			if first {
 				cause = "inventory file loaded"
@@ -90,7 +93,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			f.Sink.SetInventory(inv, cause)
 			f.Sink.ReportFeed(FeedName, nil)
 			applied = true
-			log.Info("inventory applied", "file", f.Path, "vms", len(inv.VMs), "users", len(inv.Users), "servers", len(inv.Servers))
+			log.Info("inventory applied", "file", f.Path, "vms", vms, "users", len(inv.Users), "servers", len(inv.Servers))
 		case applied:
 			f.Sink.ReportFeed(FeedName, nil)
 		}
@@ -100,4 +103,20 @@ func (f *Feed) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// sumFile returns the SHA-256 of the file at path, read as a stream.
+func sumFile(path string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, err
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }

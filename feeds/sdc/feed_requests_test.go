@@ -37,7 +37,7 @@ func newRecordingSink() *recordingSink {
 func (s *recordingSink) SetInventory(inv *dc.Inventory, _ string) {
 	s.mu.Lock()
 	clear(s.vms)
-	for _, vm := range inv.VMs {
+	for _, vm := range append(*inv.Listing.(*dc.VMList), inv.VMs...) {
 		s.vms[strings.ToLower(vm.UUID)] = vm
 	}
 	s.servers, s.networks, s.pools = inv.Servers, inv.Networks, inv.NetworkPools
@@ -59,7 +59,7 @@ func (s *recordingSink) RemoveVM(id, _ string) {
 
 func (*recordingSink) SetUser(dc.User, string) {}
 
-func (*recordingSink) BeginListing() uint64 { return 0 }
+func (*recordingSink) BeginListing() dc.Listing { return &dc.VMList{} }
 
 func (s *recordingSink) SetServers(servers []dc.Server, _ string) {
 	s.mu.Lock()

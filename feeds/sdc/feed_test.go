@@ -29,7 +29,7 @@ func (*listedSink) SetNetworks([]dc.Network, []dc.NetworkPool, string) {
 }
 func (*listedSink) ReportFeed(string, error) {}
 
-func (*listedSink) BeginListing() uint64 { return 0 }
+func (*listedSink) BeginListing() dc.Listing { return &dc.VMList{} }
 
 // simEndpoints reads the feed's endpoints from the simulator's config keys,
 // as cns serve does.

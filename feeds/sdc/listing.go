@@ -2,6 +2,7 @@ package sdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -86,13 +87,23 @@ func (f *Feed) awaitListing(ctx context.Context, last time.Time) bool {
 
 func (f *Feed) requestRelist() { signal(f.relist) }
 
-// listing is one full listing, before it is applied.
+// listing is one full listing, before it is applied: its VMs are in the
+// sink's listing (vms), added page by page as they come, and what the
+// feed needs of them besides is noted as they pass.
 type listing struct {
-	since    uint64    // the sink's BeginListing
-	started  time.Time // f.now() then
-	servers  []dc.Server
-	vms      []dc.VM
-	listTook time.Duration // VMAPI's part
+	vms     dc.Listing // the sink's (BeginListing)
+	started time.Time  // f.now() then
+	servers []dc.Server
+	// Of the VMs listed: how many, their owners, the networks their NICs
+	// name and the MACs of those that name none (noteNetworks), and those
+	// of f.destroyed among them.
+	count     int
+	owners    map[string]bool
+	nets      map[string]bool
+	macs      map[string]bool
+	destroyed map[string]bool
+	netsErr   error         // resolving the NICs' networks (legacyNICs)
+	listTook  time.Duration // VMAPI's part
 }
 
 // fullSync lists everything and applies it as one complete inventory. A
@@ -102,33 +113,32 @@ type listing struct {
 // cannot give stay unknown, which makes the sink keep their VMs' records.
 func (f *Feed) fullSync(ctx context.Context) error {
 	start := time.Now()
-	l := &listing{since: f.sink.BeginListing(), started: f.now()}
-	if err := f.listAll(ctx, l); err != nil {
+	l, err := f.listAll(ctx)
+	if err != nil {
 		return err
 	}
 	ownersStart := time.Now()
-	f.lookUpOwners(ctx, l.vms)
+	f.lookUpOwners(ctx, l.owners)
 	ownersTook := time.Since(ownersStart)
 	inv := f.applyListing(l)
-	f.noteListing(l, inv, start)
+	f.noteListing(l, start)
 	f.syncedOnce.Do(func() { close(f.synced) })
-	f.log.Info("full listing applied", "vms", len(l.vms), "servers", len(l.servers), "users", len(inv.Users),
+	f.log.Info("full listing applied", "vms", l.count, "servers", len(l.servers), "users", len(inv.Users),
 		"took", time.Since(start).String(), "vmapi_took", l.listTook.String(), "ufds_took", ownersTook.String())
 	return nil
 }
 
 // listAll lists the compute nodes, the pools and every active VM, and
 // the networks the VMs name that are not cached yet.
-func (f *Feed) listAll(ctx context.Context, l *listing) error {
-	var err error
-	l.servers, err = f.cnapi.ListServers(ctx)
+func (f *Feed) listAll(ctx context.Context) (*listing, error) {
+	servers, err := f.cnapi.ListServers(ctx)
 	f.sink.ReportFeed(HealthCNAPI, err)
 	if err == nil {
-		f.servers.stamp(l.servers, f.now(), false)
+		f.servers.stamp(servers, f.now(), false)
 	} else {
 		var known bool
-		if l.servers, known = f.servers.list(); !known {
-			return fmt.Errorf("no compute node listing yet: %w", err)
+		if servers, known = f.servers.list(); !known {
+			return nil, fmt.Errorf("no compute node listing yet: %w", err)
 		}
 	}
 	if _, _, havePools := f.networks.snapshot(); !havePools {
@@ -136,38 +146,67 @@ func (f *Feed) listAll(ctx context.Context, l *listing) error {
 		pools, err := f.napi.ListNetworkPools(ctx)
 		f.sink.ReportFeed(HealthNAPI, err)
 		if err != nil {
-			return fmt.Errorf("no network pool listing yet: %w", err)
+			return nil, fmt.Errorf("no network pool listing yet: %w", err)
 		}
 		f.networks.setPools(pools)
 	}
 	listStart := time.Now()
-	l.vms, err = f.vmapi.ListAllVMs(ctx, VMFilter{State: "active"})
+	var l *listing
+	err = f.vmapi.ListVMPages(ctx, VMFilter{State: "active"}, func() func([]dc.VM) error {
+		l = &listing{vms: f.sink.BeginListing(), started: f.now(), servers: servers,
+			owners: map[string]bool{}, nets: map[string]bool{}, macs: map[string]bool{}, destroyed: map[string]bool{}}
+		return func(page []dc.VM) error {
+			f.notePage(ctx, l, page)
+			return nil
+		}
+	})
 	f.sink.ReportFeed(HealthVMAPI, err)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l.listTook = time.Since(listStart)
-	vms := make([]*dc.VM, len(l.vms))
-	for i := range l.vms {
-		vms[i] = &l.vms[i]
-	}
-	if err := f.resolveNetworks(ctx, vms); err != nil && f.Status().FullSyncs == 0 {
+	if err := errors.Join(l.netsErr, f.fetchUnknownNetworks(ctx, l.nets)); err != nil && f.Status().FullSyncs == 0 {
 		// Without them the first records would land in the wrong zones.
-		return fmt.Errorf("networks the VMs name: %w", err)
+		return nil, fmt.Errorf("networks the VMs name: %w", err)
 	}
-	return nil
+	return l, nil
+}
+
+// notePage takes a page of the listing: its NICs without a network get
+// theirs (legacyNICs), what the feed needs of its VMs is noted, and they
+// go into the sink's listing.
+func (f *Feed) notePage(ctx context.Context, l *listing, page []dc.VM) {
+	vms := make([]*dc.VM, len(page))
+	for i := range page {
+		vms[i] = &page[i]
+		noteNetworks(nil, l.macs, vms[i]) // (before legacyNICs gives them one)
+	}
+	if err := f.legacyNICs(ctx, vms); err != nil && l.netsErr == nil {
+		l.netsErr = err
+	}
+	for _, vm := range vms {
+		noteNetworks(l.nets, nil, vm)
+	}
+	f.mu.Lock()
+	for i := range page {
+		id := strings.ToLower(page[i].UUID)
+		if _, ok := f.destroyed[id]; ok {
+			l.destroyed[id] = true
+		}
+		if o := strings.ToLower(page[i].OwnerUUID); o != "" {
+			l.owners[o] = true
+		}
+	}
+	f.mu.Unlock()
+	l.count += len(page)
+	l.vms.Add(page)
 }
 
 // applyListing hands a listing to the sink as one complete inventory; the
-// sink keeps what the changes since it began (l.since) said over it.
+// sink keeps what the changes since it began said over it.
 func (f *Feed) applyListing(l *listing) *dc.Inventory {
-	admin := f.owners.adminUUID()
-	owners := make(map[string]bool)
-	for i := range l.vms {
-		owners[strings.ToLower(l.vms[i].OwnerUUID)] = true
-	}
-	inv := &dc.Inventory{VMs: l.vms, Servers: l.servers, Since: l.since}
-	inv.Users = f.owners.keep(owners, admin, l.started)
+	inv := &dc.Inventory{Servers: l.servers, Listing: l.vms}
+	inv.Users = f.owners.keep(l.owners, f.owners.adminUUID(), l.started)
 	// The networks as cached now: a change may have fetched one since
 	// the listing resolved its VMs'. A poll may hand the sink a newer
 	// snapshot while the listing is put: the cache's snapshot is handed on
@@ -182,22 +221,18 @@ func (f *Feed) applyListing(l *listing) *dc.Inventory {
 // noteListing records an applied listing: the CNs and networks the
 // pollers compare against, the destroyed VMs it no longer holds, and the
 // status.
-func (f *Feed) noteListing(l *listing, inv *dc.Inventory, start time.Time) {
+func (f *Feed) noteListing(l *listing, start time.Time) {
 	f.servers.set(l.servers, false, nil)
-	f.networks.keepOnly(referenced(l.vms))
+	f.networks.keepOnly(l.nets, l.macs)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	listed := make(map[string]bool, len(inv.VMs))
-	for i := range inv.VMs {
-		listed[strings.ToLower(inv.VMs[i].UUID)] = true
-	}
 	for id, t := range f.destroyed {
-		if !listed[id] && t.Before(l.started) { // (one destroyed since is not listed yet)
+		if !l.destroyed[id] && t.Before(l.started) { // (one destroyed since is not listed yet)
 			delete(f.destroyed, id)
 		}
 	}
 	f.status.FullSyncs++
 	f.status.LastFullSync = f.now()
 	f.status.LastFullSyncTook = time.Since(start)
-	f.status.LastFullSyncVMs = len(l.vms)
+	f.status.LastFullSyncVMs = l.count
 }

@@ -231,13 +231,24 @@ func (f *Feed) fetchNetworks(ctx context.Context, ids []string) (found []dc.Netw
 // resolveNetworks makes sure the sink knows the networks the NICs of vms
 // name before the VMs are applied, so that each lands in its zones the
 // first time: a NIC without network_uuid (older VMs) gets it from NAPI's
-// NIC (GET /nics/:mac, as the reference's legacy filter), and networks
-// not cached are fetched. A failure leaves the network to the NAPI
-// poller, kicked to retry it; the VM is applied meanwhile as NAPI leaves
-// it (a NIC of an unknown network lands only in "*" zones).
+// NIC (legacyNICs), and networks not cached are fetched. A failure leaves
+// the network to the NAPI poller, kicked to retry it; the VM is applied
+// meanwhile as NAPI leaves it (a NIC of an unknown network lands only in
+// "*" zones).
 func (f *Feed) resolveNetworks(ctx context.Context, vms []*dc.VM) error {
-	var firstErr error
+	err := f.legacyNICs(ctx, vms)
 	ids := map[string]bool{}
+	for _, vm := range vms {
+		noteNetworks(ids, nil, vm)
+	}
+	return errors.Join(err, f.fetchUnknownNetworks(ctx, ids))
+}
+
+// legacyNICs gives the NICs of vms without network_uuid theirs, from
+// NAPI's NIC with that MAC (GET /nics/:mac, as the reference's legacy
+// filter). It returns the first failure, reported.
+func (f *Feed) legacyNICs(ctx context.Context, vms []*dc.VM) error {
+	var firstErr error
 	for _, vm := range vms {
 		for i := range vm.NICs {
 			nic := &vm.NICs[i]
@@ -246,36 +257,46 @@ func (f *Feed) resolveNetworks(ctx context.Context, vms []*dc.VM) error {
 					firstErr = err
 				}
 			}
-			if nic.NetworkUUID != "" {
-				ids[strings.ToLower(nic.NetworkUUID)] = true
+		}
+	}
+	f.reportNAPI(firstErr)
+	return firstErr
+}
+
+// fetchUnknownNetworks fetches the networks of ids that are not cached,
+// and hands the sink the cache when it changed. It returns the failure,
+// reported.
+func (f *Feed) fetchUnknownNetworks(ctx context.Context, ids map[string]bool) error {
+	todo := f.networks.unknown(ids)
+	if len(todo) == 0 {
+		return nil
+	}
+	nets, gone, err := f.fetchNetworks(ctx, todo)
+	if err != nil {
+		got := map[string]bool{}
+		for _, n := range nets {
+			got[strings.ToLower(n.UUID)] = true
+		}
+		for _, id := range todo {
+			if !got[id] && !slices.Contains(gone, id) {
+				gone = append(gone, id) // retried by the poller
 			}
 		}
 	}
-	if todo := f.networks.unknown(ids); len(todo) > 0 {
-		nets, gone, err := f.fetchNetworks(ctx, todo)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			got := map[string]bool{}
-			for _, n := range nets {
-				got[strings.ToLower(n.UUID)] = true
-			}
-			for _, id := range todo {
-				if !got[id] && !slices.Contains(gone, id) {
-					gone = append(gone, id) // retried by the poller
-				}
-			}
-		}
-		if f.networks.put(nets, gone) {
-			f.applyNetworks("network named by a VM")
-		}
+	if f.networks.put(nets, gone) {
+		f.applyNetworks("network named by a VM")
 	}
-	if firstErr != nil {
-		f.sink.ReportFeed(HealthNAPI, firstErr)
+	f.reportNAPI(err)
+	return err
+}
+
+// reportNAPI reports a failure to resolve a VM's networks, and has the
+// NAPI poller retry soon.
+func (f *Feed) reportNAPI(err error) {
+	if err != nil {
+		f.sink.ReportFeed(HealthNAPI, err)
 		signal(f.napiNow)
 	}
-	return firstErr
 }
 
 // legacyNIC fills in the network of a NIC VMAPI lists without one, from
@@ -321,18 +342,17 @@ func normalMAC(mac string) (string, bool) {
 	return m, true
 }
 
-// referenced returns the networks and MACs the NICs of vms name.
-func referenced(vms []dc.VM) (nets, macs map[string]bool) {
-	nets, macs = map[string]bool{}, map[string]bool{}
-	for i := range vms {
-		for _, nic := range vms[i].NICs {
-			if nic.NetworkUUID != "" {
-				nets[strings.ToLower(nic.NetworkUUID)] = true
-			}
-			if m, ok := normalMAC(nic.MAC); ok {
+// noteNetworks adds to nets the networks vm's NICs name, and to macs the
+// MACs of those that name none: the NICs whose network comes from NAPI's
+// NIC (legacyNIC, cached by MAC). A nil map is left out.
+func noteNetworks(nets, macs map[string]bool, vm *dc.VM) {
+	for _, nic := range vm.NICs {
+		if nic.NetworkUUID == "" {
+			if m, ok := normalMAC(nic.MAC); ok && macs != nil {
 				macs[m] = true
 			}
+		} else if nets != nil {
+			nets[strings.ToLower(nic.NetworkUUID)] = true
 		}
 	}
-	return nets, macs
 }

@@ -197,13 +197,7 @@ func (f *Feed) setUser(usr dc.User, cause string) {
 // the listing is applied. The first listing also notes where the UFDS
 // changelog stands, so that changes after this point reach the watcher,
 // even those made between the lookups and its first look.
-func (f *Feed) lookUpOwners(ctx context.Context, vms []dc.VM) {
-	owners := map[string]bool{}
-	for i := range vms {
-		if o := strings.ToLower(vms[i].OwnerUUID); o != "" {
-			owners[o] = true
-		}
-	}
+func (f *Feed) lookUpOwners(ctx context.Context, owners map[string]bool) {
 	if f.owners.start() < 0 {
 		if n, err := f.ufds.LatestChangeNumber(ctx); err == nil {
 			f.owners.setStart(n)

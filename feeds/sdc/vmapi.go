@@ -140,19 +140,42 @@ func (c *VMAPI) ProbeMarker(ctx context.Context) (bool, error) {
 // every VM, so it must not be applied as the complete truth.
 var ErrIncompleteListing = errors.New("vmapi: listing incomplete")
 
-// ListAllVMs lists every VM matching f, page by page. It fails rather
-// than return a partial list: any page failing fails the listing, and so
-// does a listing that ends far short of the count VMAPI reported (pages
-// that silently come back empty), or, with offset paging, a count that
-// moved during the listing (rows shift, so some may have been skipped).
+// ListAllVMs lists every VM matching f (ListVMPages), into one slice: a
+// compute node's VMs, say.
 func (c *VMAPI) ListAllVMs(ctx context.Context, f VMFilter) ([]dc.VM, error) {
+	var out []dc.VM
+	err := c.ListVMPages(ctx, f, func() func([]dc.VM) error {
+		out = out[:0]
+		return func(page []dc.VM) error {
+			out = append(out, page...)
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListVMPages lists every VM matching f, page by page, and hands each page
+// to the function attempt returns as it comes, so that a listing of a
+// million VMs is not held decoded. It fails rather than list part of the
+// VMs: any page failing fails the listing, and so does a listing that
+// ends far short of the count VMAPI reported (pages that silently come
+// back empty), or, with offset paging, a count that moved during the
+// listing (rows shift, so some may have been skipped). attempt is called
+// before each attempt's first page: with offset paging a listing whose
+// count moved is made again, up to three times, and what the attempt
+// before handed on is to be dropped; so is what a failed listing handed
+// on.
+func (c *VMAPI) ListVMPages(ctx context.Context, f VMFilter, attempt func() func([]dc.VM) error) error {
 	c.mu.Lock()
 	mode := c.paging
 	c.mu.Unlock()
 	if mode == pagingUnknown {
 		marker, err := c.ProbeMarker(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		mode = pagingOffset
 		if marker {
@@ -160,34 +183,32 @@ func (c *VMAPI) ListAllVMs(ctx context.Context, f VMFilter) ([]dc.VM, error) {
 		}
 	}
 	if mode == pagingMarker {
-		return c.listByMarker(ctx, f)
+		return c.listByMarker(ctx, f, attempt())
 	}
 	var err error
 	for range 3 {
-		var vms []dc.VM
-		if vms, err = c.listByOffset(ctx, f); err == nil {
-			return vms, nil
-		}
-		if !errors.Is(err, ErrIncompleteListing) {
-			return nil, err
+		if err = c.listByOffset(ctx, f, attempt()); !errors.Is(err, ErrIncompleteListing) {
+			return err
 		}
 	}
-	return nil, err
+	return err
 }
 
-func (c *VMAPI) listByMarker(ctx context.Context, f VMFilter) ([]dc.VM, error) {
-	var out []dc.VM
+func (c *VMAPI) listByMarker(ctx context.Context, f VMFilter, each func([]dc.VM) error) error {
 	marker := ""
-	total := -1
+	total, listed := -1, 0
 	for {
 		page, err := c.ListVMs(ctx, f, c.limit, marker, 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if page.Total >= 0 {
 			total = page.Total
 		}
-		out = append(out, page.VMs...)
+		listed += len(page.VMs)
+		if err := each(page.VMs); err != nil {
+			return err
+		}
 		// A page may hold limit+1 VMs (the marker VM left the set): only
 		// a short page ends the listing.
 		if len(page.VMs) < c.limit {
@@ -195,35 +216,36 @@ func (c *VMAPI) listByMarker(ctx context.Context, f VMFilter) ([]dc.VM, error) {
 		}
 		last := strings.ToLower(page.VMs[len(page.VMs)-1].UUID)
 		if marker != "" && last >= marker {
-			return nil, fmt.Errorf("%w: paging did not advance past %s", ErrIncompleteListing, marker)
+			return fmt.Errorf("%w: paging did not advance past %s", ErrIncompleteListing, marker)
 		}
 		marker = last
 	}
-	if err := checkCount(len(out), total); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return checkCount(listed, total)
 }
 
-func (c *VMAPI) listByOffset(ctx context.Context, f VMFilter) ([]dc.VM, error) {
-	var out []dc.VM
+func (c *VMAPI) listByOffset(ctx context.Context, f VMFilter, each func([]dc.VM) error) error {
 	seen := map[string]bool{}
 	first := -2
-	total := -1
+	total, listed := -1, 0
 	for offset := 0; ; {
 		page, err := c.ListVMs(ctx, f, c.limit, "", offset)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if first == -2 {
 			first = page.Total
 		}
 		total = page.Total
+		fresh := page.VMs[:0] // (rows shift: one may come twice)
 		for _, vm := range page.VMs {
 			if id := strings.ToLower(vm.UUID); !seen[id] {
 				seen[id] = true
-				out = append(out, vm)
+				fresh = append(fresh, vm)
 			}
+		}
+		listed += len(fresh)
+		if err := each(fresh); err != nil {
+			return err
 		}
 		offset += len(page.VMs)
 		if len(page.VMs) < c.limit {
@@ -231,12 +253,9 @@ func (c *VMAPI) listByOffset(ctx context.Context, f VMFilter) ([]dc.VM, error) {
 		}
 	}
 	if first != total {
-		return nil, fmt.Errorf("%w: %d VMs when the listing began, %d at its end (offset paging may have skipped some)", ErrIncompleteListing, first, total)
+		return fmt.Errorf("%w: %d VMs when the listing began, %d at its end (offset paging may have skipped some)", ErrIncompleteListing, first, total)
 	}
-	if err := checkCount(len(out), total); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return checkCount(listed, total)
 }
 
 // checkCount compares what a listing gathered with the count VMAPI
