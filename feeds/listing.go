@@ -100,7 +100,6 @@ func (u *Updater) SetInventory(inv *dc.Inventory, cause string) {
 	first := len(u.vms) == 0
 	if first {
 		u.vms = make(map[string]*storedVM, len(facts))
-		u.sizeIndexes(facts)
 		u.sched.sizeFor(len(facts))
 	}
 	u.listing = true

@@ -26,8 +26,6 @@ type model struct {
 	poolList []dc.NetworkPool        // as last given, to notice changes
 	vms      map[string]*storedVM    // by uuid: what records reads, encoded
 	strs     map[string]string       // interned owner and server UUIDs
-	byOwner  map[string]map[string]bool
-	byServer map[string]map[string]bool
 	// overtakes versions the inputs: changes since a listing began.
 	overtakes overtakes
 	haveFull  bool // a full listing has been applied
@@ -40,7 +38,7 @@ func newModel() model {
 	return model{
 		users: map[string]*dc.User{}, logins: map[string]*dc.User{},
 		servers: map[string]*serverFacts{}, networks: map[string]*dc.Network{}, pools: map[string][]string{},
-		vms: map[string]*storedVM{}, strs: map[string]string{}, byOwner: map[string]map[string]bool{}, byServer: map[string]map[string]bool{},
+		vms: map[string]*storedVM{}, strs: map[string]string{},
 	}
 }
 
@@ -52,25 +50,25 @@ type serverFacts struct {
 	seen   lastSeen
 }
 
-// sizeIndexes makes the owner and server indexes of a first listing with
-// room for their VMs.
-func (m *model) sizeIndexes(facts []vmFacts) {
-	owners, servers := map[string]int{}, map[string]int{}
-	for _, f := range facts {
-		owners[f.owner]++
-		servers[f.server]++
+// vmsWhere returns the VMs whose owner or server (the interned UUIDs of
+// storedVM, key) is in keys. The model keeps no index of them: a user or
+// a compute node changes rarely, and a look through a million VMs takes
+// ~30 ms, where the two indexes took ~100 bytes a VM.
+func (m *model) vmsWhere(keys map[string]bool, key func(v *storedVM) string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
 	}
-	for _, idx := range []struct {
-		m      map[string]map[string]bool
-		counts map[string]int
-	}{{m.byOwner, owners}, {m.byServer, servers}} {
-		for k, n := range idx.counts {
-			if idx.m[k] == nil {
-				idx.m[k] = make(map[string]bool, n)
-			}
+	out := map[string]bool{}
+	for id, v := range m.vms {
+		if keys[key(v)] {
+			out[id] = true
 		}
 	}
+	return out
 }
+
+func vmOwner(v *storedVM) string  { return v.owner }
+func vmServer(v *storedVM) string { return v.server }
 
 // SetVM records the current state of one VM (from a changefeed event or
 // a targeted listing). A destroyed VM stays known, listed as destroyed.
@@ -177,9 +175,7 @@ func (u *Updater) markSet(set map[string]bool, cause string) {
 // for the next commit, with the cause. u.mu is held.
 
 func (u *Updater) setUsers(users []dc.User, cause string) {
-	for _, set := range u.model.setUsers(users) {
-		u.markSet(set, cause)
-	}
+	u.markSet(u.model.setUsers(users), cause)
 }
 
 func (u *Updater) setNetworks(nets []dc.Network, pools []dc.NetworkPool, cause string) {
@@ -190,9 +186,7 @@ func (u *Updater) setNetworks(nets []dc.Network, pools []dc.NetworkPool, cause s
 
 func (u *Updater) setServers(servers []dc.Server, cause string) {
 	vms, cns := u.model.setServers(servers, u.now())
-	for _, set := range vms {
-		u.markSet(set, cause)
-	}
+	u.markSet(vms, cause)
 	for _, id := range cns {
 		u.mark(id) // its CMON names, and what cnsadm vm says of it
 		u.causes[cause]++
@@ -222,27 +216,28 @@ func (u *Updater) removeVM(uuid, cause string) {
 	}
 }
 
-// setUsers replaces the accounts and returns the sets of VMs whose owner
-// changed (by UUID, or by login: a CN's cmon VMs).
-func (m *model) setUsers(users []dc.User) (touched []map[string]bool) {
+// setUsers replaces the accounts and returns the VMs whose owner changed
+// (by UUID, or by login: a CN's cmon VMs).
+func (m *model) setUsers(users []dc.User) (touched map[string]bool) {
 	next := make(map[string]*dc.User, len(users))
 	for i := range users {
 		usr := users[i]
 		usr.UUID = strings.ToLower(usr.UUID)
 		next[usr.UUID] = &usr
 	}
+	owners := map[string]bool{} // the owners (UUIDs and logins) whose VMs are touched
 	for id, usr := range next {
 		if old := m.users[id]; old == nil || *old != *usr {
-			touched = append(touched, m.byOwner[id])
+			owners[id] = true
 			if old != nil && old.Login != usr.Login {
-				touched = append(touched, m.byOwner[old.Login])
+				owners[old.Login] = true
 			}
-			touched = append(touched, m.byOwner[usr.Login]) // VMs owned by login (CN cmon VMs)
+			owners[usr.Login] = true // VMs owned by login (CN cmon VMs)
 		}
 	}
 	for id, old := range m.users {
 		if next[id] == nil {
-			touched = append(touched, m.byOwner[id], m.byOwner[old.Login])
+			owners[id], owners[old.Login] = true, true
 		}
 	}
 	m.users = next
@@ -250,7 +245,7 @@ func (m *model) setUsers(users []dc.User) (touched []map[string]bool) {
 	for _, usr := range next {
 		m.logins[usr.Login] = usr
 	}
-	return touched
+	return m.vmsWhere(owners, vmOwner)
 }
 
 // setNetworks replaces the networks and pools and reports whether they
@@ -289,9 +284,10 @@ func (m *model) setNetworks(nets []dc.Network, pools []dc.NetworkPool) (changed 
 }
 
 // setServers replaces the compute nodes, their state judged at now, and
-// returns the sets of VMs on CNs whose down decision changed, and the CNs
-// whose own entry (CMON names, what cnsadm vm says) changed.
-func (m *model) setServers(servers []dc.Server, now time.Time) (vms []map[string]bool, cns []string) {
+// returns the VMs on CNs whose down decision changed, and the CNs whose
+// own entry (CMON names, what cnsadm vm says) changed.
+func (m *model) setServers(servers []dc.Server, now time.Time) (vms map[string]bool, cns []string) {
+	moved := map[string]bool{} // the CNs whose VMs are touched
 	next := make(map[string]*serverFacts, len(servers))
 	for i := range servers {
 		s := servers[i]
@@ -308,7 +304,7 @@ func (m *model) setServers(servers []dc.Server, now time.Time) (vms []map[string
 			f.down = old != nil && old.down
 		}
 		if old == nil || old.down != f.down {
-			vms = append(vms, m.byServer[id])
+			moved[id] = true
 		}
 		if old == nil || old.down != f.down || old.server.Setup != s.Setup || old.server.Hostname != s.Hostname {
 			cns = append(cns, id)
@@ -317,11 +313,11 @@ func (m *model) setServers(servers []dc.Server, now time.Time) (vms []map[string
 	}
 	for id := range m.servers {
 		if next[id] == nil {
-			vms, cns = append(vms, m.byServer[id]), append(cns, id)
+			moved[id], cns = true, append(cns, id)
 		}
 	}
 	m.servers = next
-	return vms, cns
+	return m.vmsWhere(moved, vmServer), cns
 }
 
 // Tick re-applies the time-dependent rules (a CN's heartbeat going stale,
@@ -394,13 +390,9 @@ func (m *model) putVM(f vmFacts) (v *storedVM, changed bool) {
 	var seen lastSeen
 	if old != nil {
 		seen = old.seen
-		delete(m.byOwner[old.owner], f.uuid)
-		delete(m.byServer[old.server], f.uuid)
 	}
 	v = &storedVM{owner: m.intern(f.owner), server: m.intern(f.server), facts: f.facts, seen: seen}
 	m.vms[f.uuid] = v
-	addIndex(m.byOwner, f.owner, f.uuid)
-	addIndex(m.byServer, f.server, f.uuid)
 	return v, true
 }
 
@@ -410,17 +402,8 @@ func (m *model) removeVM(uuid string) bool {
 	if old == nil {
 		return false
 	}
-	delete(m.byOwner[old.owner], uuid)
-	delete(m.byServer[old.server], uuid)
 	delete(m.vms, uuid)
 	return true
-}
-
-func addIndex(idx map[string]map[string]bool, key, uuid string) {
-	if idx[key] == nil {
-		idx[key] = map[string]bool{}
-	}
-	idx[key][uuid] = true
 }
 
 // trimVM keeps what record generation reads, so memory stays small and
