@@ -408,6 +408,13 @@ MUTATIONS = [
         "if false && !ptr[i] && slices.Contains(vms, by[i]) {",
         [("./feeds", "TestGuardHeldAliasSharedStaysHeld")],
     ),
+    Mutation(
+        "a VM whose records are prepared compact names none of them: a held VM keeps the name a new VM needs",
+        "db/prepare.go",
+        "\tp := vc.prepared\n\tif p == nil {",
+        "\tp := vc.prepared\n\tif p == nil || true {",
+        [("./db", "TestVMsAt"), ("./feeds", "TestGuardHeldPTRGoesToNewVM")],
+    ),
 ]
 
 

@@ -56,8 +56,12 @@ type VMChange struct {
 	// updater's digest of what it computed, to skip unchanged VMs.
 	Hash uint64
 	// entry is the VM's stored entry encoded ahead (PrepareRecords) for
-	// when every record's zone is configured, or nil.
+	// when every record's zone is configured, or nil. Meta is then nil:
+	// the entry holds it.
 	entry []byte
+	// prepared holds Records, which is then nil, when PrepareRecords
+	// found every one storable.
+	prepared *preparedRecords
 }
 
 // Record is one record a VM contributes to a zone.

@@ -305,7 +305,9 @@ func (c *commit) applyVM(vc *VMChange) error {
 	c.hashes.put(uuidKey, vmHashValue(vc.Hash, seq))
 	entry := vc.entry // the same names, unless a zone was missing
 	if entry == nil || zonesMissing {
-		entry = (&vmEntry{meta: vc.Meta, names: newNames}).encode(id)
+		if entry, err = vmEntryOf(vc, id, newNames); err != nil {
+			return fmt.Errorf("vm %s: %w", vc.UUID, err)
+		}
 	}
 	if !bytes.Equal(entry, oldRaw) {
 		c.vms.put(entryKey, entry)
@@ -325,6 +327,31 @@ type recordGroup struct {
 // a bad pref) is left out and reported as a problem of the commit;
 // zonesMissing tells whether one was left out for its zone.
 func (c *commit) groupRecords(vc *VMChange, id [16]byte) (groups []*recordGroup, zonesMissing bool, err error) {
+	group := func(z *zoneWork, key, rr []byte, pref uint8, stamp uint64) {
+		g := findGroup(groups, z, key)
+		if g == nil {
+			g = &recordGroup{zone: z, key: key}
+			groups = append(groups, g)
+		}
+		g.rrs = append(g.rrs, candidate{vm: id, pref: pref, stamp: stamp, rr: rr})
+	}
+	if p := vc.prepared; p != nil {
+		for i := range p.recs {
+			zone, key, rr := p.record(i)
+			z, err := c.zone(zone)
+			if err != nil {
+				return nil, false, err
+			}
+			if z == nil || z.remove {
+				zw, _ := ZoneWire(zone)
+				c.problem("vm %s: %s record %s: zone %q is not configured", vc.UUID, dns.TypeToString[RRType(rr)], WireToString(keyToWire(key, zw)), zone)
+				zonesMissing = true
+				continue
+			}
+			group(z, key, rr, p.recs[i].pref, p.recs[i].stamp)
+		}
+		return groups, zonesMissing, nil
+	}
 	for _, r := range vc.Records {
 		z, err := c.zone(r.Zone)
 		if err != nil {
@@ -344,13 +371,7 @@ func (c *commit) groupRecords(vc *VMChange, id [16]byte) (groups []*recordGroup,
 			c.problem("vm %s: %v", vc.UUID, err)
 			continue
 		}
-		key, rr := w.key(), w.rr()
-		g := findGroup(groups, z, key)
-		if g == nil {
-			g = &recordGroup{zone: z, key: key}
-			groups = append(groups, g)
-		}
-		g.rrs = append(g.rrs, candidate{vm: id, pref: r.Pref, stamp: r.Stamp, rr: rr})
+		group(z, w.key(), w.rr(), r.Pref, r.Stamp)
 	}
 	return groups, zonesMissing, nil
 }

@@ -21,6 +21,7 @@ const (
 	vm1 = "11111111-1111-4111-8111-111111111111"
 	vm2 = "22222222-2222-4222-8222-222222222222"
 	vm3 = "33333333-3333-4333-8333-333333333333"
+	vm4 = "44444444-4444-4444-8444-444444444444"
 )
 
 // fakeClock is a settable clock for serials.
@@ -542,13 +543,33 @@ func TestVMsAt(t *testing.T) {
 		{UUID: vm2, Records: []Record{rec(t, z, "web.dc.example.com. 30 IN A 10.0.0.2"), rec(t, z, "two.dc.example.com. 30 IN A 10.0.0.2")}},
 		{UUID: vm3, Records: []Record{rec(t, rz, "1.0.0.10.in-addr.arpa. 30 IN PTR three.dc.example.com.")}},
 	}})
-	// Prepared records are named as the store encodes them.
-	vc := VMChange{UUID: vm3, Records: []Record{rec(t, z, "Two.DC.example.com. 30 IN A 10.0.0.3")}}
-	PrepareRecords(&vc, nil)
-	if got := vc.Records[0].Owner(); got != "two.dc.example.com." || vc.Records[0].Type() != dns.TypeA {
-		t.Errorf("a prepared record: owner %q, type %d", got, vc.Records[0].Type())
+	// A VM's records are named as computed, and once prepared (compact)
+	// as the store encodes them (EachRecord).
+	type named struct {
+		zone, owner string
+		rrtype      uint16
 	}
-	names := []Name{{z, "WEB.dc.example.com."}, {rz, "1.0.0.10.in-addr.arpa."}, {z, vc.Records[0].Owner()},
+	each := func(vc *VMChange) (out []named) {
+		vc.EachRecord(func(zone, owner string, rrtype uint16) { out = append(out, named{zone, owner, rrtype}) })
+		return out
+	}
+	computed := func() VMChange {
+		return VMChange{UUID: vm3, Records: []Record{rec(t, z, "Two.DC.example.com. 30 IN A 10.0.0.3"),
+			rec(t, rz, "3.0.0.10.in-addr.arpa. 30 IN PTR two.dc.example.com.")}}
+	}
+	vc := computed()
+	if got, want := each(&vc), []named{{z, "Two.DC.example.com.", dns.TypeA}, {rz, "3.0.0.10.in-addr.arpa.", dns.TypePTR}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("computed records: %v, want %v", got, want)
+	}
+	PrepareRecords(&vc, nil)
+	if vc.prepared == nil {
+		t.Fatal("the records were not prepared compact")
+	}
+	prepared := each(&vc)
+	if want := []named{{z, "two.dc.example.com.", dns.TypeA}, {rz, "3.0.0.10.in-addr.arpa.", dns.TypePTR}}; !reflect.DeepEqual(prepared, want) {
+		t.Fatalf("prepared records: %v, want %v", prepared, want)
+	}
+	names := []Name{{z, "WEB.dc.example.com."}, {rz, "1.0.0.10.in-addr.arpa."}, {z, prepared[0].owner},
 		{z, "none.dc.example.com."}, {"other.example.com", "web.other.example.com."}, {z, "web.elsewhere.example."}}
 	got := map[int][]string{}
 	if err := d.VMsAt(names, func(i int, vm string) { got[i] = append(got[i], vm) }); err != nil {

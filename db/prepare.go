@@ -141,11 +141,106 @@ func PrepareRecords(vc *VMChange, packed func(i int, wire []byte)) {
 	scratch.pack, scratch.arena = buf, arena[:0]
 	prepareScratch.Put(scratch)
 	vc.entry = preparedEntry(vc)
+	if vc.entry != nil {
+		vc.Meta = nil // (the entry holds it: vmEntryOf)
+	}
+	if p := compactRecords(vc.Records, exact); p != nil {
+		vc.prepared, vc.Records = p, nil
+		return
+	}
 	for i := range vc.Records {
 		if r := &vc.Records[i]; r.wire != nil && r.wire.unstorable(r, r.Zone) == nil {
 			r.RR = nil
 		}
 	}
+}
+
+// preparedRecords are a VM's records as PrepareRecords leaves them when
+// the store takes every one as it is encoded (the common case): their
+// encodings one after the other in the VM's arena, and per record where
+// its bytes end and what else the commit reads of it. 16 bytes a record
+// here, where a Record and its recordWire took 104.
+type preparedRecords struct {
+	arena []byte
+	zones []string // the records' zones, each once
+	recs  []preparedRecord
+}
+
+type preparedRecord struct {
+	end    uint32 // where its bytes end in the arena (they begin where the record before ends)
+	keyLen uint8
+	zone   uint8 // in zones
+	pref   uint8
+	stamp  uint64
+}
+
+// compactRecords returns rs as preparedRecords, their bytes in arena as
+// PrepareRecords appended them, or nil when one is not prepared or not
+// storable (it keeps its RR, for the problem the commit reports), or the
+// VM has more zones than a byte counts.
+func compactRecords(rs []Record, arena []byte) *preparedRecords {
+	p := &preparedRecords{arena: arena, recs: make([]preparedRecord, len(rs))}
+	end := 0
+	for i := range rs {
+		r := &rs[i]
+		if r.wire == nil || r.wire.unstorable(r, r.Zone) != nil {
+			return nil
+		}
+		z := slices.Index(p.zones, r.Zone)
+		if z < 0 {
+			if z = len(p.zones); z > 255 {
+				return nil
+			}
+			p.zones = append(p.zones, r.Zone)
+		}
+		end += len(r.wire.b)
+		p.recs[i] = preparedRecord{end: uint32(end), keyLen: r.wire.keyLen, zone: uint8(z), pref: r.Pref, stamp: r.Stamp}
+	}
+	return p
+}
+
+// record returns the i-th record's zone, owner key and record bytes.
+func (p *preparedRecords) record(i int) (zone string, key, rr []byte) {
+	start := uint32(0)
+	if i > 0 {
+		start = p.recs[i-1].end
+	}
+	r := &p.recs[i]
+	b := p.arena[start:r.end:r.end]
+	return p.zones[r.zone], b[:r.keyLen:r.keyLen], b[r.keyLen:]
+}
+
+// RecordCount returns how many records vc carries, prepared or not.
+func (vc *VMChange) RecordCount() int {
+	if vc.prepared != nil {
+		return len(vc.prepared.recs)
+	}
+	return len(vc.Records)
+}
+
+// StoredMeta returns the meta vc stores: Meta, or, once PrepareRecords
+// encoded the entry ahead, the entry's.
+func (vc *VMChange) StoredMeta() ([]byte, error) {
+	if vc.entry == nil {
+		return vc.Meta, nil
+	}
+	id, err := parseUUID(vc.UUID)
+	if err != nil {
+		return nil, err
+	}
+	e, err := decodeVMEntry(id, vc.entry)
+	return e.meta, err
+}
+
+// vmEntryOf returns the entry to store for vc, whose names are names: the
+// one encoded ahead, or one encoded now (a record's zone was missing). A
+// VM whose entry was encoded ahead gave its meta up to it.
+func vmEntryOf(vc *VMChange, id [16]byte, names []vmName) ([]byte, error) {
+	meta, err := vc.StoredMeta()
+	if err != nil {
+		return nil, err
+	}
+	return (&vmEntry{meta: meta, names: names}).encode(id), nil
 }
 
 // name is r's owner name as text: RR's, or, once PrepareRecords let go
@@ -161,12 +256,8 @@ func (r *Record) name() string {
 	return WireToString(keyToWire(r.wire.key(), zoneWire))
 }
 
-// Owner is r's owner name, fully qualified: its RR's, or, once
-// PrepareRecords let go of it, the encoded owner's (lower case).
-func (r *Record) Owner() string { return r.name() }
-
-// Type is r's record type (see Owner).
-func (r *Record) Type() uint16 {
+// rrtype is r's record type (see name).
+func (r *Record) rrtype() uint16 {
 	if r.RR != nil {
 		return r.RR.Header().Rrtype
 	}
@@ -174,7 +265,34 @@ func (r *Record) Type() uint16 {
 }
 
 // typeString is r's record type as text (see name).
-func (r *Record) typeString() string { return dns.TypeToString[r.Type()] }
+func (r *Record) typeString() string { return dns.TypeToString[r.rrtype()] }
+
+// EachRecord calls fn with the zone, the owner name (fully qualified;
+// lower case once PrepareRecords encoded it) and the type of each of
+// vc's records, prepared or not.
+func (vc *VMChange) EachRecord(fn func(zone, owner string, rrtype uint16)) {
+	p := vc.prepared
+	if p == nil {
+		for i := range vc.Records {
+			r := &vc.Records[i]
+			fn(r.Zone, r.name(), r.rrtype())
+		}
+		return
+	}
+	wires := make([][]byte, len(p.zones))
+	for i := range p.recs {
+		zone, key, rr := p.record(i)
+		zw := wires[p.recs[i].zone]
+		if zw == nil {
+			var err error
+			if zw, err = ZoneWire(zone); err != nil {
+				continue // (never: the record was stored under it)
+			}
+			wires[p.recs[i].zone] = zw
+		}
+		fn(zone, WireToString(keyToWire(key, zw)), RRType(rr))
+	}
+}
 
 // prepareBufs are PrepareRecords' buffers, reused from VM to VM.
 type prepareBufs struct{ pack, arena []byte }

@@ -16,7 +16,9 @@ import (
 // same problems in the same order, the same records, the same journal,
 // the same file content (every bucket's keys and values). vm1 has a
 // record in a zone that is not configured, so its entry is encoded in
-// the commit; vm2's is the one encoded ahead.
+// the commit; vm2's is the one encoded ahead. vm3's records are all
+// storable, so they are kept compact (preparedRecords), one of them in a
+// zone that is not configured; vm4's are compact and all committed.
 func TestPreparedRecordsCommitTheSame(t *testing.T) {
 	change := func() []VMChange {
 		return []VMChange{{UUID: vm1, Records: []Record{
@@ -35,6 +37,14 @@ func TestPreparedRecordsCommitTheSame(t *testing.T) {
 			rec(t, "dc.example.com", "Two.dc.example.com. 30 IN TXT \"22222222-2222-4222-8222-222222222222\""),
 			rec(t, "dc.example.com", "dc.example.com. 30 IN A 10.0.0.4"),
 			rec(t, "dc.example.com", "2.svc.dc.example.com. 30 IN A 10.0.0.4"),
+		}}, {UUID: vm3, Meta: []byte("meta3"), Records: []Record{
+			rec(t, "dc.example.com", "three.dc.example.com. 30 IN A 10.0.0.5"),
+			rec(t, "nowhere.example", "three.nowhere.example. 30 IN A 10.0.0.5"),
+			{Zone: "10.in-addr.arpa", RR: rr(t, "5.0.0.10.in-addr.arpa. 30 IN PTR three.dc.example.com."), Pref: 3, Stamp: 77},
+		}}, {UUID: vm4, Meta: []byte("meta4"), Records: []Record{
+			rec(t, "dc.example.com", "four.dc.example.com. 30 IN A 10.0.0.6"),
+			rec(t, "dc.example.com", "four.dc.example.com. 30 IN TXT \"44444444-4444-4444-8444-444444444444\""),
+			{Zone: "dc.example.com", RR: rr(t, "_x._tcp.four.dc.example.com. 30 IN SRV 0 10 80 four.dc.example.com."), Pref: 1, Stamp: 5},
 		}}}
 	}
 	cfg := testConfig()
@@ -58,16 +68,19 @@ func TestPreparedRecordsCommitTheSame(t *testing.T) {
 						t.Fatalf("%s not prepared", r.RR)
 					}
 				}
+				if compact := vms[i].prepared != nil && vms[i].Records == nil; compact != (i >= 2) || vms[i].Meta != nil {
+					t.Fatalf("%s: records compact %v, meta %q", vms[i].UUID, compact, vms[i].Meta)
+				}
 			}
 		}
-		if prepare && (vms[0].entry == nil || vms[1].entry == nil) {
+		if prepare && (vms[0].entry == nil || vms[1].entry == nil || vms[2].entry == nil || vms[3].entry == nil) {
 			t.Fatal("entries not encoded ahead")
 		}
 		c := mustCommit(t, d, &ChangeSet{Zones: cfg, VMs: vms})
 		got = append(got, c)
 		files = append(files, dumpFile(t, d))
-		if len(c.Problems) != 6 {
-			t.Errorf("prepared %v: problems %q, want 6", prepare, c.Problems)
+		if len(c.Problems) != 7 {
+			t.Errorf("prepared %v: problems %q, want 7", prepare, c.Problems)
 		}
 	}
 	if !reflect.DeepEqual(got[0], got[1]) {

@@ -66,11 +66,15 @@ func TestChangeHashAsStored(t *testing.T) {
 	n := 0
 	for uuid := range u.vms {
 		vc, ok, _ := u.change(uuid)
-		if !ok || len(vc.Records) == 0 {
+		if !ok || vc.RecordCount() == 0 {
 			continue
 		}
 		n++
-		m, err := DecodeVMMeta(vc.Meta)
+		meta, err := vc.StoredMeta()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := DecodeVMMeta(meta)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,12 +92,12 @@ func TestChangeHashAsStored(t *testing.T) {
 		// Stored with another hash: hashed before it is prepared, to the
 		// same; stored with this one: found unchanged without preparing.
 		u.hashes[uuid] = 7
-		if again, _, _ := u.change(uuid); again.Hash != want || len(again.Records) != len(vc.Records) || again.Meta == nil {
-			t.Fatalf("vm %s stored with another hash: hash %x (want %x), %d records (want %d)", uuid, again.Hash, want, len(again.Records), len(vc.Records))
+		if again, _, _ := u.change(uuid); again.Hash != want || again.RecordCount() != vc.RecordCount() || stored(t, &again) == nil {
+			t.Fatalf("vm %s stored with another hash: hash %x (want %x), %d records (want %d)", uuid, again.Hash, want, again.RecordCount(), vc.RecordCount())
 		}
 		u.hashes[uuid] = want
-		if same, _, _ := u.change(uuid); same.Hash != want || same.Records != nil || same.Meta != nil {
-			t.Fatalf("vm %s stored as computed: hash %x (want %x), %d records prepared", uuid, same.Hash, want, len(same.Records))
+		if same, _, _ := u.change(uuid); same.Hash != want || same.RecordCount() != 0 || stored(t, &same) != nil {
+			t.Fatalf("vm %s stored as computed: hash %x (want %x), %d records prepared", uuid, same.Hash, want, same.RecordCount())
 		}
 		delete(u.hashes, uuid)
 	}
@@ -133,6 +137,16 @@ func TestChangeHashAsStored(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stored is the meta vc stores.
+func stored(t *testing.T, vc *db.VMChange) []byte {
+	t.Helper()
+	meta, err := vc.StoredMeta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
 }
 
 // computedRecords are the records change computes for uuid, before

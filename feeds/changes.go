@@ -62,7 +62,7 @@ func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate)
 	// The reference updater's debug line, field for field (operators grep
 	// for it): why, list services, list instance, services, records.
 	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
-		"svcs", len(res.Services), "c", len(vc.Records))
+		"svcs", len(res.Services), "c", len(res.Records))
 	return vc, true, cand
 }
 

@@ -188,14 +188,13 @@ func (u *Updater) nameClaims(b *batch) []nameClaim {
 	for i := range b.cs.VMs {
 		vc := &b.cs.VMs[i]
 		first := len(names)
-		for j := range vc.Records {
-			r := &vc.Records[j]
-			n := db.Name{Zone: r.Zone, Owner: r.Owner()}
-			isPTR := r.Type() == dns.TypePTR
+		vc.EachRecord(func(zone, owner string, rrtype uint16) {
+			n := db.Name{Zone: zone, Owner: owner}
+			isPTR := rrtype == dns.TypePTR
 			if (isPTR || records.InstanceName(n.Owner, n.Zone)) && !slices.Contains(names[first:], n) {
 				names, by, ptr = append(names, n), append(by, vc.UUID), append(ptr, isPTR)
 			}
-		}
+		})
 	}
 	at := make([][]string, len(names))
 	if err := u.store.VMsAt(names, func(i int, vm string) { at[i] = append(at[i], vm) }); err != nil {
