@@ -22,18 +22,35 @@ import (
 // guard on mass removals).
 func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate) {
 	stored := u.vms[uuid]
-	if stored == nil {
-		if f := u.servers[uuid]; f != nil && f.server.Setup {
-			return u.computeNodeChange(uuid, f), true, nil
-		}
-		if listing, ok := u.guard.unlisted[uuid]; ok {
-			// (Its services hear of it on the guard's turn.)
-			cand = &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted, Group: listing}, report: &memberReport{gone: true}}
-		} else {
-			u.leaveServices(uuid)
-		}
-		return db.VMChange{UUID: uuid, Delete: true}, u.stored(uuid), cand
+	if stored != nil {
+		return u.listedChange(uuid, stored)
 	}
+	if f := u.servers[uuid]; f != nil && f.server.Setup {
+		return u.computeNodeChange(uuid, f), true, nil
+	}
+	if gone := u.guard.unlisted[uuid]; gone != nil {
+		if _, held := u.guard.state.Keeps(uuid); held && gone.vm != nil {
+			// Its removal held: computed as listed (a recalled VM gets
+			// its names back).
+			vc, ok, c := u.listedChange(uuid, gone.vm)
+			if c != nil && c.report != nil {
+				u.reportRemoval(uuid, c.report) // (not the guard's: its cause is not the listing)
+			}
+			return vc, ok, &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted, Group: gone.listing}, asHeld: true}
+		}
+		// (Its services hear of it on the guard's turn.)
+		cand = &candidate{removal: guard.Removal{VM: uuid, Cause: guard.Unlisted, Group: gone.listing}, report: &memberReport{gone: true}}
+	} else {
+		u.leaveServices(uuid)
+	}
+	return db.VMChange{UUID: uuid, Delete: true}, u.stored(uuid), cand
+}
+
+// listedChange builds the change of a VM from its facts. A VM whose
+// removal the guard holds is computed as if its cause were not so
+// (asIfNot): it keeps its names, and whatever else changes for it
+// applies.
+func (u *Updater) listedChange(uuid string, stored *storedVM) (vc db.VMChange, ok bool, cand *candidate) {
 	vm, err := stored.vm()
 	if err != nil {
 		u.log.Error("stored vm facts unreadable; keeping its records", "vm", uuid, "err", err)
@@ -54,8 +71,14 @@ func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate)
 	in := records.Input{VM: vm, Owner: owner, CNDown: cnDown}
 	d := records.Decide(&u.cfg, in)
 	cand = candidateOf(uuid, vm.OwnerUUID, vm.ServerUUID, &d)
-	res := u.computeListing(&d, in, cand)
-	vc = u.vmChange(uuid, newVMMeta(vm, owner, cnDown, &res, time.Time{}), &res, clientOf(owner, &res))
+	report := cand // the removal the hysteresis hears of on the guard's turn
+	if cause, held := u.guard.state.Keeps(uuid); held && cand != nil && cand.removal.Cause == cause {
+		in = asIfNot(in, cause)
+		d = records.Decide(&u.cfg, in)
+		cand.asHeld, report = true, nil
+	}
+	res := u.computeListing(&d, in, report)
+	vc = u.vmChange(uuid, newVMMeta(vm, in.Owner, in.CNDown, &res, time.Time{}), &res, clientOf(in.Owner, &res))
 	if len(res.Problems) > 0 {
 		u.log.Info("vm input problems", "vm", uuid, "problems", res.Problems)
 	}
@@ -64,6 +87,20 @@ func (u *Updater) change(uuid string) (vc db.VMChange, ok bool, cand *candidate)
 	u.log.Debug("updating vm", "vm", uuid, "why", res.Reasons, "l_s", res.ListServices, "l_i", res.ListInstance,
 		"svcs", len(res.Services), "c", len(res.Records))
 	return vc, true, cand
+}
+
+// asIfNot is the input of a VM as if cause were not so: its compute node
+// up, or its owner's flags on.
+func asIfNot(in records.Input, cause guard.Cause) records.Input {
+	switch cause {
+	case guard.CNDown:
+		in.CNDown = false
+	case guard.OwnerOff:
+		owner := *in.Owner
+		owner.TritonCNSEnabled, owner.ApprovedForProvisioning = "true", "true"
+		in.Owner = &owner
+	}
+	return in
 }
 
 // computeNodeChange builds the change of a set-up compute node: its CMON

@@ -150,22 +150,22 @@ func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause str
 	g := &u.guard
 	g.listings++
 	listing := fmt.Sprintf("listing %d.%d", g.epoch, g.listings)
-	unlisted := func(uuid string) {
+	unlisted := func(uuid string, v *storedVM) {
 		u.mark(uuid)
 		u.causes[cause]++
-		if _, ok := g.unlisted[uuid]; !ok {
-			g.unlisted[uuid] = listing // (the first listing that missed it)
+		if g.unlisted[uuid] == nil {
+			g.unlisted[uuid] = &unlistedVM{listing: listing, vm: v} // (the first listing that missed it)
 		}
 	}
 	i := 0
-	for uuid := range u.vms {
+	for uuid, v := range u.vms {
 		u.between(i)
 		i++
 		if c, ok := u.overtakes.of(uuid, since); ok && !c.removed {
 			continue
 		}
 		if !listed[uuid] && u.servers[uuid] == nil && u.model.removeVM(uuid) {
-			unlisted(uuid)
+			unlisted(uuid, v)
 		}
 	}
 	for uuid := range u.hashes {
@@ -173,7 +173,7 @@ func (u *Updater) forgetUnlisted(listed map[string]bool, since uint64, cause str
 		i++
 		// (A compute node's CMON names are not a VM's.)
 		if !listed[uuid] && u.vms[uuid] == nil && u.servers[uuid] == nil && !ExternalUUID(uuid) {
-			unlisted(uuid) // stored but gone while cns was not looking
+			unlisted(uuid, nil) // stored but gone while cns was not looking
 		}
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/tritondatacenter/cns/admin/status"
 	"github.com/tritondatacenter/cns/db"
 	"github.com/tritondatacenter/cns/feeds/guard"
@@ -21,16 +19,19 @@ import (
 // (guardRemovals, the one point between computing and committing), the
 // candidates the store lists are the removals; the guard holds some, and
 // their changes stay out of the batch: the store keeps their names. The
-// held VMs leave the dirty set as if stored; they are computed again when
-// the model changes them (a CN up again, a listing that has them), and
-// all of them when the guard lets them go. A held VM at an instance name
-// or a PTR that a VM of the batch needs (a new VM on its address, or with
-// its alias) is let go alone, in that batch (yieldNames). The
-// self-removal hysteresis hears of a candidate's removal from its
-// services only once the guard lets it through: a held VM is still
-// served, and counts as a member.
-// The state rides in the change set (db.ChangeSet.Guard), so a restart
-// neither forgets a hold nor applies it.
+// held VMs leave the dirty set as if stored; computed again (the model
+// changed them), they are computed as if their cause were not so
+// (listedChange), and all of them as they are when the guard lets them
+// go. A hold that a slow collapse begins recalls the removals the window
+// applied: those VMs are marked, and computed as held, so their names
+// come back; what the model held of a VM a listing left out is kept for
+// that until the window is over (unlisted). A held VM and a VM that is
+// not at one instance name or PTR: the held one is let go alone, in that
+// batch (heldnames.go). The self-removal hysteresis hears of a
+// candidate's removal from its services only once the guard lets it
+// through: a held VM is still served, and counts as a member. The state
+// rides in the change set (db.ChangeSet.Guard), so a restart neither
+// forgets a hold nor applies it.
 
 // removalGuard is the guard's state in the updater; u.mu guards it.
 type removalGuard struct {
@@ -43,14 +44,36 @@ type removalGuard struct {
 	// checked): what confirms a hold.
 	fresh map[guard.Cause]time.Time
 	// unlisted are the VMs forgotten because a complete listing did not
-	// list them, until their change is stored, with that listing (the
-	// removal's group: the guard counts each listing's apart).
-	unlisted map[string]string
+	// list them, with that listing, until their deletion is stored and a
+	// hold can no longer recall them (pruneUnlisted).
+	unlisted map[string]*unlistedVM
+	// deleted are the unlisted VMs whose deletion is stored, oldest
+	// first: their facts go once the window is over.
+	deleted []deletedVM
 	// listings numbers the complete listings applied; epoch tells this
 	// process's apart from those of a run before, whose removals may
 	// still be in the window.
 	listings uint64
 	epoch    int64
+}
+
+// unlistedVM is a VM a complete listing did not list.
+type unlistedVM struct {
+	// listing is the first listing that missed it: the removal's group
+	// (the guard counts each listing's apart).
+	listing string
+	// vm is what the model held of it (nil: only the store held it),
+	// kept so that a hold can compute it as listed: a held VM whose
+	// records a commit lost (recalled) gets them back.
+	vm *storedVM
+	// deleted is when its deletion was stored (zero: not yet).
+	deleted time.Time
+}
+
+// deletedVM is an unlisted VM whose deletion a commit stored at a time.
+type deletedVM struct {
+	uuid string
+	at   time.Time
 }
 
 // candidate is a VM whose computed change would take names for a
@@ -63,6 +86,10 @@ type candidate struct {
 	// hysteresis hears of only if the guard lets the removal go through:
 	// a held VM is still served as a member (nil: it is in none).
 	report *memberReport
+	// asHeld: the guard holds this removal already, and the change was
+	// computed as if its cause were not so (listedChange): nothing for
+	// the guard to decide, the VM stays held.
+	asHeld bool
 }
 
 // loadGuard reads the stored guard state; one that does not decode is
@@ -102,13 +129,20 @@ func candidateOf(uuid, owner, server string, d *records.Decision) *candidate {
 // is held.
 func (u *Updater) noteComputed(uuid string, b *batch, o outcome, c *candidate) {
 	switch {
-	case c == nil:
+	case c == nil || c.asHeld:
 	case o == changed:
 		b.candidates = append(b.candidates, *c)
 	case c.report != nil:
 		u.reportRemoval(uuid, c.report) // nothing for the guard: as stored
 	}
-	if cause, held := u.guard.state.Held(uuid); held && o != skipped && (o != changed || c == nil || c.removal.Cause != cause) {
+	cause, held := u.guard.state.Held(uuid)
+	switch {
+	case !held || c != nil && c.asHeld:
+	case o == skipped:
+		if !u.stored(uuid) {
+			b.kept = append(b.kept, uuid) // nothing stored to keep: gone meanwhile
+		}
+	case o != changed || c == nil || c.removal.Cause != cause:
 		b.kept = append(b.kept, uuid)
 	}
 }
@@ -134,7 +168,8 @@ func (u *Updater) guardRemovals(b *batch) {
 	g := &u.guard
 	var v guard.Verdict
 	if len(removals) > 0 || len(b.kept) > 0 || g.state.Holding() {
-		v = g.policy.Step(g.state, guard.Batch{Now: u.now(), VMs: b.stored, Removals: removals, Kept: b.kept, Fresh: g.fresh})
+		v = g.policy.Step(g.state, guard.Batch{Now: u.now(), VMs: b.stored, Removals: removals, Kept: b.kept, Fresh: g.fresh,
+			Recallable: u.recallable})
 	}
 	var held map[string]db.VMChange // what the guard took out of b
 	if len(v.Hold) > 0 {
@@ -158,120 +193,6 @@ func (u *Updater) guardRemovals(b *batch) {
 	u.reportRemovals(b, v.Hold, more)
 	u.guardVerdict(v)
 	u.stageGuard(b)
-}
-
-// nameClaim is an instance name or a PTR (name) that a VM of a batch
-// puts records at (vm), where the store holds another VM's records
-// (other).
-type nameClaim struct {
-	vm, other string
-	name      db.Name
-}
-
-// nameClaims returns the instance names and PTRs b's VMs put records at
-// that other VMs' stored records are at too, when a hold may keep a VM
-// at such a name: the guard holds removals that would take them, or b
-// may begin to. u.mu is not held.
-func (u *Updater) nameClaims(b *batch) []nameClaim {
-	u.mu.Lock()
-	look := u.guard.state.HoldsNames()
-	u.mu.Unlock()
-	for i := 0; !look && i < len(b.candidates); i++ {
-		look = !b.candidates[i].removal.Cause.KeepsInstanceNames()
-	}
-	if !look {
-		return nil
-	}
-	var names []db.Name
-	var by []string // the VM of b at names[i]
-	var ptr []bool  // names[i] is an address's PTR name
-	for i := range b.cs.VMs {
-		vc := &b.cs.VMs[i]
-		first := len(names)
-		vc.EachRecord(func(zone, owner string, rrtype uint16) {
-			n := db.Name{Zone: zone, Owner: owner}
-			isPTR := rrtype == dns.TypePTR
-			if (isPTR || records.InstanceName(n.Owner, n.Zone)) && !slices.Contains(names[first:], n) {
-				names, by, ptr = append(names, n), append(by, vc.UUID), append(ptr, isPTR)
-			}
-		})
-	}
-	at := make([][]string, len(names))
-	if err := u.store.VMsAt(names, func(i int, vm string) { at[i] = append(at[i], vm) }); err != nil {
-		u.log.Warn("reading who holds the names a batch takes failed; held VMs keep theirs", "err", err)
-		return nil
-	}
-	var out []nameClaim
-	for i, vms := range at {
-		// An instance name the VM already shares (two VMs of an account
-		// with one alias both answer it) is no new need: the other VM
-		// keeps it, held or not. An address's PTR names one VM only.
-		if !ptr[i] && slices.Contains(vms, by[i]) {
-			continue
-		}
-		for _, vm := range vms {
-			if vm != by[i] {
-				out = append(out, nameClaim{vm: by[i], other: vm, name: names[i]})
-			}
-		}
-	}
-	return out
-}
-
-// yieldNames lets go, each alone, the held VMs at names a VM of b needs
-// (claims), that b does not hold itself (hold): the guard applies their
-// removal (guard.Policy.Yield), and their changes join b, so that the
-// names change hands in one commit. held are the changes the guard took
-// out of b. u.mu is held.
-func (u *Updater) yieldNames(b *batch, claims []nameClaim, hold map[string]bool, held map[string]db.VMChange) {
-	needed := map[string]nameClaim{} // held VM → the first claim on its names
-	var vms []string
-	for _, c := range claims {
-		if _, seen := needed[c.other]; seen || hold[c.vm] {
-			continue
-		}
-		if _, ok := u.guard.state.Held(c.other); ok {
-			needed[c.other] = c
-			vms = append(vms, c.other)
-		}
-	}
-	if len(vms) == 0 {
-		return
-	}
-	causes := map[string]guard.Cause{}
-	for _, vm := range vms {
-		causes[vm], _ = u.guard.state.Held(vm)
-	}
-	v := u.guard.policy.Yield(u.guard.state, vms, u.now())
-	for _, vm := range v.Apply {
-		c := needed[vm]
-		u.log.Warn("held removal applied: another VM needs its name", "vm", vm, "cause", string(causes[vm]), "name", c.name.Owner, "needed_by", c.vm)
-		delete(hold, vm)
-		u.yieldTo(b, vm, held)
-	}
-	v.Apply = nil // (in b)
-	u.guardVerdict(v)
-}
-
-// yieldTo puts the change of vm, whose held removal the guard let go,
-// in b: the one the guard took out of b (held), or computed now. A VM
-// computed now is marked as b takes it, so a commit that fails leaves it
-// to compute again. u.mu is held.
-func (u *Updater) yieldTo(b *batch, vm string, held map[string]db.VMChange) {
-	if vc, ok := held[vm]; ok {
-		b.cs.VMs = append(b.cs.VMs, vc)
-		b.held = slices.DeleteFunc(b.held, func(id string) bool { return id == vm })
-		return // (its services hear of it with b's other removals)
-	}
-	u.mark(vm)
-	vc, ok, cand := u.change(vm)
-	if cand != nil && cand.report != nil {
-		u.reportRemoval(vm, cand.report)
-	}
-	if ok {
-		b.cs.VMs = append(b.cs.VMs, vc)
-		b.gens[vm] = u.sched.marked(vm)
-	}
 }
 
 // reportRemovals tells the hysteresis of the hard removals of b's
@@ -333,8 +254,20 @@ func (u *Updater) stageGuard(b *batch) {
 	}
 }
 
+// recallable reports whether the VM uuid can be computed as held: the
+// model holds it, or what it held of it before a listing left it out is
+// kept. u.mu is held.
+func (u *Updater) recallable(uuid string) bool {
+	if u.vms[uuid] != nil {
+		return true
+	}
+	gone := u.guard.unlisted[uuid]
+	return gone != nil && gone.vm != nil
+}
+
 // guardVerdict acts on a verdict: the VMs let go are computed again
-// (their removals go through), and every event is logged; u.mu is held.
+// (their removals go through), so are the VMs recalled (as held: their
+// names come back), and every event is logged; u.mu is held.
 func (u *Updater) guardVerdict(v guard.Verdict) {
 	g := &u.guard
 	if v.Changed {
@@ -347,13 +280,20 @@ func (u *Updater) guardVerdict(v guard.Verdict) {
 		u.causes["held removals applied"]++
 		u.wake()
 	}
+	for _, vm := range v.Recall {
+		u.mark(vm)
+	}
+	if len(v.Recall) > 0 {
+		u.causes["removals recalled"]++
+		u.wake()
+	}
 	p := g.policy.Normal()
 	for _, e := range v.Events {
 		attrs := []any{"cause", string(e.Cause), "action", string(e.Action), "vms", e.VMs, "of", e.Of, "what", e.Cause.Text()}
 		switch e.Action {
 		case guard.ActionHeld:
 			s := g.state.Causes[e.Cause]
-			attrs = append(attrs, "applied_in_window", e.Window, "window", p.Window.String(), "min_vms", p.MinVMs, "percent", p.Percent,
+			attrs = append(attrs, "applied_in_window", e.Window, "recalled", e.Recalled, "window", p.Window.String(), "min_vms", p.MinVMs, "percent", p.Percent,
 				"confirm_at", p.ConfirmAt(s).UTC().Format(time.RFC3339), "upstream", e.Cause.Upstream())
 			u.log.Error("removals held: the names stay until the upstream confirms them or an operator accepts them (cnsadm feeds accept)", attrs...)
 		case guard.ActionReleased:
@@ -372,13 +312,41 @@ func (u *Updater) guardSettled(b *batch) {
 	if b.cs.Guard != nil {
 		u.guard.saved = max(u.guard.saved, b.guardGen)
 	}
+	now := u.now()
 	for _, vc := range b.cs.VMs {
-		if vc.Delete {
-			delete(u.guard.unlisted, vc.UUID)
+		if gone := u.guard.unlisted[vc.UUID]; gone != nil && vc.Delete {
+			if gone.vm == nil {
+				delete(u.guard.unlisted, vc.UUID) // nothing to recall it by
+				continue
+			}
+			gone.deleted = now
+			u.guard.deleted = append(u.guard.deleted, deletedVM{uuid: vc.UUID, at: now})
 		}
 	}
+	u.pruneUnlisted(now)
 	for _, uuid := range b.held {
 		u.sched.committed(uuid, b.gens[uuid], b.computed) // kept as stored, until computed again
+	}
+}
+
+// pruneUnlisted forgets the unlisted VMs deleted longer than the window
+// ago, which a hold can no longer recall, but those held (recalled: their
+// deletion is to be stored again); u.mu is held.
+func (u *Updater) pruneUnlisted(now time.Time) {
+	g := &u.guard
+	since := now.Add(-g.policy.Normal().Window)
+	n := 0
+	for ; n < len(g.deleted) && g.deleted[n].at.Before(since); n++ {
+		d := g.deleted[n]
+		if gone := g.unlisted[d.uuid]; gone != nil && gone.deleted.Equal(d.at) {
+			if _, held := g.state.Held(d.uuid); !held {
+				delete(g.unlisted, d.uuid)
+			}
+		}
+	}
+	g.deleted = g.deleted[n:]
+	if len(g.deleted) == 0 {
+		g.deleted = nil // (let go of a collapse's array)
 	}
 }
 
@@ -392,10 +360,10 @@ func (u *Updater) upstreamAnswered(causes ...guard.Cause) {
 	u.advanceGuard()
 }
 
-// advanceGuard moves the holds on with time and the upstreams' answers;
-// u.mu is held.
+// advanceGuard moves the holds on with time and the upstreams' answers,
+// and forgets the removals the window no longer counts; u.mu is held.
 func (u *Updater) advanceGuard() {
-	if u.guard.state == nil || !u.guard.state.Holding() {
+	if g := u.guard.state; g == nil || !g.Holding() && !g.Counting() {
 		return
 	}
 	u.guardVerdict(u.guard.policy.Advance(u.guard.state, u.now(), u.guard.fresh))

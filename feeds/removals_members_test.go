@@ -2,7 +2,6 @@ package feeds_test
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/tritondatacenter/cns/admin/status"
@@ -29,10 +28,10 @@ func TestGuardHeldVMsStayMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w.waitFor("the service's three members", func() bool { return w.idle() && len(w.svcAddrs(owner, "guarded")) == 3 })
+	w.waitFor("the service's three members", func() bool { return w.idle() && len(w.addrs("guarded.svc."+owner)) == 3 })
 	w.allCNs(cnDown, c.ServerUUID)
 	w.waitFor("the removals to be held", func() bool { h, ok := w.hold(guard.CNDown); return ok && h.VMs > 400 && w.idle() })
-	if got := w.svcAddrs(owner, "guarded"); len(got) != 3 {
+	if got := w.addrs("guarded.svc." + owner); len(got) != 3 {
 		t.Fatalf("held, the service lists %q, want its three members", got)
 	}
 	svc, err := w.u.Service(owner, "guarded")
@@ -52,7 +51,7 @@ func TestGuardHeldVMsStayMembers(t *testing.T) {
 	})
 	want := []string{ipOf(a), ipOf(b)}
 	slices.Sort(want)
-	if got := w.svcAddrs(owner, "guarded"); !slices.Equal(got, want) {
+	if got := w.addrs("guarded.svc." + owner); !slices.Equal(got, want) {
 		svc, _ := w.u.Service(owner, "guarded")
 		t.Errorf("after the third member went down the service lists %q, want %q (the held members' only): %+v", got, want, svc)
 	}
@@ -63,7 +62,7 @@ func TestGuardHeldVMsStayMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitFor("the held removals to go through", func() bool { _, ok := w.hold(guard.CNDown); return !ok && w.idle() })
-	if got := w.svcAddrs(owner, "guarded"); len(got) != 0 {
+	if got := w.addrs("guarded.svc." + owner); len(got) != 0 {
 		t.Errorf("accepted, the service still lists %q", got)
 	}
 	svc, err = w.u.Service(owner, "guarded")
@@ -98,19 +97,6 @@ func (w *gzWorld) vmsOnThreeCNs() (a, b, c dc.VM) {
 	}
 	w.t.Fatal("no owner with VMs on three compute nodes")
 	return
-}
-
-// svcAddrs returns the addresses of owner's service svc, sorted.
-func (w *gzWorld) svcAddrs(owner, svc string) []string {
-	prefix := svc + ".svc." + owner + "." + gzZone + ".\t"
-	var out []string
-	for _, r := range w.names() {
-		if f := strings.Split(r, "\t"); strings.HasPrefix(r, prefix) && len(f) == 5 && f[3] == "A" {
-			out = append(out, f[4])
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // ipOf is a VM's first address.

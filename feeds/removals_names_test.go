@@ -22,21 +22,32 @@ import (
 // unlisted). It returns them.
 func (w *gzWorld) shortListing(n int, also func(gone []dc.VM)) []dc.VM {
 	w.t.Helper()
-	var gone []dc.VM
-	for _, vm := range w.sim.Inventory().VMs {
-		if len(gone) < n && vm.Alias != nil {
-			if err := w.sim.PurgeVM(vm.UUID); err != nil {
-				w.t.Fatal(err)
-			}
-			gone = append(gone, vm)
-		}
-	}
+	gone := w.purgeAliased(n)
 	if also != nil {
 		also(gone)
 	}
 	w.relist()
 	if h, ok := w.hold(guard.Unlisted); !ok || h.Peak != n {
 		w.t.Fatalf("after the short listing the hold is %+v (%v), want %d VMs held", h, ok, n)
+	}
+	return gone
+}
+
+// purgeAliased purges from VMAPI the first n VMs it lists that have an
+// alias, and returns them.
+func (w *gzWorld) purgeAliased(n int) []dc.VM {
+	w.t.Helper()
+	var gone []dc.VM
+	for _, vm := range w.sim.Inventory().VMs {
+		if len(gone) == n {
+			break
+		}
+		if vm.Alias != nil {
+			if err := w.sim.PurgeVM(vm.UUID); err != nil {
+				w.t.Fatal(err)
+			}
+			gone = append(gone, vm)
+		}
 	}
 	return gone
 }
@@ -91,9 +102,10 @@ func (w *gzWorld) ptr(ip string) []string {
 	return out
 }
 
-// addrs returns the addresses at an instance name of owner.
-func (w *gzWorld) addrs(stem, owner string) []string {
-	prefix := stem + ".inst." + owner + "." + gzZone + ".\t"
+// addrs returns the addresses at name (in the zone, without it), sorted:
+// an instance name (<alias>.inst.<owner>) or a service's.
+func (w *gzWorld) addrs(name string) []string {
+	prefix := name + "." + gzZone + ".\t"
 	var out []string
 	for _, r := range w.names() {
 		if f := strings.Split(r, "\t"); strings.HasPrefix(r, prefix) && len(f) == 5 && f[3] == "A" {
@@ -178,11 +190,11 @@ func TestGuardHeldAliasGoesToNewVM(t *testing.T) {
 	x := gone[0]
 	nic := x.NICs[0]
 	nic.IP, nic.IPs, nic.Primary = "10.200.0.1", []string{"10.200.0.1/8"}, true
-	if got := w.addrs(*x.Alias, x.OwnerUUID); !slices.Equal(got, []string{ipOf(x)}) {
+	if got := w.addrs(*x.Alias + ".inst." + x.OwnerUUID); !slices.Equal(got, []string{ipOf(x)}) {
 		t.Fatalf("held, the alias names %q, want the held VM's %s", got, ipOf(x))
 	}
 	w.newVM(newUUID, x.OwnerUUID, x.ServerUUID, *x.Alias, []dc.NIC{nic})
-	if got := w.addrs(*x.Alias, x.OwnerUUID); !slices.Equal(got, []string{"10.200.0.1"}) {
+	if got := w.addrs(*x.Alias + ".inst." + x.OwnerUUID); !slices.Equal(got, []string{"10.200.0.1"}) {
 		t.Errorf("the alias names %q, want the new VM's 10.200.0.1 only", got)
 	}
 	if n := w.instanceNames(x.UUID); n != 0 {
@@ -241,7 +253,7 @@ func TestGuardHeldAliasSharedStaysHeld(t *testing.T) {
 	w.newVM(sibling, x.OwnerUUID, x.ServerUUID, *x.Alias, []dc.NIC{nic})
 	shared := []string{ipOf(x), "10.200.0.1"}
 	slices.Sort(shared)
-	if got := w.addrs(*x.Alias, x.OwnerUUID); !slices.Equal(got, shared) {
+	if got := w.addrs(*x.Alias + ".inst." + x.OwnerUUID); !slices.Equal(got, shared) {
 		t.Fatalf("the alias names %q, want both VMs' %q", got, shared)
 	}
 	if gone := w.shortListing(400, nil); gone[0].UUID != x.UUID {
@@ -254,7 +266,7 @@ func TestGuardHeldAliasSharedStaysHeld(t *testing.T) {
 	w.waitFor("the other VM in its service", func() bool {
 		return w.idle() && slices.ContainsFunc(w.names(), func(r string) bool { return strings.HasPrefix(r, "shared.svc.") })
 	})
-	if got := w.addrs(*x.Alias, x.OwnerUUID); !slices.Equal(got, shared) {
+	if got := w.addrs(*x.Alias + ".inst." + x.OwnerUUID); !slices.Equal(got, shared) {
 		t.Errorf("the alias names %q, want both VMs' %q still", got, shared)
 	}
 	if n := w.instanceNames(x.UUID); n == 0 {

@@ -452,15 +452,22 @@ func TestGuardShortListingRecovers(t *testing.T) {
 	if got := w.names(); !slices.Equal(got, before) {
 		t.Fatalf("names left at once: %d records, was %d", len(got), len(before))
 	}
+	w.putBack(vms, before)
+}
+
+// putBack puts vms back in VMAPI and relists: the hold of the listing
+// that missed them is released, and the zone is before again.
+func (w *gzWorld) putBack(vms []dc.VM, before []string) {
+	w.t.Helper()
 	for _, vm := range vms {
 		if err := w.sim.PutVM(vm); err != nil {
-			t.Fatal(err)
+			w.t.Fatal(err)
 		}
 	}
 	w.relist()
 	w.waitFor("the hold to be released", func() bool { _, ok := w.hold(guard.Unlisted); return !ok && w.idle() })
 	if got := w.names(); !slices.Equal(got, before) {
-		t.Errorf("after the whole listing %d records, was %d", len(got), len(before))
+		w.t.Errorf("after the whole listing %d records, was %d", len(got), len(before))
 	}
 }
 

@@ -103,7 +103,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		naming: naming{cfg: o.Records, zones: o.Zones, zonesGen: 1}, model: newModel(),
 		sched: newScheduler(testChunk(defaultChunk), defaultSlice), causes: map[string]int{},
 		kick: make(chan struct{}, 1), feeds: map[string]FeedStatus{}, seenDue: map[string]bool{},
-		guard: removalGuard{policy: o.Guard, fresh: map[guard.Cause]time.Time{}, unlisted: map[string]string{},
+		guard: removalGuard{policy: o.Guard, fresh: map[guard.Cause]time.Time{}, unlisted: map[string]*unlistedVM{},
 			epoch: time.Now().UnixNano()},
 	}
 	u.setForward()

@@ -16,6 +16,11 @@
 //     Unlisted removals count by listing: a listing that comes back
 //     short is one listing, while each of several listings that finds a
 //     few VMs gone (destroys the changefeed missed) is believed.
+//     The removals the window applied that counted are held too
+//     (Recall): a collapse that comes over several batches (CNs reported
+//     down poll after poll, a listing's removals committed chunk by
+//     chunk) is held whole, as a single drop is, and the names its first
+//     batches took come back.
 //   - While a cause holds, its further removals join the hold.
 //   - A held VM recomputed to anything but that removal (its CN is up
 //     again, the listing has it again) leaves the hold; a hold that
@@ -183,6 +188,12 @@ type Applied struct {
 	At    time.Time `json:"at"`
 	Group string    `json:"group,omitempty"`
 	VMs   int       `json:"vms"`
+	// Removed are those VMs, for a hold to recall. They are kept in
+	// memory only: a window's worth of a collapse is up to a quarter of
+	// the data center, too many to rewrite with every commit of it. After
+	// a restart the window counts what it applied before, and recalls
+	// what it applies after.
+	Removed []string `json:"-"`
 }
 
 // State is one cause's state.
@@ -225,6 +236,8 @@ type Event struct {
 	// Window: removals of the cause (Unlisted: of the listing) applied
 	// within the window before the batch that tripped the guard.
 	Window int `json:"window,omitempty"`
+	// Recalled: of those, the ones held again (counted in VMs).
+	Recalled int `json:"recalled,omitempty"`
 	// Left: released with that many still over (applied as ordinary
 	// removals, under the threshold).
 	Left int `json:"left,omitempty"`
@@ -310,6 +323,18 @@ func (g *Guard) HoldsNames() bool {
 	return false
 }
 
+// Keeps reports whether the guard keeps vm's names, and for which cause:
+// its removal is held, and not let go yet (Applying).
+func (g *Guard) Keeps(vm string) (Cause, bool) {
+	for _, c := range Causes {
+		s := g.Causes[c]
+		if _, ok := s.Held[vm]; ok && (s.Phase == Holding || s.Phase == Confirming) {
+			return c, true
+		}
+	}
+	return "", false
+}
+
 // Held reports whether vm's removal is held, and for which cause.
 func (g *Guard) Held(vm string) (Cause, bool) {
 	for _, c := range Causes {
@@ -332,6 +357,9 @@ type Batch struct {
 	Kept []string
 	// Fresh is when each cause's upstream last answered.
 	Fresh map[Cause]time.Time
+	// Recallable reports whether a VM whose removal the window applied
+	// can have its names back (its facts are still known); nil: all.
+	Recallable func(vm string) bool
 }
 
 // Verdict is what the guard decided.
@@ -342,6 +370,10 @@ type Verdict struct {
 	// Apply are held VMs to recompute now: their removals go through
 	// (a hold confirmed, accepted or released under the threshold).
 	Apply []string
+	// Recall are VMs whose removal the window applied before a hold
+	// began, held now: to compute again as held, so their names come
+	// back.
+	Recall []string
 	// Events are the transitions, also appended to the history.
 	Events []Event
 	// Changed: the state differs from before (it is to be stored).
@@ -412,7 +444,7 @@ func (p Policy) step(g *Guard, c Cause, s *State, rs []Removal, b Batch, v *Verd
 		s.Peak, v.Changed = max(s.Peak, len(s.Held)), true
 		return
 	}
-	s.Recent = slices.DeleteFunc(s.Recent, func(a Applied) bool { return !a.At.After(b.Now.Add(-p.Window)) || a.At.After(b.Now) })
+	p.expire(s, b.Now)
 	window, groups, n := 0, map[string]int{}, map[string]int{}
 	for _, a := range s.Recent {
 		window += a.VMs
@@ -423,33 +455,64 @@ func (p Policy) step(g *Guard, c Cause, s *State, rs []Removal, b Batch, v *Verd
 		n[r.Group]++
 	}
 	counted := window + len(fresh)
+	counts := func(string) bool { return true } // the window's groups that count
 	if c == Unlisted {
 		// One listing counts: the batch's with the most removals, with
 		// those its earlier batches applied (a big listing's removals
 		// come in chunks), not those of the listings before it, each of
 		// which was a complete answer of its own.
 		counted, window = 0, 0
+		listing := ""
 		for _, grp := range slices.Sorted(maps.Keys(n)) {
 			if groups[grp] > counted {
-				counted, window = groups[grp], groups[grp]-n[grp]
+				counted, window, listing = groups[grp], groups[grp]-n[grp], grp
 			}
 		}
+		counts = func(grp string) bool { return grp == listing }
 	}
 	oneGroup := len(groups) == 1 && c != Unlisted
 	if s.Phase == Clear && !oneGroup && p.exceeds(counted, b.VMs) {
-		s.Phase, s.Since, s.Of, s.Peak = Holding, b.Now, b.VMs, len(fresh)
+		s.Phase, s.Since, s.Of = Holding, b.Now, b.VMs
 		for _, r := range fresh {
 			s.Held[r.VM] = r.Group
 			v.Hold[r.VM] = true
 		}
-		v.event(g, Event{Time: b.Now, Cause: c, Action: ActionHeld, VMs: len(fresh), Of: b.VMs, Window: window})
+		recalled := p.recall(s, b, counts, v)
+		s.Peak = len(s.Held)
+		v.event(g, Event{Time: b.Now, Cause: c, Action: ActionHeld, VMs: len(s.Held), Of: b.VMs, Window: window, Recalled: recalled})
 		return
 	}
 	// Applied: counted in the window, by group.
-	for _, grp := range slices.Sorted(maps.Keys(n)) {
-		s.Recent = append(s.Recent, Applied{At: b.Now, Group: grp, VMs: n[grp]})
+	byGroup := map[string][]string{}
+	for _, r := range fresh {
+		byGroup[r.Group] = append(byGroup[r.Group], r.VM)
+	}
+	for _, grp := range slices.Sorted(maps.Keys(byGroup)) {
+		s.Recent = append(s.Recent, Applied{At: b.Now, Group: grp, VMs: len(byGroup[grp]), Removed: byGroup[grp]})
 	}
 	v.Changed = true
+}
+
+// recall holds the removals the window applied before the batch that
+// began the hold of s, of the groups that counted: the collapse is held
+// whole. It returns how many VMs it recalled.
+func (p Policy) recall(s *State, b Batch, counts func(group string) bool, v *Verdict) int {
+	n := 0
+	for _, a := range s.Recent {
+		if !counts(a.Group) {
+			continue
+		}
+		for _, vm := range a.Removed {
+			if _, held := s.Held[vm]; held || b.Recallable != nil && !b.Recallable(vm) {
+				continue
+			}
+			s.Held[vm] = a.Group
+			v.Recall = append(v.Recall, vm)
+			n++
+		}
+	}
+	s.Recent = nil // (held now)
+	return n
 }
 
 // recovered ends a hold that emptied (the upstream recovered), or that
@@ -492,9 +555,27 @@ func (p Policy) apply(s *State, v *Verdict) {
 	}
 }
 
+// expire forgets the removals s applied that are out of the window at
+// now (or after now: counted by a run whose clock was ahead).
+func (p Policy) expire(s *State, now time.Time) {
+	s.Recent = slices.DeleteFunc(s.Recent, func(a Applied) bool { return !a.At.After(now.Add(-p.Window)) || a.At.After(now) })
+}
+
+// Counting reports whether any cause counts removals it applied within
+// the window (Advance forgets them once it is over).
+func (g *Guard) Counting() bool {
+	for _, s := range g.Causes {
+		if len(s.Recent) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Advance moves the holds on with time and the upstreams' answers: a
 // hold whose period is over is confirming, and one whose upstream
-// answered after the period's end is applied. The updater calls it on
+// answered after the period's end is applied; the removals applied that
+// the window no longer holds are forgotten. The updater calls it on
 // its timer and whenever an upstream answers.
 func (p Policy) Advance(g *Guard, now time.Time, fresh map[Cause]time.Time) Verdict {
 	p = p.Normal()
@@ -506,6 +587,7 @@ func (p Policy) Advance(g *Guard, now time.Time, fresh map[Cause]time.Time) Verd
 func (p Policy) advance(g *Guard, now time.Time, fresh map[Cause]time.Time, v *Verdict) {
 	for _, c := range Causes {
 		s := g.Causes[c]
+		p.expire(s, now) // (not worth a commit: the stored copy's are out of the window too)
 		if s.Since.After(now) {
 			s.Since, v.Changed = now, true // written by a run whose clock was ahead
 		}

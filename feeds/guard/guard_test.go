@@ -101,10 +101,13 @@ type step struct {
 	cause    Cause         // accept's
 	yield    []string      // yield's: VMs whose names another VM needs
 	vms      int           // the store's size (default dcVMs)
+	// recallable: which VMs the updater can give their names back (nil: all).
+	recallable func(vm string) bool
 
 	// Expected:
 	held   int      // VMs the verdict holds
 	apply  int      // VMs it hands back to recompute
+	recall int      // VMs the window applied that it holds again
 	events []string // "cause action vms"
 	phases map[Cause]Phase
 	// same: the state is as before (nothing to store).
@@ -126,7 +129,7 @@ func play(t *testing.T, p Policy, steps []step) {
 		var v Verdict
 		switch st.kind {
 		case batch:
-			v = p.Step(g, Batch{Now: at(st.at), VMs: size, Removals: st.removals, Kept: st.kept, Fresh: fresh})
+			v = p.Step(g, Batch{Now: at(st.at), VMs: size, Removals: st.removals, Kept: st.kept, Fresh: fresh, Recallable: st.recallable})
 		case tick:
 			v = p.Advance(g, at(st.at), fresh)
 		case accept:
@@ -153,6 +156,15 @@ func play(t *testing.T, p Policy, steps []step) {
 		}
 		if len(v.Apply) != st.apply {
 			t.Errorf("step %d (at %d s): %d VMs to apply, want %d", i, st.at, len(v.Apply), st.apply)
+		}
+		if len(v.Recall) != st.recall {
+			t.Errorf("step %d (at %d s): %d VMs recalled, want %d", i, st.at, len(v.Recall), st.recall)
+		}
+		for _, vm := range v.Recall {
+			if _, held := g.Keeps(vm); !held {
+				t.Errorf("step %d (at %d s): %s recalled but not held", i, st.at, vm)
+				break
+			}
 		}
 		var events []string
 		for _, e := range v.Events {
@@ -203,11 +215,18 @@ func TestGuard(t *testing.T) {
 			{at: 3, removals: listing("l2", 15, 30), vms: 45},
 			{at: 6, removals: listing("l3", 30, 40), vms: 30, phases: phase(Unlisted, Clear)},
 		}},
-		{"one listing's removals in several batches count together", []step{
+		{"one listing's removals in several batches count together, and are held together", []step{
 			{at: 0, removals: listing("l1", 0, 300)},
 			{at: 1, removals: listing("l1", 300, 500)}, // 25 %, not over
-			{at: 2, removals: append(listing("l2", 500, 510), listing("l1", 510, 520)...), held: 20,
-				events: []string{"unlisted held 20"}, phases: phase(Unlisted, Holding)},
+			{at: 2, removals: append(listing("l2", 500, 510), listing("l1", 510, 520)...), held: 20, recall: 500,
+				events: []string{"unlisted held 520"}, phases: phase(Unlisted, Holding)},
+		}},
+		{"a short listing recalls its own removals, not those of the listings before it", []step{
+			{at: 0, removals: listing("l1", 0, 400), vms: 2000},   // 20 %: believed
+			{at: 1, removals: listing("l2", 400, 700), vms: 1600}, // 18.75 %: believed
+			{at: 2, removals: listing("l3", 700, 900), vms: 1300},
+			{at: 3, removals: listing("l3", 900, 1100), vms: 1100, held: 200, recall: 200,
+				events: []string{"unlisted held 400"}, phases: phase(Unlisted, Holding)}, // 400 of 1,100
 		}},
 		{"a small data center is never held", []step{
 			{at: 0, removals: unlisted(0, 20), vms: 25},
@@ -218,15 +237,48 @@ func TestGuard(t *testing.T) {
 		{"every owner off is held", []step{
 			{at: 0, removals: owners(0, 40), held: 2000, events: []string{"owner_off held 2000"}},
 		}},
-		{"CNs going down one after the other trip the guard in the window", []step{
+		{"CNs going down one after the other: the collapse is held whole", []step{
 			{at: 0, removals: cns(0, 4)},  // 400: 20 %
 			{at: 10, removals: cns(4, 5)}, // 500: 25 %, not over
-			{at: 20, removals: cns(5, 6), held: 100, events: []string{"cn_down held 100"}}, // 600: over
-			{at: 30, removals: cns(6, 7), held: 100},                                       // joins the hold
+			{at: 20, removals: cns(5, 6), held: 100, recall: 500, events: []string{"cn_down held 600"}}, // 600: over
+			{at: 30, removals: cns(6, 7), held: 100},                                                    // joins the hold
+			{at: 40, removals: cns(0, 7), held: 700, same: true},                                        // recalled and held alike
+		}},
+		{"a listing's removals committed chunk by chunk are held whole", []step{
+			{at: 0, removals: unlisted(0, 250)}, // 12.5 % of 2,000
+			{at: 1, removals: unlisted(250, 500), vms: 1750, // 500: 28.6 % of what the store holds now
+				held: 250, recall: 250, events: []string{"unlisted held 500"}, phases: phase(Unlisted, Holding)},
+			{at: 2, removals: unlisted(500, 1400), vms: 1750, held: 900},
+		}},
+		{"a recalled collapse that recovers is released whole", []step{
+			{at: 0, removals: cns(0, 3)},
+			{at: 10, removals: cns(3, 6), held: 300, recall: 300, events: []string{"cn_down held 600"}},
+			{at: 20, kept: vmsOf(cns(0, 6)), events: []string{"cn_down released 600"}, phases: phase(CNDown, Clear)},
+		}},
+		{"a recalled collapse accepted applies whole", []step{
+			{at: 0, removals: cns(0, 3)},
+			{at: 10, removals: cns(3, 6), held: 300, recall: 300, events: []string{"cn_down held 600"}},
+			{at: 20, kind: accept, apply: 600, events: []string{"cn_down accepted 600"}, phases: phase(CNDown, Applying)},
 		}},
 		{"the window slides", []step{
 			{at: 0, removals: cns(0, 4)},
 			{at: 61, removals: cns(4, 6)}, // the first 400 are out of the window
+		}},
+		{"only the window's removals are recalled", []step{
+			{at: 0, removals: cns(0, 4)},
+			{at: 50, removals: cns(4, 5)},
+			{at: 70, removals: cns(5, 10), held: 500, recall: 100, events: []string{"cn_down held 600"}}, // 100 + 500 in the window
+		}},
+		{"a VM whose names cannot come back is not recalled", []step{
+			{at: 0, removals: cns(0, 4)},
+			{at: 10, removals: cns(4, 6), held: 200, recall: 300, events: []string{"cn_down held 500"},
+				recallable: func(id string) bool { return id >= vm(100) }},
+		}},
+		{"after a restart the window counts what it applied, and recalls what came after", []step{
+			{at: 0, removals: cns(0, 3)},
+			{at: 5, kind: restart},
+			{at: 6, removals: cns(3, 4)},
+			{at: 10, removals: cns(4, 6), held: 200, recall: 100, events: []string{"cn_down held 300"}},
 		}},
 		{"a real shrink is confirmed over the period by a fresh listing", []step{
 			{at: 0, removals: unlisted(0, 1000), held: 1000, events: []string{"unlisted held 1000"}},
@@ -316,5 +368,24 @@ func TestDecode(t *testing.T) {
 	}
 	if _, err := Decode([]byte(`{"causes":`)); err == nil {
 		t.Error("a garbled state decoded")
+	}
+}
+
+// The removals a cause applied are forgotten once the window is over,
+// with no batch after them: Advance (the updater's timer) lets go of
+// the VMs a hold would have recalled.
+func TestWindowExpires(t *testing.T) {
+	p, g := Policy{}, New()
+	p.Step(g, Batch{Now: at(0), VMs: dcVMs, Removals: cns(0, 4)})
+	if !g.Counting() || len(g.Causes[CNDown].Recent) == 0 {
+		t.Fatal("400 removals applied are not counted in the window")
+	}
+	p.Advance(g, at(59), nil)
+	if !g.Counting() {
+		t.Error("forgotten inside the window")
+	}
+	p.Advance(g, at(60), nil)
+	if g.Counting() || len(g.Causes[CNDown].Recent) != 0 {
+		t.Errorf("the window is over and the guard counts %+v", g.Causes[CNDown].Recent)
 	}
 }
