@@ -27,7 +27,16 @@
 # side's send carries the delivery into the other's socket, so the
 # server's threads pay for delivering answers to dnsperf and dnsperf for
 # delivering queries to the server; the two are the same kind of work.
-# The server's threads alone (its cpuacct group) are a column of their own.
+# That figure needs idle CPU to measure: on a machine that other work
+# keeps busy, the server's CPU displaces theirs and the difference means
+# nothing. So a second figure counts the tasks alone, whatever else runs:
+#   tasks = the server's cpuacct group + ksoftirqd's time beyond the
+#           baseline's rate
+# The kernel here has no IRQ time accounting (CONFIG_IRQ_TIME_ACCOUNTING
+# unset), so a softirq run on a task's way out of a system call (a
+# loopback send's delivery) is the task's: the group holds its own
+# packets' softirq work, and ksoftirqd what was deferred. What neither
+# holds is the interrupt that wakes an idle CPU for a server's thread.
 # bench/ratios.py --fixed-rate prints the medians, spreads and ratios.
 #
 # usage: WORK=/tmp/cns-bench bench/cpu-per-answer.sh
@@ -277,6 +286,11 @@ start_server() {
 # the tick-sampled user/system columns would miss most of it.
 busy() { awk -v n="$(nproc --all)" -v t="$(cut -d' ' -f1 /proc/uptime)" -v hz="$HZ" '$1 == "cpu" { printf "%.0f\n", t * hz * n - $5 - $6 - $9; exit }' /proc/stat; }
 softirq() { awk '$1 == "cpu" { print $8; exit }' /proc/stat; }
+# local timer, rescheduling and function call interrupts, every CPU's:
+# the wake-ups neither figure's tasks are charged for
+irqs() { awk '$1 ~ /^(LOC|RES|CAL):$/ { for (i = 2; i < NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
+# ksoftirqd's time on CPU, ns, every CPU's (exact: schedstat)
+ksoftirqd() { local p sum=0; for p in $(pgrep '^ksoftirqd/'); do sum=$(( sum + $(cut -d' ' -f1 "/proc/$p/schedstat") )); done; echo "$sum"; }
 usage() { cat "$ACCT/$1/cpuacct.usage"; } # ns
 now_ns() { date +%s%N; }
 ctxsw() { # voluntary + involuntary switches of every thread in the server group
@@ -289,13 +303,17 @@ ctxsw() { # voluntary + involuntary switches of every thread in the server group
     echo "$sum"
 }
 BASE_PER_S=0 # machine busy per second in the last baseline, in USER_HZ ticks
+BASE_KSOFT_PER_S=0 # ksoftirqd's ns per second in it
+BASE_IRQS_PER_S=0 # interrupts (irqs) per second in it
 
 baseline() {
-    local b0 t0 b1 t1
-    b0=$(busy); t0=$(now_ns)
+    local b0 k0 i0 t0 b1 k1 i1 t1
+    b0=$(busy); k0=$(ksoftirqd); i0=$(irqs); t0=$(now_ns)
     sleep "$BASELINE"
-    b1=$(busy); t1=$(now_ns)
+    b1=$(busy); k1=$(ksoftirqd); i1=$(irqs); t1=$(now_ns)
+    BASE_IRQS_PER_S=$(awk -v i=$((i1 - i0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f", i / (t / 1e9) }')
     BASE_PER_S=$(awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.4f", b / (t / 1e9) }')
+    BASE_KSOFT_PER_S=$(awk -v k=$((k1 - k0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f", k / (t / 1e9) }')
 }
 
 # dnsperf_run FILE RATE SECONDS [perf-stat-output]: dnsperf in the client group
@@ -316,7 +334,7 @@ dnsperf_run() {
 field() { awk -v k="$2" 'index($0, k) { sub(/.*: */, ""); split($0, a, " "); print a[1]; exit }' "$1"; }
 
 RESULTS=$OUT/results.tsv
-[ -f "$RESULTS" ] || printf 'N\tserver\trep\tkind\trate\tqps\tanswered\tlost\tsecs\tmachine_cpu_s\tbaseline_cpu_s\tclient_cpu_s\tserver_cpu_s\tsoftirq_s\tserver_ctxsw\tavg_latency_ms\tmax_latency_ms\tloadavg\tsyscalls\tcounts\n' > "$RESULTS"
+[ -f "$RESULTS" ] || printf 'N\tserver\trep\tkind\trate\tqps\tanswered\tlost\tsecs\tmachine_cpu_s\tbaseline_cpu_s\tclient_cpu_s\tserver_cpu_s\tsoftirq_s\tserver_ctxsw\tavg_latency_ms\tmax_latency_ms\tloadavg\tsyscalls\tcounts\tksoftirqd_s\tbaseline_ksoftirqd_s\tirqs\tbaseline_irqs\n' > "$RESULTS"
 
 # measure N SERVER REP KIND RATE: one dnsperf run against the running server
 measure() {
@@ -324,11 +342,11 @@ measure() {
     local f=$OUT/logs/N$n-$s-r$rep-$kind-$rate.txt perfout=""
     [ "$kind" = saturate ] && secs=$SATURATE
     [ "$kind" = count ] && perfout=$OUT/logs/N$n-$s-$rate.perf
-    local b0 s0 c0 x0 w0 t0 b1 s1 c1 x1 w1 t1 la
+    local b0 s0 c0 x0 w0 k0 i0 t0 b1 s1 c1 x1 w1 k1 i1 t1 la
     la=$(cut -d' ' -f1 /proc/loadavg)
-    b0=$(busy); w0=$(softirq); s0=$(usage server); c0=$(usage client); x0=$(ctxsw); t0=$(now_ns)
+    b0=$(busy); w0=$(softirq); k0=$(ksoftirqd); i0=$(irqs); s0=$(usage server); c0=$(usage client); x0=$(ctxsw); t0=$(now_ns)
     dnsperf_run "$f" "$rate" "$secs" ${perfout:+"$perfout"}
-    b1=$(busy); w1=$(softirq); s1=$(usage server); c1=$(usage client); x1=$(ctxsw); t1=$(now_ns)
+    b1=$(busy); w1=$(softirq); k1=$(ksoftirqd); i1=$(irqs); s1=$(usage server); c1=$(usage client); x1=$(ctxsw); t1=$(now_ns)
     local qps answered lost avg maxl
     qps=$(field "$f" "Queries per second:")
     answered=$(field "$f" "Queries completed:")
@@ -344,10 +362,10 @@ measure() {
     awk -v OFS='\t' -v n="$n" -v s="$s" -v rep="$rep" -v kind="$kind" -v rate="$rate" -v qps="$qps" -v a="$answered" \
         -v lost="$lost" -v secs="$(( (t1 - t0) / 1000000 ))" -v b=$((b1 - b0)) -v base="$BASE_PER_S" -v hz="$HZ" \
         -v cl=$((c1 - c0)) -v sv=$((s1 - s0)) -v w=$((w1 - w0)) -v x=$((x1 - x0)) -v avg="$avg" -v maxl="$maxl" \
-        -v la="$la" -v sc="$sc" -v counts="$counts" \
-        'BEGIN { t = secs / 1000; printf "%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%d\t%.3f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%d\t%s\t%s\t%s\t%s\t%s\n",
-                 n, s, rep, kind, rate, qps, a, lost, t, b / hz, base * t / hz, cl / 1e9, sv / 1e9, w / hz, x, avg, maxl, la, sc, counts }' >> "$RESULTS"
-    log "N=$n $s rep $rep $kind ${rate}: $(tail -1 "$RESULTS" | awk -F'\t' '{ a = ($7 > 0 ? $7 : 1); printf "%s qps, lost %s, %.2f us/answer (server threads %.2f, dnsperf %.2f), %.2f ctx switches/answer, load %s", $6, $8, ($10 - $11 - $12) * 1e6 / a, $13 * 1e6 / a, $12 * 1e6 / a, $15 / a, $18 }')"
+        -v la="$la" -v sc="$sc" -v counts="$counts" -v k=$((k1 - k0)) -v bk="$BASE_KSOFT_PER_S" -v irq=$((i1 - i0)) -v bi="$BASE_IRQS_PER_S" \
+        'BEGIN { t = secs / 1000; printf "%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%d\t%.3f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%d\t%s\t%s\t%s\t%s\t%s\t%.4f\t%.4f\t%d\t%.0f\n",
+                 n, s, rep, kind, rate, qps, a, lost, t, b / hz, base * t / hz, cl / 1e9, sv / 1e9, w / hz, x, avg, maxl, la, sc, counts, k / 1e9, bk * t / 1e9, irq, bi * t }' >> "$RESULTS"
+    log "N=$n $s rep $rep $kind ${rate}: $(tail -1 "$RESULTS" | awk -F'\t' '{ a = ($7 > 0 ? $7 : 1); k = $21 - $22; if (k < 0) k = 0; printf "%s qps, lost %s, us per answer: tasks %.2f, machine %.2f, dnsperf %.2f; %.2f ctx switches and %.2f interrupts per answer, load %s", $6, $8, ($13 + k) * 1e6 / a, ($10 - $11 - $12) * 1e6 / a, $12 * 1e6 / a, $15 / a, ($23 - $24) / a, $18 }')"
 }
 
 for n in $SIZES; do

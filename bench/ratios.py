@@ -23,9 +23,13 @@ quota, held it back) is marked "starved".
 
 --fixed-rate prints bench/cpu-per-answer.sh's yardstick instead: CPU per
 answer at the same offered rates for every server, the median of the
-repetitions with its range, as answers per CPU-second; cns / each peer;
-the server's threads alone; system calls and context switches per answer
-(from the one counted run) and dnsperf's average latency.
+repetitions with its range, as answers per CPU-second, counted two ways
+(the server's tasks, exact under any load; the machine's busy time, where
+the baseline left a CPU idle); cns / each peer; system calls and context
+switches per answer (from the one counted run), dnsperf's average latency
+interrupts per answer (timer, rescheduling and function call, beyond the
+baseline's rate: the wake-ups no task is charged for) and the load
+average of the runs.
 Prints Markdown.
 """
 import csv
@@ -63,6 +67,7 @@ def cpu_quota(results):
 def fixed_rate(path):
     """bench/cpu-per-answer.sh's table: answers per CPU-second at fixed rates."""
     rows = list(csv.DictReader(open(path), delimiter="\t"))
+    cpus = os.cpu_count() or 1
     runs, counts = {}, {}
     for r in rows:
         a = fnum(r["answered"])
@@ -70,23 +75,29 @@ def fixed_rate(path):
             continue
         key = (int(r["N"]), int(r["rate"]), r["server"])
         if r["kind"] == "fixed":
-            cost = fnum(r["machine_cpu_s"]) - fnum(r["baseline_cpu_s"]) - fnum(r["client_cpu_s"])
+            secs = fnum(r["secs"]) or 1
+            ksoft = max(0.0, (fnum(r.get("ksoftirqd_s")) or 0) - (fnum(r.get("baseline_ksoftirqd_s")) or 0))
+            # the machine-wide figure only where the baseline left a CPU idle
+            machine = None
+            if (fnum(r["baseline_cpu_s"]) or 0) / secs <= cpus - 1:
+                machine = (fnum(r["machine_cpu_s"]) - fnum(r["baseline_cpu_s"]) - fnum(r["client_cpu_s"])) / a
             runs.setdefault(key, []).append({
-                "cost": cost / a, "server": fnum(r["server_cpu_s"]) / a, "ctxsw": fnum(r["server_ctxsw"]) / a,
-                "lat": fnum(r["avg_latency_ms"]), "lost": fnum(r["lost"]) or 0, "load": fnum(r["loadavg"]),
-                "qps": fnum(r["qps"])})
+                "tasks": (fnum(r["server_cpu_s"]) + ksoft) / a, "machine": machine,
+                "ctxsw": fnum(r["server_ctxsw"]) / a,
+                "irqs": None if fnum(r.get("irqs")) is None else (fnum(r["irqs"]) - fnum(r["baseline_irqs"])) / a, "lat": fnum(r["avg_latency_ms"]), "lost": fnum(r["lost"]) or 0,
+                "load": fnum(r["loadavg"]), "qps": fnum(r["qps"])})
         elif r["kind"] == "count":
             counts[key] = (fnum(r["syscalls"]), a, r["counts"])
     if not runs:
         print("no fixed-rate rows in %s" % path)
         return
     order = list(dict.fromkeys(r["server"] for r in rows))
-    peers = [s for s in order if s in ("nsd", "knot", "bind")]
+    peers = [s for s in order if s in PEERS]
     own = [s for s in order if s not in peers]
 
-    def per_cpu(vals):
+    def per_cpu(rs, what):
         """answers per CPU-second: median (min-max) of 1 / cost"""
-        v = sorted(1 / x for x in vals if x > 0)
+        v = sorted(1 / x[what] for x in rs if x[what] is not None and x[what] > 0)
         return (statistics.median(v), v[0], v[-1]) if v else None
 
     def fmt(t):
@@ -104,13 +115,16 @@ def fixed_rate(path):
         return "%.2f (%s)" % (sc / a, ", ".join(parts)) if sc is not None else "-"
 
     print("CPU per UDP answer at fixed offered rates (bench/cpu-per-answer.sh): answers per CPU-second,"
-          " median (min–max) over the repetitions; the CPU is the machine's busy time during the run less"
-          " the no-server baseline's and less dnsperf's own, so it holds the server's threads and the"
-          " kernel's work for its packets. \"threads\" is the server's own threads alone.")
+          " median (min–max) over the repetitions. \"tasks\": the server's cgroup (its threads and the"
+          " softirq work their system calls carry) and ksoftirqd beyond the baseline's rate; exact whatever"
+          " else runs. \"machine\": the machine's busy time less the no-server baseline's and dnsperf's,"
+          " which also holds the interrupts that wake an idle CPU; only from runs whose baseline left a CPU"
+          " idle, since on a busy machine the server's CPU displaces other work's.")
     print()
-    print("| N | offered qps | server | answers per CPU-s | threads alone | syscalls per answer (which) |"
-          " context switches per answer | avg latency ms | lost | runs |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| N | offered qps | server | tasks: answers per CPU-s | machine: answers per CPU-s (runs) |"
+          " syscalls per answer (which) | context switches per answer | interrupts per answer | avg latency ms | lost |"
+          " runs | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     short = []
     for n, rate in sorted({(k[0], k[1]) for k in runs}):
         for srv in order:
@@ -121,17 +135,21 @@ def fixed_rate(path):
             if got < 0.95 * rate:
                 short.append("%s at %s VMs answered %s qps of %s offered" % (
                     NAMES.get(srv, srv), "{:,}".format(n), "{:,.0f}".format(got), "{:,}".format(rate)))
-            print("| %s | %s | %s | %s | %s | %s | %.3f | %.3f | %d | %d |" % (
-                "{:,}".format(n), "{:,}".format(rate), NAMES.get(srv, srv), fmt(per_cpu([x["cost"] for x in rs])),
-                fmt(per_cpu([x["server"] for x in rs])), calls((n, rate, srv)),
-                statistics.median(x["ctxsw"] for x in rs), statistics.median(x["lat"] or 0 for x in rs),
-                sum(x["lost"] for x in rs), len(rs)))
+            loads = [x["load"] for x in rs if x["load"] is not None]
+            irqs = [x["irqs"] for x in rs if x["irqs"] is not None]
+            print("| %s | %s | %s | %s | %s (%d) | %s | %.3f | %s | %.3f | %d | %d | %s |" % (
+                "{:,}".format(n), "{:,}".format(rate), NAMES.get(srv, srv), fmt(per_cpu(rs, "tasks")),
+                fmt(per_cpu(rs, "machine")), sum(x["machine"] is not None for x in rs), calls((n, rate, srv)),
+                statistics.median(x["ctxsw"] for x in rs), "%.3f" % statistics.median(irqs) if irqs else "-",
+                statistics.median(x["lat"] or 0 for x in rs),
+                sum(x["lost"] for x in rs), len(rs), "%.1f–%.1f" % (min(loads), max(loads)) if loads else "-"))
     if short:
         print()
         print("Saturated, not at the offered rate (median): " + "; ".join(short) + ".")
     print()
-    print("Ratios of answers per CPU-second, medians (in brackets the worst case: cns's lowest run against"
-          " the peer's highest; after the slash the server's threads alone), target ≥ 1.2 on all CPU:")
+    print("Ratios of answers per CPU-second of the tasks, medians (in brackets the worst case: cns's lowest"
+          " run against the peer's highest; after the slash the machine-wide medians' ratio, where both"
+          " have one), target ≥ 1.2:")
     print()
     print("| N | offered qps | build | " + " | ".join("/ " + NAMES[p] for p in peers) + " | met? |")
     print("|---|---|---|" + "---|" * len(peers) + "---|")
@@ -140,16 +158,16 @@ def fixed_rate(path):
             rs = runs.get((n, rate, c), [])
             if not rs:
                 continue
-            cv, ct = per_cpu([x["cost"] for x in rs]), per_cpu([x["server"] for x in rs])
-            cells, ok = [], cv is not None
+            ct, cm = per_cpu(rs, "tasks"), per_cpu(rs, "machine")
+            cells, ok = [], ct is not None
             for p in peers:
                 prs = runs.get((n, rate, p), [])
-                pv, pt = per_cpu([x["cost"] for x in prs]), per_cpu([x["server"] for x in prs])
-                cell = "-" if cv is None or pv is None else "%.2f (%.2f)" % (cv[0] / pv[0], cv[1] / pv[2])
-                if ct is not None and pt is not None:
-                    cell += " / %.2f" % (ct[0] / pt[0])
+                pt, pm = per_cpu(prs, "tasks"), per_cpu(prs, "machine")
+                cell = "-" if ct is None or pt is None else "%.2f (%.2f)" % (ct[0] / pt[0], ct[1] / pt[2])
+                if cm is not None and pm is not None:
+                    cell += " / %.2f" % (cm[0] / pm[0])
                 cells.append(cell)
-                ok = ok and pv is not None and cv[0] / pv[0] >= 1.2
+                ok = ok and pt is not None and ct[0] / pt[0] >= 1.2
             print("| %s | %s | %s | %s | %s |" % ("{:,}".format(n), "{:,}".format(rate), NAMES.get(c, c),
                                                 " | ".join(cells), "met" if ok else "**missed**"))
     loads = [x["load"] for rs in runs.values() for x in rs if x["load"] is not None]
