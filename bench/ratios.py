@@ -25,7 +25,7 @@ quota, held it back) is marked "starved".
 answer at the same offered rates for every server, the median of the
 repetitions with its range, as answers per CPU-second, counted two ways
 (the server's tasks, exact under any load; the machine's busy time, where
-the baseline left a CPU idle); cns / each peer; system calls and context
+the baseline was quiet); cns / each peer; system calls and context
 switches per answer (from the one counted run), dnsperf's average latency
 interrupts per answer (timer, rescheduling and function call, beyond the
 baseline's rate: the wake-ups no task is charged for) and the load
@@ -38,6 +38,8 @@ import statistics
 import sys
 
 PEERS = ("nsd", "knot", "bind")
+# the busiest baseline (CPU-seconds per second) a machine-wide figure is taken from
+QUIET_BASELINE = 0.25
 NAMES = {"nsd": "NSD", "knot": "Knot", "bind": "BIND", "custom": "cns", "ceiling": "ceiling"}
 
 
@@ -67,7 +69,6 @@ def cpu_quota(results):
 def fixed_rate(path):
     """bench/cpu-per-answer.sh's table: answers per CPU-second at fixed rates."""
     rows = list(csv.DictReader(open(path), delimiter="\t"))
-    cpus = os.cpu_count() or 1
     runs, counts = {}, {}
     for r in rows:
         a = fnum(r["answered"])
@@ -77,9 +78,11 @@ def fixed_rate(path):
         if r["kind"] == "fixed":
             secs = fnum(r["secs"]) or 1
             ksoft = max(0.0, (fnum(r.get("ksoftirqd_s")) or 0) - (fnum(r.get("baseline_ksoftirqd_s")) or 0))
-            # the machine-wide figure only where the baseline left a CPU idle
+            # the machine-wide figure only from a quiet machine: with other
+            # work about, its CPU moves between the baseline and the run by
+            # more than the server's cost
             machine = None
-            if (fnum(r["baseline_cpu_s"]) or 0) / secs <= cpus - 1:
+            if (fnum(r["baseline_cpu_s"]) or 0) / secs <= QUIET_BASELINE:
                 machine = (fnum(r["machine_cpu_s"]) - fnum(r["baseline_cpu_s"]) - fnum(r["client_cpu_s"])) / a
             runs.setdefault(key, []).append({
                 "tasks": (fnum(r["server_cpu_s"]) + ksoft) / a, "machine": machine,
@@ -118,8 +121,9 @@ def fixed_rate(path):
           " median (min–max) over the repetitions. \"tasks\": the server's cgroup (its threads and the"
           " softirq work their system calls carry) and ksoftirqd beyond the baseline's rate; exact whatever"
           " else runs. \"machine\": the machine's busy time less the no-server baseline's and dnsperf's,"
-          " which also holds the interrupts that wake an idle CPU; only from runs whose baseline left a CPU"
-          " idle, since on a busy machine the server's CPU displaces other work's.")
+          " which also holds the interrupts that wake an idle CPU; only from runs whose baseline was quiet"
+          " (at most a quarter of a CPU busy): with other work about, its CPU moves between the baseline and"
+          " the run by more than the server's cost.")
     print()
     print("| N | offered qps | server | tasks: answers per CPU-s | machine: answers per CPU-s (runs) |"
           " syscalls per answer (which) | context switches per answer | interrupts per answer | avg latency ms | lost |"
@@ -162,6 +166,9 @@ def fixed_rate(path):
             cells, ok = [], ct is not None
             for p in peers:
                 prs = runs.get((n, rate, p), [])
+                if not prs:
+                    cells.append("-")  # not run at this size (BIND_SIZES)
+                    continue
                 pt, pm = per_cpu(prs, "tasks"), per_cpu(prs, "machine")
                 cell = "-" if ct is None or pt is None else "%.2f (%.2f)" % (ct[0] / pt[0], ct[1] / pt[2])
                 if cm is not None and pm is not None:
