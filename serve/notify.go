@@ -317,7 +317,8 @@ func (n *notifier) readReplies() {
 			if rcode == dns.RcodeSuccess {
 				n.s.peers.notifyAnswered(k.to.Addr(), k.zone)
 			} else {
-				n.s.log.Warn("NOTIFY refused; not retried until the next change", "zone", k.zone, "peer", k.to.String(), "rcode", dns.RcodeToString[rcode])
+				n.s.log.Warn("NOTIFY refused; not retried until the next change", "zone", k.zone, "peer", k.to.String(), "serial", serial,
+					"rcode", dns.RcodeToString[rcode])
 				n.s.peers.notifyUnanswered(k.to.Addr(), k.zone)
 			}
 		}
