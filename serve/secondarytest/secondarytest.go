@@ -558,6 +558,26 @@ func groupStopped(pgid int) bool {
 	return true
 }
 
+// groupSize counts the live processes of process group pgid (zombies
+// not), -1 without /proc.
+func groupSize(pgid int) int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		st, pg, ok := procStat(filepath.Join("/proc", p.Name(), "stat"))
+		if ok && pg == pgid && st != 'Z' && st != 'X' {
+			n++
+		}
+	}
+	return n
+}
+
 // procStat reads the state and process group from a /proc stat file.
 func procStat(path string) (state byte, pgrp int, ok bool) {
 	b, err := os.ReadFile(path)
