@@ -286,9 +286,9 @@ func TestDockerCalls(t *testing.T) {
 
 // CloudAPI's cueball agent checks each idle pooled socket with GET /ping
 // every pingInterval (30 s) and closes it on a 5xx or a failure. Time is
-// scaled 60 times down (0.5 s between checks) and watched for 2 s, two
-// minutes of CloudAPI's: every check passes, no socket is lost or
-// replaced, and the pool still serves. Scaling is honest only while the
+// scaled 60 times down (0.5 s between checks) and watched for three
+// rounds of checks, a minute and a half of CloudAPI's: every check
+// passes, no socket is lost or replaced, and the pool still serves. Scaling is honest only while the
 // API keeps idle sockets longer than CloudAPI's real interval, which the
 // test checks too.
 func TestCloudAPIAgentHealthChecks(t *testing.T) {
@@ -297,7 +297,10 @@ func TestCloudAPIAgentHealthChecks(t *testing.T) {
 		t.Fatalf("the API closes idle sockets after %v: before CloudAPI's 30 s health checks", admin.IdleTimeout)
 	}
 	_, _, api := startCloudAPIAgainstSim(t, 30*time.Second/scale)
-	res := api.do("health", map[string]any{"ms": 2 * 60 * 1000 / scale})
+	// Each idle socket is checked every 0.5 s: three rounds take 1.5 s
+	// on a quiet machine; a busy one runs node's timers late, so the
+	// harness watches until they are done, up to 40 s.
+	res := api.do("health", map[string]any{"rounds": 3, "ms": 40 * 1000})
 	before, _ := res["before"].(map[string]any)
 	after, _ := res["after"].(map[string]any)
 	count := func(side map[string]any, msg string) float64 {
@@ -311,10 +314,8 @@ func TestCloudAPIAgentHealthChecks(t *testing.T) {
 	}
 	ok := count(after, "health check ok, releasing") - count(before, "health check ok, releasing")
 	spares := stats(before)["totalConnections"].(float64)
-	// Each idle socket is checked every 0.5 s: 4 rounds in 2 s, less the
-	// first check's offset.
 	if ok < spares*3 {
-		t.Errorf("%v health checks passed in two (scaled) minutes over %v sockets, want at least %v", ok, spares, spares*3)
+		t.Errorf("%v health checks passed in 40 s over %v sockets, want three rounds: %v", ok, spares, spares*3)
 	}
 	for _, bad := range []string{"got a 5xx code, closing", "check failed"} {
 		if n := count(after, bad); n != 0 {
