@@ -341,7 +341,7 @@ MUTATIONS = [
         "if false && len(v.Hold) > 0 {",
         [("./feeds", "TestGuardCNAPIAllDownThenBack"), ("./feeds", "TestGuardShortListingConfirmed"),
          ("./feeds", "TestGuardShortListingRecovers"), ("./feeds", "TestGuardOwnersOffAccepted"),
-         ("./feeds", "TestGuardRestartDuringHold"), ("./feeds/file", "TestGuardInventoryTruncated"),
+         ("./feeds/file", "TestGuardInventoryTruncated"),
          ("./feeds/file", "TestGuardInventoryShrinkConfirmed")],
     ),
     Mutation(
