@@ -139,6 +139,13 @@ MUTATIONS = [
         [("./feeds", "TestBacklogEnds")],
     ),
     Mutation(
+        "a backlog ends before its last, partial chunk lands: serve builds its tables beside that commit",
+        "feeds/committer.go",
+        "\t\tc.db.Backlog().Ending()\n\t\tdefer c.db.Backlog().Close()\n",
+        "\t\tc.db.Backlog().Close()\n",
+        [("./feeds", "TestBacklogEnds")],
+    ),
+    Mutation(
         "a member down by its status alone is not held by its services",
         "feeds/selfremoval.go",
         "\tcase d.Holdable && len(names) > 0:",

@@ -52,13 +52,14 @@ type CommitInfo struct {
 
 // store commits b. The store's backlog signal says what b is while its
 // hooks run: open for a backlog's chunk (more follows at once), closed
-// for any other batch, which ends a backlog. served is mono() when the
-// hooks had run (the answers show b).
+// for any other batch, which ends a backlog once it is in (db.Backlog's
+// Ending). served is mono() when the hooks had run (the answers show b).
 func (c *committer) store(b *batch) (res *db.Committed, served int64, took time.Duration, err error) {
 	if b.backlog {
 		c.db.Backlog().Open()
 	} else {
-		c.db.Backlog().Close()
+		c.db.Backlog().Ending()
+		defer c.db.Backlog().Close()
 	}
 	start := time.Now()
 	res, err = c.db.Commit(b.cs)

@@ -245,9 +245,10 @@ func TestBacklogCrashAfterAChunk(t *testing.T) {
 // A backlog's full chunks are committed with the store's backlog signal
 // open (another commit follows at once), and the signal always closes at
 // the end of the backlog, so that serve builds the tables it put off:
-// before the last chunk when it is partial, else once the drain is over.
-// An aggregated source's parts never open it: drain takes the next part
-// only after a part landed.
+// after the last chunk when it is partial (which says it is no part of
+// the backlog while it lands: the tables are not built beside it), else
+// once the drain is over. An aggregated source's parts never open it:
+// drain takes the next part only after a part landed.
 func TestBacklogEnds(t *testing.T) {
 	inv := sdcsim.Generate(sdcsim.GenerateOptions{VMs: 60, Seed: 5})
 	for i := range inv.VMs {
@@ -289,9 +290,30 @@ func TestBacklogEnds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store, u := windowUpdater(t, time.Millisecond)
 			tc.fill(u)
+			end := store.Backlog().NextEnd()
+			ended := func() bool {
+				select {
+				case <-end:
+					return true
+				default:
+					return false
+				}
+			}
+			endedEarly := atomic.Int64{} // commits whose hooks ran after the backlog ended
+			store.OnCommit(func(*db.Committed) {
+				if ended() {
+					endedEarly.Add(1)
+				}
+			})
 			_, backlog := backlogCommits(t, store, u, tc.size(u.Pending()))
 			if !slices.Equal(backlog, tc.backlog) {
 				t.Fatalf("the backlog signal during the commits: %v, want %v", backlog, tc.backlog)
+			}
+			if n := endedEarly.Load(); n > 0 {
+				t.Errorf("%d of %d commits landed after the backlog ended", n, len(backlog))
+			}
+			if tc.backlog[0] {
+				waitUntil(t, "the backlog's end", ended)
 			}
 		})
 	}
