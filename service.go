@@ -99,7 +99,7 @@ func newService(path string, cfg *config.Config, logs logging, tune serviceTunin
 	// The updater reads the stored VMs in Run, which start calls once the
 	// tables are built.
 	uo := feeds.Options{Records: cfg.RecordsConfig(), Zones: cfg.ZoneConfig(), BatchWindow: cfg.BatchWindow, Hysteresis: cfg.Hysteresis, Guard: cfg.Guard,
-		Logger: log, LoadLater: true}
+		Logger: log, LoadLater: true, HeapLimit: smf.HeapLimit()}
 	if tune.Updater != nil {
 		tune.Updater(&uo)
 	}

@@ -146,6 +146,13 @@ MUTATIONS = [
         [("./feeds", "TestBacklogEnds")],
     ),
     Mutation(
+        "a heap limit does not bound a backlog's chunks (a 1M-VM first load in a 2 GiB cgroup is killed)",
+        "feeds/scheduler.go",
+        "\t\tn = min(n, s.maxChunk)\n",
+        "\t\t_ = s.maxChunk\n",
+        [("./feeds", "TestChunkSize")],
+    ),
+    Mutation(
         "a member down by its status alone is not held by its services",
         "feeds/selfremoval.go",
         "\tcase d.Holdable && len(names) > 0:",

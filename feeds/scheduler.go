@@ -161,6 +161,7 @@ type work interface {
 // scheduler holds the dirty set and decides what each batch takes.
 type scheduler struct {
 	chunk, slice int
+	maxChunk     int // the heap's bound on a chunk (chunkForHeap); 0: none
 	dirty        map[string]dirtyVM
 	gen          uint64
 	// order is the rest of a sorted snapshot of the dirty set (plan),
@@ -267,8 +268,37 @@ func (s *scheduler) endOfBurst(sourcesPending bool) bool {
 // VMs/s, 7.5 GB. Uncapped they made 14.3k VMs/s for 9.1 GB peak. In
 // owner order a cap of five times gained 2 % for 1.4 GB more peak. Up to
 // 100k VMs the chunks stay at 10,000 to 12,500 (defaultChunk).
+//
+// Under a heap limit a chunk is also kept to maxChunk (chunkForHeap).
 func (s *scheduler) chunkSize(stored int) int {
-	return min(max(s.chunk, stored/8), 6*s.chunk)
+	n := min(max(s.chunk, stored/8), 6*s.chunk)
+	if s.maxChunk > 0 {
+		n = min(n, s.maxChunk)
+	}
+	return n
+}
+
+// chunkHeapPerVM is how much of the heap limit a chunk's VM is given
+// (chunkForHeap): a chunk in flight swings the live heap by ~8 KB a VM
+// (its computed records, the transaction's names and journal, the next
+// chunk computed meanwhile; a 1M-VM first load's chunks of 60,000 took
+// it from 1.1 to 1.6 GB with each commit), so a chunk of limit/64 KiB
+// VMs swings it by an eighth of the limit at most.
+const chunkHeapPerVM = 64 << 10
+
+// chunkForHeap is the largest chunk under a heap limit of limit bytes (0:
+// none), and never under a slice: under the 1 GiB package's limit (768
+// MiB) 12,288 VMs, the chunks a 100k-VM load takes anyway; under a 2 GiB
+// cgroup's (1.5 GiB) 24,576, where a 1M-VM first load's chunks of 60,000
+// took the heap past the cgroup and the process was killed. Smaller
+// chunks cost more commits, each rewriting the pages of the reverse
+// zones and the VMs by UUID: a load under a tight limit is slower, not
+// killed.
+func chunkForHeap(limit int64) int {
+	if limit <= 0 {
+		return 0
+	}
+	return max(int(limit/chunkHeapPerVM), defaultSlice)
 }
 
 // step is what one slice of planning came to.

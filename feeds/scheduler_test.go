@@ -220,3 +220,32 @@ func TestSchedulerTransitions(t *testing.T) {
 		})
 	}
 }
+
+// A backlog's chunk grows with the store by an eighth, up to six times
+// the smallest, and a heap limit keeps it to limit/64 KiB VMs (never
+// under a slice): the 1 GiB package's limit leaves a 100k-VM load's
+// chunks as they are, a 2 GiB cgroup's halves a 1M-VM load's.
+func TestChunkSize(t *testing.T) {
+	const MiB = 1 << 20
+	for _, tc := range []struct {
+		limit  int64 // the heap's
+		stored int
+		want   int
+	}{
+		{0, 0, 10000},
+		{0, 100000, 12500},
+		{0, 1000000, 60000},
+		{768 * MiB, 100000, 12288},   // the sdc_1024 package's 3/4
+		{768 * MiB, 50000, 10000},    // (under the bound)
+		{1536 * MiB, 1000000, 24576}, // a 2 GiB cgroup's
+		{2304 * MiB, 1000000, 36864}, // a 3 GiB cgroup's
+		{16384 * MiB, 1000000, 60000},
+		{64 * MiB, 1000000, defaultSlice},
+	} {
+		s := newScheduler(defaultChunk, defaultSlice)
+		s.maxChunk = chunkForHeap(tc.limit)
+		if got := s.chunkSize(tc.stored); got != tc.want {
+			t.Errorf("heap limit %d MiB, %d VMs stored: chunks of %d, want %d", tc.limit/MiB, tc.stored, got, tc.want)
+		}
+	}
+}

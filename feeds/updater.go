@@ -51,6 +51,10 @@ type Options struct {
 	// longer, on the one CPU the two would share. Until the read is done,
 	// the methods that need it wait.
 	LoadLater bool
+	// HeapLimit is the Go heap's soft limit cns runs under, in bytes
+	// (runtime/debug.SetMemoryLimit; 0: none): a backlog's chunks are
+	// kept small enough to stay well within it (chunkForHeap).
+	HeapLimit int64
 }
 
 // Both feeds report to the updater through dc.Sink.
@@ -106,6 +110,7 @@ func NewUpdater(store *db.DB, o Options) (*Updater, error) {
 		guard: removalGuard{policy: o.Guard, fresh: map[guard.Cause]time.Time{}, unlisted: map[string]*unlistedVM{},
 			epoch: time.Now().UnixNano()},
 	}
+	u.sched.maxChunk = chunkForHeap(o.HeapLimit)
 	u.setForward()
 	if u.log == nil {
 		u.log = slog.Default()

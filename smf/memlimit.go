@@ -58,6 +58,15 @@ func SetMemoryLimit(log *slog.Logger) {
 	}
 }
 
+// HeapLimit returns the heap's soft limit in force (SetMemoryLimit, or
+// GOMEMLIMIT), in bytes; 0 when there is none.
+func HeapLimit() int64 {
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return l
+	}
+	return 0
+}
+
 // findMemoryLimit decides the limit: env is GOMEMLIMIT, current the
 // runtime's limit (what it made of GOMEMLIMIT), root the file system the
 // cgroup files are read from.

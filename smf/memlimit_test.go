@@ -1,6 +1,8 @@
 package smf
 
 import (
+	"math"
+	"runtime/debug"
 	"testing"
 	"testing/fstest"
 )
@@ -119,5 +121,18 @@ func TestUnescapeMountinfo(t *testing.T) {
 		if got := unescapeMountinfo(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
+	}
+}
+
+// HeapLimit reports the limit in force, and 0 for none (the runtime's
+// math.MaxInt64).
+func TestHeapLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	if got := HeapLimit(); got != 0 {
+		t.Errorf("no limit: HeapLimit %d, want 0", got)
+	}
+	debug.SetMemoryLimit(768 << 20)
+	if got := HeapLimit(); got != 768<<20 {
+		t.Errorf("a limit of 768 MiB: HeapLimit %d", got)
 	}
 }
