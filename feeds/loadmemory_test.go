@@ -20,9 +20,9 @@ import (
 // firstLoadHeapPerVM bounds the live heap a first load adds at its peak,
 // per VM loaded: the updater's model of the data center, the chunk being
 // committed (its records, names, journal entry, bbolt's dirty nodes and
-// pages) and the next one being computed. The load below measures ~1,480
-// bytes a VM (20k VMs in chunks scaled from the 100k load's); before the
-// prepared records were slimmed and the chunks halved, ~2,750. The
+// pages) and the next one being computed. The load below measures
+// 1,310–1,480 bytes a VM (20k VMs in chunks scaled from the 100k load's);
+// before the prepared records were slimmed and the chunks halved, ~2,750. The
 // collector lets the heap grow to about twice its live size, so this
 // bounds the process's peak too (a 100k-VM first load's, measured in
 // BENCHMARKS.md, "Memory of a first load", is what the 1 GiB package
