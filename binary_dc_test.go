@@ -44,15 +44,11 @@ func computedDC(t *testing.T) (map[rrKey][]string, []records.Result, *dc.Invento
 		t.Fatal(err)
 	}
 	rc := cfg.RecordsConfig()
-	w := &records.World{Networks: map[string]*dc.Network{}, Pools: map[string][]string{}}
+	networks := map[string]*dc.Network{}
 	for i := range inv.Networks {
-		w.Networks[inv.Networks[i].UUID] = &inv.Networks[i]
+		networks[inv.Networks[i].UUID] = &inv.Networks[i]
 	}
-	for _, p := range inv.NetworkPools {
-		for _, n := range p.Networks {
-			w.Pools[n] = append(w.Pools[n], p.UUID)
-		}
-	}
+	w := (&records.World{Networks: networks}).WithPools(inv.NetworkPools)
 	users := map[string]*dc.User{}
 	for i := range inv.Users {
 		users[inv.Users[i].UUID] = &inv.Users[i]
